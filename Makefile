@@ -1,0 +1,161 @@
+# mxc — top-level build.
+#
+#   make                  library (build/lib/libmxc.a, libmxc.so), tools, examples, benchmarks
+#   make test             build and run every Check suite (tests/check_*.c)
+#   make bench            build and run the benchmarks
+#   make demo             the engine demonstration (README)
+#   make install PREFIX=/usr/local
+#
+# Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=1 USE_OPENMP=0|1 DEBUG=1
+#           SANITIZE=address|undefined|thread CUDA_ARCH=sm_80 (space-separated list allowed)
+# A sanitizer build lives in its own folder (build-address, ...) beside the normal one.
+
+USE_CUDA   ?= 0
+USE_CUDNN  ?= 0
+USE_MPI    ?= 0
+USE_OPENMP ?= 1
+DEBUG      ?= 0
+SANITIZE   ?=
+CUDA_ARCH  ?= sm_80
+CUDA_HOME  ?= /usr/local/cuda
+PREFIX     ?= /usr/local
+
+BUILD := build$(if $(SANITIZE),-$(SANITIZE))
+OBJ   := $(BUILD)/obj
+LIB   := $(BUILD)/lib
+BIN   := $(BUILD)/bin
+
+# Library modules, bottom layer first (DESIGN.md section 1). A module folder is picked up
+# as soon as it exists; adding a source file needs no Makefile edit.
+MODULES := common engine storage resource ndarray operator symbol executor kvstore io model
+
+CC      ?= cc
+NVCC    ?= $(CUDA_HOME)/bin/nvcc
+CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+CFLAGS  := $(CSTD) $(WARN) -fPIC -pthread -Iinclude -I. -MMD -MP
+LDLIBS  := -pthread -lm
+
+ifeq ($(DEBUG),1)
+  CFLAGS += -O0 -g3
+else
+  CFLAGS += -O2 -g
+endif
+
+ifneq ($(SANITIZE),)
+  ifeq ($(filter $(SANITIZE),address undefined thread),)
+    $(error SANITIZE must be address, undefined or thread)
+  endif
+  SANFLAGS := -fsanitize=$(SANITIZE) -fno-omit-frame-pointer
+  ifeq ($(SANITIZE),undefined)
+    SANFLAGS += -fno-sanitize-recover=undefined
+  endif
+  CFLAGS  += $(SANFLAGS)
+  LDFLAGS += $(SANFLAGS)
+endif
+
+ifeq ($(USE_OPENMP),1)
+  CFLAGS += -DMXC_USE_OPENMP
+endif
+
+NVCCFLAGS := -O2 -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a))
+ifeq ($(USE_CUDA),1)
+  CFLAGS  += -DMXC_USE_CUDA -I$(CUDA_HOME)/include
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+  ifeq ($(USE_CUDNN),1)
+    CFLAGS += -DMXC_USE_CUDNN
+    LDLIBS += -lcudnn
+  endif
+endif
+
+LIB_SRCS  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
+CUDA_SRCS := $(if $(filter 1,$(USE_CUDA)),$(foreach m,$(MODULES),$(wildcard $(m)/*.cu)))
+LIB_OBJS  := $(LIB_SRCS:%.c=$(OBJ)/%.o) $(CUDA_SRCS:%.cu=$(OBJ)/%.cu.o)
+
+TEST_SRCS  := $(wildcard tests/check_*.c)
+TEST_BINS  := $(TEST_SRCS:tests/%.c=$(BIN)/%)
+TEST_UTIL  := $(wildcard tests/util/*.c)
+BENCH_SRCS := $(wildcard bench/bench_*.c)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BIN)/%)
+EX_SRCS    := $(wildcard examples/*.c)
+EX_BINS    := $(EX_SRCS:examples/%.c=$(BIN)/example_%)
+TOOL_SRCS  := $(wildcard tools/*.c)
+TOOL_BINS  := $(TOOL_SRCS:tools/%.c=$(BIN)/%)
+
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+
+.PHONY: all lib tests benches examples tools test bench demo install clean features deps
+all: features lib tools examples benches tests
+
+features:
+	@echo "mxc build: dir=$(BUILD) debug=$(DEBUG) sanitize=$(or $(SANITIZE),none) openmp=$(USE_OPENMP) cuda=$(USE_CUDA)$(if $(filter 1,$(USE_CUDA)), (arch $(CUDA_ARCH))) cudnn=$(USE_CUDNN) mpi=$(USE_MPI)"
+
+# Installs (as root, with apt-get) the Debian packages the build and tests need.
+deps: $(BUILD)/.deps-ok
+$(BUILD)/.deps-ok: scripts/deps.sh
+	@bash scripts/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+
+lib: $(LIB)/libmxc.a $(LIB)/libmxc.so
+
+$(LIB)/libmxc.a: $(LIB_OBJS)
+	@mkdir -p $(@D)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB)/libmxc.so: $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(OBJ)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DMXC_BUILDING_LIBRARY -fvisibility=hidden -c $< -o $@
+
+$(OBJ)/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVCCFLAGS) -DMXC_BUILDING_LIBRARY -c $< -o $@
+
+# Tests, benchmarks, examples and tools link the static library, so tests can reach the
+# internal (mxc__) functions they check.
+tests: $(TEST_BINS)
+$(BIN)/check_%: tests/check_%.c $(TEST_UTIL) $(LIB)/libmxc.a $(BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $< $(TEST_UTIL) -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(CHECK_LIBS) $(LDLIBS)
+
+benches: $(BENCH_BINS)
+$(BIN)/bench_%: bench/bench_%.c $(LIB)/libmxc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -fopenmp $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS) -fopenmp
+
+examples: $(EX_BINS)
+$(BIN)/example_%: examples/%.c $(LIB)/libmxc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS)
+
+tools: $(TOOL_BINS)
+$(BIN)/%: tools/%.c $(LIB)/libmxc.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS)
+
+# TESTS=engine limits the run to check_engine; extra runner flags via TEST_ARGS.
+test: features $(TEST_BINS)
+	@bash scripts/run_tests.sh $(BIN) $(TESTS)
+
+bench: features $(BENCH_BINS)
+	@for b in $(BENCH_BINS); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
+
+demo: features $(BIN)/bench_engine $(BIN)/example_engine_demo
+	$(BIN)/example_engine_demo
+	$(BIN)/bench_engine --quick
+
+install: lib
+	install -d $(PREFIX)/lib $(PREFIX)/include/mxc $(PREFIX)/lib/pkgconfig
+	install -m 644 $(LIB)/libmxc.a $(LIB)/libmxc.so $(PREFIX)/lib/
+	install -m 644 include/mxc/*.h $(PREFIX)/include/mxc/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' scripts/mxc.pc.in > $(PREFIX)/lib/pkgconfig/mxc.pc
+
+clean:
+	rm -rf build build-address build-undefined build-thread
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

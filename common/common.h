@@ -1,0 +1,94 @@
+/*
+ * common/common.h — internal helpers every module uses: error recording with a single
+ * cleanup path, the allocator hook, logging, time. Not part of the API.
+ */
+#ifndef MXC_COMMON_H
+#define MXC_COMMON_H
+
+#include "mxc/base.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MXC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define MXC_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#define MXC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MXC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define MXC_PRINTF(fmt_idx, arg_idx)
+#define MXC_LIKELY(x) (x)
+#define MXC_UNLIKELY(x) (x)
+#endif
+
+/* ---- Errors ------------------------------------------------------------------------ */
+
+/* Records `code` and a printf-formatted message as the calling thread's last error and
+ * returns `code`, so `return mxc__error(MXC_EINVAL, "...")` reads naturally. */
+int mxc__error(int code, const char *fmt, ...) MXC_PRINTF(2, 3);
+
+/* Records a message that was produced elsewhere (e.g. on another thread). */
+int mxc__error_set(int code, const char *message);
+
+/* Functions with cleanup declare `int rc = MXC_OK;` and end with a `fail:` label.
+ * MXC_CHECK records the message and jumps there when `cond` is false. */
+#define MXC_CHECK(cond, code, ...)             \
+    do {                                       \
+        if (MXC_UNLIKELY(!(cond))) {           \
+            rc = mxc__error((code), __VA_ARGS__); \
+            goto fail;                         \
+        }                                      \
+    } while (0)
+
+/* Evaluates an int-returning call and jumps to `fail` with its status if it failed
+ * (the callee already recorded the message). */
+#define MXC_TRY(call)                      \
+    do {                                   \
+        rc = (call);                       \
+        if (MXC_UNLIKELY(rc != MXC_OK))    \
+            goto fail;                     \
+    } while (0)
+
+/* For proven internal invariants only, never for anything a caller controls. */
+void mxc__assert_fail(const char *expr, const char *file, int line);
+#define MXC_ASSERT(cond) \
+    ((cond) ? (void)0 : mxc__assert_fail(#cond, __FILE__, __LINE__))
+
+/* Checks an API handle's magic; records MXC_EMISUSE naming `fn` and `what`. */
+#define MXC_CHECK_HANDLE(h, magic_value, what)                                         \
+    MXC_CHECK((h) != NULL && (h)->magic == (magic_value), MXC_EMISUSE,                 \
+              "%s: %s is %s", __func__, (what), (h) == NULL ? "NULL" : "not a live handle")
+
+/* ---- Memory ------------------------------------------------------------------------ */
+
+/* Go through the allocator hook; return NULL on failure without recording an error. */
+void *mxc__malloc(size_t size);
+void *mxc__calloc(size_t count, size_t size);
+void *mxc__realloc(void *ptr, size_t size);
+void mxc__free(void *ptr);
+char *mxc__strdup(const char *s);
+
+/* Aligned allocation through the hook (alignment a power of two ≤ 4096). */
+void *mxc__aligned_alloc(size_t alignment, size_t size);
+void mxc__aligned_free(void *ptr);
+
+/* ---- Logging ----------------------------------------------------------------------- */
+
+void mxc__log(int level, const char *fmt, ...) MXC_PRINTF(2, 3);
+bool mxc__log_enabled(int level);
+
+/* ---- Time and environment ---------------------------------------------------------- */
+
+/* Monotonic clock in nanoseconds. */
+uint64_t mxc__now_ns(void);
+
+/* Reads a non-negative integer from the environment; `fallback` when unset. Invalid
+ * values are logged and ignored. */
+long mxc__env_long(const char *name, long fallback);
+
+/* Number of online CPUs (at least 1). */
+int mxc__cpu_count(void);
+
+#endif /* MXC_COMMON_H */

@@ -1,0 +1,57 @@
+/*
+ * common/queue.h — a blocking multi-producer multi-consumer queue of pointers, in FIFO
+ * order or by priority (highest first, FIFO among equals). One consumer at a time spins
+ * briefly before sleeping, so a busy producer hands work over without a futex wake-up.
+ * Internal.
+ */
+#ifndef MXC_QUEUE_H
+#define MXC_QUEUE_H
+
+#include "common/thread.h"
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mxc__queue_item {
+    void *ptr;
+    int priority;
+    uint64_t seq; /* push order, breaks priority ties */
+};
+
+typedef struct mxc__queue {
+    mxc__mutex lock;
+    mxc__cond nonempty;
+    struct mxc__queue_item *items; /* ring buffer (FIFO) or binary heap (priority) */
+    size_t capacity, head;
+    atomic_size_t size;
+    uint64_t next_seq;
+    int sleepers;
+    atomic_int spinners;
+    bool by_priority;
+    bool closed;
+    uint32_t spin_iters;
+} mxc__queue;
+
+/* Initialises an empty queue. `spin_iters` is how many polls a consumer makes before it
+ * sleeps (0: sleep at once). Returns MXC_OK or MXC_ENOMEM. */
+int mxc__queue_init(mxc__queue *q, bool by_priority, uint32_t spin_iters);
+
+/* Frees the queue's storage; items still inside are not touched. */
+void mxc__queue_destroy(mxc__queue *q);
+
+/* Appends `ptr`. Returns MXC_OK, or MXC_ENOMEM when growing fails (the item is then not
+ * queued). Pushing to a closed queue still succeeds; consumers drain it. */
+int mxc__queue_push(mxc__queue *q, void *ptr, int priority);
+
+/* Takes the next item, waiting while the queue is empty and open. Returns false once the
+ * queue is closed and empty. */
+bool mxc__queue_pop(mxc__queue *q, void **out);
+
+/* Takes the next item if there is one, without waiting. */
+bool mxc__queue_try_pop(mxc__queue *q, void **out);
+
+/* Wakes every consumer; pops return false once the queue is empty. */
+void mxc__queue_close(mxc__queue *q);
+
+#endif /* MXC_QUEUE_H */

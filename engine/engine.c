@@ -1,0 +1,924 @@
+/*
+ * engine/engine.c — the dependency tracker and the engine API: variables, pushes,
+ * completion, failure propagation, waits and reusable operations. Where a ready run is
+ * executed (inline or by which worker pool) is decided in workers.c.
+ */
+#include "engine/engine_impl.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Depth of engine functions running on this thread: waiting from inside one would wait
+ * for itself. */
+static _Thread_local int tl_running;
+
+static int noop_fn(const mxc_run_ctx *rctx, void *arg) { return MXC_OK; }
+
+/* ---- Failure records --------------------------------------------------------------- */
+
+static struct engine_error oom_error = {.refs = -1, .code = MXC_ENOMEM,
+                                        .message = "out of memory recording a failure"};
+
+/* A new record (one reference) for a failure of `run`'s operation; the message is the
+ * calling thread's last error. Never NULL. */
+static struct engine_error *error_new(struct mxc_engine *eng, int code, const char *name) {
+    struct engine_error *e = mxc__malloc(sizeof *e);
+    if (e == NULL)
+        return &oom_error;
+    atomic_init(&e->refs, 1);
+    e->code = code;
+    const char *why = mxc_last_error_code() == code && mxc_last_error()[0] != '\0'
+                          ? mxc_last_error()
+                          : mxc_strerror(code);
+    snprintf(e->message, sizeof e->message, "operation '%s' failed: %s",
+             name ? name : "(unnamed)", why);
+    mxc__mutex_lock(&eng->error_lock);
+    e->prev = NULL;
+    e->next = eng->errors;
+    if (eng->errors)
+        eng->errors->prev = e;
+    eng->errors = e;
+    mxc__mutex_unlock(&eng->error_lock);
+    return e;
+}
+
+static void error_ref(struct engine_error *e) {
+    if (atomic_load_explicit(&e->refs, memory_order_relaxed) >= 0)
+        atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+}
+
+static void error_unref(struct mxc_engine *eng, struct engine_error *e) {
+    if (e == NULL || atomic_load_explicit(&e->refs, memory_order_relaxed) < 0)
+        return;
+    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    mxc__mutex_lock(&eng->error_lock);
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        eng->errors = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    mxc__mutex_unlock(&eng->error_lock);
+    mxc__free(e);
+}
+
+static uint64_t current_epoch(struct mxc_engine *eng) {
+    return atomic_load_explicit(&eng->error_epoch, memory_order_acquire);
+}
+
+/* The failure that reached `v`, if it is still current. The caller holds `v`'s lock or
+ * a dependency on `v`. */
+static struct engine_error *var_error(struct mxc_var *v) {
+    return v->error && v->error_epoch == current_epoch(v->engine) ? v->error : NULL;
+}
+
+static void var_clear_error(struct mxc_var *v) {
+    error_unref(v->engine, v->error);
+    v->error = NULL;
+}
+
+/* ---- Appending and completing dependencies ----------------------------------------- */
+
+static struct var_block *take_spare_block(struct mxc_engine *eng) {
+    struct var_block *b = eng->spare_blocks;
+    eng->spare_blocks = b->next;
+    eng->num_spare_blocks--;
+    b->next = NULL;
+    b->trigger = NULL;
+    b->write = false;
+    return b;
+}
+
+static void release_dependency(struct mxc_engine *eng, struct mxc_engine_done *run) {
+    if (atomic_fetch_sub_explicit(&run->wait, 1, memory_order_acq_rel) == 1)
+        mxc__engine_dispatch(eng, run);
+}
+
+/* Called with push_lock held. The run's +1 keeps it from reaching zero here. */
+static void append_read(struct mxc_engine *eng, struct mxc_var *v, struct mxc_engine_done *run) {
+    mxc__spin_lock(&v->lock);
+    if (v->pending_write == NULL) {
+        v->num_pending_reads++;
+        mxc__spin_unlock(&v->lock);
+        atomic_fetch_sub_explicit(&run->wait, 1, memory_order_relaxed);
+        return;
+    }
+    struct var_block *tail = take_spare_block(eng);
+    v->head->trigger = run;
+    v->head->write = false;
+    v->head->next = tail;
+    v->head = tail;
+    mxc__spin_unlock(&v->lock);
+}
+
+static void append_write(struct mxc_engine *eng, struct mxc_var *v,
+                         struct mxc_engine_done *run) {
+    struct var_block *tail = take_spare_block(eng);
+    bool ready = false;
+    mxc__spin_lock(&v->lock);
+    v->head->trigger = run;
+    v->head->write = true;
+    v->head->next = tail;
+    if (v->pending_write == NULL) {
+        v->pending_write = v->head;
+        ready = v->num_pending_reads == 0;
+    }
+    v->head = tail;
+    mxc__spin_unlock(&v->lock);
+    if (ready)
+        atomic_fetch_sub_explicit(&run->wait, 1, memory_order_relaxed);
+}
+
+static void complete_read(struct mxc_engine *eng, struct mxc_var *v) {
+    struct mxc_engine_done *trigger = NULL;
+    mxc__spin_lock(&v->lock);
+    if (--v->num_pending_reads == 0 && v->pending_write != NULL)
+        trigger = v->pending_write->trigger;
+    mxc__spin_unlock(&v->lock);
+    if (trigger)
+        release_dependency(eng, trigger);
+}
+
+static void free_var(struct mxc_engine *eng, struct mxc_var *v) {
+    var_clear_error(v);
+    mxc__pool_free(&eng->block_pool, v->head);
+    v->magic = 0;
+    mxc__pool_free(&eng->var_pool, v);
+    atomic_fetch_sub_explicit(&eng->live_vars, 1, memory_order_relaxed);
+}
+
+/* Completes the oldest pending write of `v`: passes on `err`, then releases the reads
+ * queued behind it, or the next write. */
+static void complete_write(struct mxc_engine *eng, struct mxc_var *v, struct engine_error *err,
+                           bool delete_after) {
+    mxc__spin_lock(&v->lock);
+    if (err && var_error(v) == NULL) {
+        var_clear_error(v);
+        error_ref(err);
+        v->error = err;
+        v->error_epoch = current_epoch(eng);
+    }
+    struct var_block *done = v->pending_write;
+    struct var_block *first = done->next, *end = first;
+    int reads = 0;
+    while (end != v->head && !end->write) {
+        end = end->next;
+        reads++;
+    }
+    v->num_pending_reads += reads;
+    struct mxc_engine_done *write_trigger = NULL;
+    if (end == v->head) {
+        v->pending_write = NULL;
+    } else {
+        v->pending_write = end;
+        if (reads == 0)
+            write_trigger = end->trigger;
+    }
+    bool idle = v->pending_write == NULL && v->num_pending_reads == 0;
+    mxc__spin_unlock(&v->lock);
+
+    mxc__pool_free(&eng->block_pool, done);
+    /* The blocks from first to end are ours alone now: appends touch only the head. */
+    for (struct var_block *b = first; b != end;) {
+        struct var_block *next = b->next;
+        struct mxc_engine_done *trigger = b->trigger;
+        mxc__pool_free(&eng->block_pool, b);
+        release_dependency(eng, trigger);
+        b = next;
+    }
+    if (write_trigger)
+        release_dependency(eng, write_trigger);
+    if (delete_after) {
+        if (idle)
+            free_var(eng, v);
+        else
+            mxc__log(MXC_LOG_ERROR, "engine: a variable was used after its deletion was "
+                                    "scheduled; it is leaked");
+    }
+}
+
+/* ---- Runs -------------------------------------------------------------------------- */
+
+static void operator_unref(struct mxc_engine *eng, struct engine_op *op);
+
+static void notify_waiters(struct mxc_engine *eng, long long pending) {
+    long long low = eng->config.max_pending / 2;
+    if ((pending == 0 || pending == low) &&
+        atomic_load_explicit(&eng->wait_sleepers, memory_order_seq_cst) > 0) {
+        mxc__mutex_lock(&eng->wait_lock);
+        mxc__cond_broadcast(&eng->wait_cond);
+        mxc__mutex_unlock(&eng->wait_lock);
+    }
+}
+
+static void retire(struct mxc_engine *eng, struct mxc_engine_done *run) {
+    struct engine_op *op = run->op;
+    if (op->temporary) {
+        if (op->arg_free)
+            op->arg_free(op->arg);
+        if (op->vars != op->inline_vars)
+            mxc__free(op->vars);
+        mxc__pool_free(&eng->op_pool, op); /* the run is embedded in the same object */
+    } else {
+        mxc__pool_free(&eng->run_pool, run);
+        operator_unref(eng, op);
+    }
+    long long left = atomic_fetch_sub_explicit(&eng->pending, 1, memory_order_seq_cst) - 1;
+    notify_waiters(eng, left);
+}
+
+/* Releases the run's dependencies, passing `err` (a reference the caller gives up, or
+ * NULL) to the variables it mutates, and retires it. */
+static void complete_run(struct mxc_engine_done *run, struct engine_error *err) {
+    struct mxc_engine *eng = run->engine;
+    struct engine_op *op = run->op;
+    if (run->start_ns != 0)
+        mxc__prof_record(eng, run, mxc__now_ns());
+    if (err) {
+        atomic_fetch_add_explicit(&eng->failed, 1, memory_order_relaxed);
+        mxc__mutex_lock(&eng->error_lock);
+        if (eng->first_error == NULL) {
+            error_ref(err);
+            eng->first_error = err;
+        }
+        mxc__mutex_unlock(&eng->error_lock);
+    }
+    for (int i = 0; i < op->num_const; i++)
+        complete_read(eng, op->vars[i]);
+    for (int i = op->num_const; i < op->num_const + op->num_mutable; i++)
+        complete_write(eng, op->vars[i], err, op->deletes_var);
+    error_unref(eng, err);
+    retire(eng, run);
+}
+
+static void finish_run(struct mxc_engine_done *run, int status) {
+    if (status > 0) /* not a status code: someone returned a count or a boolean */
+        status = mxc__error(MXC_EINTERNAL, "returned %d, which is not a status code", status);
+    complete_run(run, status == MXC_OK ? NULL : error_new(run->engine, status, run->op->name));
+}
+
+void mxc__engine_execute(struct mxc_engine_done *run, const mxc_run_ctx *rctx) {
+    struct mxc_engine *eng = run->engine;
+    struct engine_op *op = run->op;
+    run->start_ns = 0;
+    if (atomic_load_explicit(&eng->profiling, memory_order_relaxed)) {
+        run->start_ns = mxc__now_ns();
+        run->tid = mxc__thread_id();
+    }
+    if (!op->always_run) {
+        for (int i = 0; i < op->num_const + op->num_mutable; i++) {
+            struct engine_error *err = var_error(op->vars[i]);
+            if (err) {
+                error_ref(err);
+                complete_run(run, err);
+                return;
+            }
+        }
+    }
+    tl_running++;
+    if (op->fn) {
+        int status = op->fn(rctx, op->arg);
+        if (status == MXC_OK && rctx->stream != NULL)
+            status = mxc__cuda_stream_sync(rctx->stream);
+        tl_running--;
+        finish_run(run, status);
+    } else {
+        run->magic = RUN_ACTIVE;
+        op->async_fn(rctx, op->arg, run);
+        tl_running--;
+    }
+}
+
+void mxc__engine_fail(struct mxc_engine_done *run, int code) {
+    finish_run(run, code == MXC_OK ? MXC_EINTERNAL : code);
+}
+
+void mxc_engine_complete(mxc_engine_done *done, int status) {
+    if (done == NULL || done->magic != RUN_ACTIVE) {
+        mxc__log(MXC_LOG_ERROR, "mxc_engine_complete: not an active completion handle "
+                                "(completed twice?); ignored");
+        return;
+    }
+    done->magic = 0;
+    finish_run(done, status);
+}
+
+/* Appends `run` to the queues of its operation's variables and dispatches it if nothing
+ * is in its way. Fails only for lack of memory, before anything is appended. */
+static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run) {
+    struct engine_op *op = run->op;
+    int n = op->num_const + op->num_mutable;
+    if (mxc__current_worker() == NULL && tl_running == 0 &&
+        atomic_load_explicit(&eng->pending, memory_order_relaxed) >= eng->config.max_pending) {
+        /* Throttle a producer far ahead of the workers (never a worker: that could
+         * deadlock). */
+        mxc__mutex_lock(&eng->wait_lock);
+        atomic_fetch_add(&eng->wait_sleepers, 1);
+        while (atomic_load(&eng->pending) > eng->config.max_pending / 2)
+            mxc__cond_wait(&eng->wait_cond, &eng->wait_lock);
+        atomic_fetch_sub(&eng->wait_sleepers, 1);
+        mxc__mutex_unlock(&eng->wait_lock);
+    }
+    run->engine = eng;
+    run->start_ns = 0;
+    run->next_inline = NULL;
+    atomic_init(&run->wait, n + 1);
+
+    mxc__spin_lock(&eng->push_lock);
+    while (eng->num_spare_blocks < n) {
+        struct var_block *b = mxc__pool_alloc(&eng->block_pool);
+        if (b == NULL) {
+            mxc__spin_unlock(&eng->push_lock);
+            return mxc__error(MXC_ENOMEM, "engine: out of memory queueing '%s'",
+                              op->name ? op->name : "(unnamed)");
+        }
+        b->next = eng->spare_blocks;
+        eng->spare_blocks = b;
+        eng->num_spare_blocks++;
+    }
+    eng->pushed++;
+    atomic_fetch_add_explicit(&eng->pending, 1, memory_order_relaxed);
+    for (int i = 0; i < op->num_const; i++)
+        append_read(eng, op->vars[i], run);
+    for (int i = op->num_const; i < n; i++)
+        append_write(eng, op->vars[i], run);
+    mxc__spin_unlock(&eng->push_lock);
+
+    release_dependency(eng, run);
+    return MXC_OK;
+}
+
+/* ---- Operations -------------------------------------------------------------------- */
+
+static bool contains(mxc_var *const *vars, int n, const mxc_var *v) {
+    for (int i = 0; i < n; i++)
+        if (vars[i] == v)
+            return true;
+    return false;
+}
+
+static int check_var(struct mxc_engine *eng, const mxc_var *v, const char *list, int i,
+                     const char *name) {
+    if (v == NULL || v->magic != VAR_MAGIC)
+        return mxc__error(MXC_EMISUSE, "engine: %s[%d] of '%s' is %s", list, i, name,
+                          v == NULL ? "NULL" : "not a live variable (deleted?)");
+    if (v->engine != eng)
+        return mxc__error(MXC_EMISUSE, "engine: %s[%d] of '%s' belongs to another engine",
+                          list, i, name);
+    return MXC_OK;
+}
+
+/* Validates `desc` and fills `op` (whose inline_vars are usable) from it: function,
+ * context, property and the deduplicated variables. */
+static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engine_op_desc *d) {
+    const char *name = d->name ? d->name : "(unnamed)";
+    if ((d->fn == NULL) == (d->async_fn == NULL))
+        return mxc__error(MXC_EINVAL, "engine: '%s' must set exactly one of fn and async_fn",
+                          name);
+    if (d->num_const_vars < 0 || d->num_mutable_vars < 0 ||
+        (d->num_const_vars > 0 && d->const_vars == NULL) ||
+        (d->num_mutable_vars > 0 && d->mutable_vars == NULL))
+        return mxc__error(MXC_EINVAL, "engine: '%s' has bad variable lists (%d const, %d "
+                          "mutable)", name, d->num_const_vars, d->num_mutable_vars);
+    if (d->prop < MXC_PROP_NORMAL || d->prop > MXC_PROP_ASYNC)
+        return mxc__error(MXC_EINVAL, "engine: '%s' has unknown property %d", name, d->prop);
+    mxc_context ctx = d->ctx;
+    if (ctx.dev_type == 0)
+        ctx.dev_type = MXC_CPU;
+    if (ctx.dev_type == MXC_GPU) {
+        int n = mxc_gpu_count();
+        if (ctx.dev_id < 0 || ctx.dev_id >= n || ctx.dev_id >= ENGINE_MAX_GPUS)
+            return mxc__error(MXC_ENODEV, "engine: '%s' asks for gpu(%d) but %d GPU%s usable",
+                              name, ctx.dev_id, n, n == 1 ? " is" : "s are");
+    } else if (ctx.dev_type != MXC_CPU && ctx.dev_type != MXC_CPU_PINNED) {
+        return mxc__error(MXC_EINVAL, "engine: '%s' has unknown device type %d", name,
+                          ctx.dev_type);
+    }
+    for (int i = 0; i < d->num_const_vars; i++) {
+        int rc = check_var(eng, d->const_vars[i], "const_vars", i, name);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    for (int i = 0; i < d->num_mutable_vars; i++) {
+        int rc = check_var(eng, d->mutable_vars[i], "mutable_vars", i, name);
+        if (rc != MXC_OK)
+            return rc;
+    }
+
+    int total = d->num_const_vars + d->num_mutable_vars;
+    op->vars = op->inline_vars;
+    if (total > OP_INLINE_VARS) {
+        op->vars = mxc__malloc((size_t)total * sizeof *op->vars);
+        if (op->vars == NULL)
+            return mxc__error(MXC_ENOMEM, "engine: out of memory for %d variables of '%s'",
+                              total, name);
+    }
+    /* A variable listed twice, or as both read and written, counts once (written). */
+    int nc = 0, nm = 0;
+    for (int i = 0; i < d->num_const_vars; i++) {
+        mxc_var *v = d->const_vars[i];
+        if (!contains(d->mutable_vars, d->num_mutable_vars, v) && !contains(op->vars, nc, v))
+            op->vars[nc++] = v;
+    }
+    for (int i = 0; i < d->num_mutable_vars; i++) {
+        mxc_var *v = d->mutable_vars[i];
+        if (!contains(op->vars + nc, nm, v))
+            op->vars[nc + nm++] = v;
+    }
+    op->magic = OPR_MAGIC;
+    op->num_const = nc;
+    op->num_mutable = nm;
+    op->fn = d->fn;
+    op->async_fn = d->async_fn;
+    op->arg = d->arg;
+    op->arg_free = d->arg_free;
+    op->ctx = ctx;
+    op->prop = (uint8_t)d->prop;
+    op->always_run = d->prop == MXC_PROP_DELETE_VAR;
+    op->deletes_var = false;
+    op->temporary = false;
+    op->name = d->name;
+    op->owned_name = NULL;
+    op->prev = op->next = NULL;
+    return MXC_OK;
+}
+
+static void op_release_vars(struct engine_op *op) {
+    if (op->vars != op->inline_vars)
+        mxc__free(op->vars);
+    op->vars = op->inline_vars;
+}
+
+/* Pushes a one-shot operation. `deletes_var` marks the internal delete of its single
+ * mutable variable; `always_run` makes it run on failed variables. */
+static int push_temp(struct mxc_engine *eng, const mxc_engine_op_desc *desc, bool always_run,
+                     bool deletes_var) {
+    mxc_var *doomed = deletes_var ? desc->mutable_vars[0] : NULL;
+    struct engine_op_temp *t = mxc__pool_alloc(&eng->op_pool);
+    if (t == NULL)
+        return mxc__error(MXC_ENOMEM, "engine: out of memory pushing '%s'",
+                          desc->name ? desc->name : "(unnamed)");
+    int rc = op_init(eng, &t->op, desc);
+    if (rc != MXC_OK) {
+        mxc__pool_free(&eng->op_pool, t);
+        return rc;
+    }
+    t->op.temporary = true;
+    t->op.always_run |= always_run;
+    t->op.deletes_var = deletes_var;
+    t->run.op = &t->op;
+    t->run.priority = desc->priority;
+    if (doomed) /* before the push: the delete may run and free it at once */
+        doomed->magic = VAR_DEAD;
+    rc = push_run(eng, &t->run);
+    if (rc != MXC_OK) {
+        if (doomed)
+            doomed->magic = VAR_MAGIC;
+        op_release_vars(&t->op);
+        mxc__pool_free(&eng->op_pool, t);
+    }
+    return rc;
+}
+
+#define CHECK_ENGINE(eng)                                                                  \
+    do {                                                                                   \
+        if ((eng) == NULL || (eng)->magic != ENGINE_MAGIC)                                 \
+            return mxc__error(MXC_EMISUSE, "%s: engine is %s", __func__,                  \
+                              (eng) == NULL ? "NULL" : "not a live engine");              \
+    } while (0)
+
+int mxc_engine_push(mxc_engine *eng, const mxc_engine_op_desc *desc) {
+    CHECK_ENGINE(eng);
+    if (desc == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_push: desc is NULL");
+    return push_temp(eng, desc, false, false);
+}
+
+/* ---- Variables --------------------------------------------------------------------- */
+
+int mxc_engine_new_var(mxc_engine *eng, mxc_var **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_new_var: out is NULL");
+    *out = NULL;
+    CHECK_ENGINE(eng);
+    struct mxc_var *v = mxc__pool_alloc(&eng->var_pool);
+    struct var_block *sentinel = mxc__pool_alloc(&eng->block_pool);
+    if (v == NULL || sentinel == NULL) {
+        if (v)
+            mxc__pool_free(&eng->var_pool, v);
+        if (sentinel)
+            mxc__pool_free(&eng->block_pool, sentinel);
+        return mxc__error(MXC_ENOMEM, "mxc_engine_new_var: out of memory");
+    }
+    sentinel->next = NULL;
+    sentinel->trigger = NULL;
+    sentinel->write = false;
+    v->magic = VAR_MAGIC;
+    mxc__spin_init(&v->lock);
+    v->num_pending_reads = 0;
+    v->head = sentinel;
+    v->pending_write = NULL;
+    v->error = NULL;
+    v->error_epoch = 0;
+    v->engine = eng;
+    atomic_fetch_add_explicit(&eng->live_vars, 1, memory_order_relaxed);
+    *out = v;
+    return MXC_OK;
+}
+
+int mxc_engine_delete_var(mxc_engine *eng, mxc_var *var, mxc_engine_fn delete_fn, void *arg) {
+    CHECK_ENGINE(eng);
+    int rc = check_var(eng, var, "var", 0, "mxc_engine_delete_var");
+    if (rc != MXC_OK)
+        return rc;
+    mxc_engine_op_desc d = {.fn = delete_fn ? delete_fn : noop_fn,
+                            .arg = arg,
+                            .mutable_vars = &var,
+                            .num_mutable_vars = 1,
+                            .prop = MXC_PROP_DELETE_VAR,
+                            .name = "delete_var"};
+    return push_temp(eng, &d, true, true); /* later pushes naming var: MXC_EMISUSE */
+}
+
+/* ---- Reusable operations ----------------------------------------------------------- */
+
+int mxc_engine_new_operator(mxc_engine *eng, const mxc_engine_op_desc *desc,
+                            mxc_engine_opr **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_new_operator: out is NULL");
+    *out = NULL;
+    CHECK_ENGINE(eng);
+    if (desc == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_new_operator: desc is NULL");
+    struct engine_op *op = mxc__malloc(sizeof *op);
+    if (op == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_engine_new_operator: out of memory");
+    int rc = op_init(eng, op, desc);
+    if (rc == MXC_OK && desc->name) {
+        op->owned_name = mxc__strdup(desc->name);
+        op->name = op->owned_name;
+        if (op->owned_name == NULL) {
+            op_release_vars(op);
+            rc = mxc__error(MXC_ENOMEM, "mxc_engine_new_operator: out of memory");
+        }
+    }
+    if (rc != MXC_OK) {
+        mxc__free(op);
+        return rc;
+    }
+    atomic_init(&op->refs, 1);
+    mxc__mutex_lock(&eng->opr_lock);
+    op->next = eng->oprs;
+    if (eng->oprs)
+        eng->oprs->prev = op;
+    eng->oprs = op;
+    mxc__mutex_unlock(&eng->opr_lock);
+    *out = (mxc_engine_opr *)op;
+    return MXC_OK;
+}
+
+int mxc_engine_push_operator(mxc_engine *eng, mxc_engine_opr *opr, int priority) {
+    CHECK_ENGINE(eng);
+    struct engine_op *op = (struct engine_op *)opr;
+    if (op == NULL || op->magic != OPR_MAGIC)
+        return mxc__error(MXC_EMISUSE, "mxc_engine_push_operator: operator is %s",
+                          op == NULL ? "NULL" : "not a live operator (deleted?)");
+    struct mxc_engine_done *run = mxc__pool_alloc(&eng->run_pool);
+    if (run == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_engine_push_operator: out of memory");
+    run->op = op;
+    run->priority = priority;
+    atomic_fetch_add_explicit(&op->refs, 1, memory_order_relaxed);
+    int rc = push_run(eng, run);
+    if (rc != MXC_OK) {
+        atomic_fetch_sub_explicit(&op->refs, 1, memory_order_relaxed);
+        mxc__pool_free(&eng->run_pool, run);
+    }
+    return rc;
+}
+
+static void free_operator(struct engine_op *op) {
+    if (op->arg_free)
+        op->arg_free(op->arg);
+    op_release_vars(op);
+    mxc__free(op->owned_name);
+    op->magic = 0;
+    mxc__free(op);
+}
+
+/* Drops a reference to a reusable operation: one per pending run, one for the handle. */
+static void operator_unref(struct mxc_engine *eng, struct engine_op *op) {
+    if (atomic_fetch_sub_explicit(&op->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    mxc__mutex_lock(&eng->opr_lock);
+    if (op->prev)
+        op->prev->next = op->next;
+    else
+        eng->oprs = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    mxc__mutex_unlock(&eng->opr_lock);
+    free_operator(op);
+}
+
+int mxc_engine_delete_operator(mxc_engine *eng, mxc_engine_opr *opr) {
+    CHECK_ENGINE(eng);
+    struct engine_op *op = (struct engine_op *)opr;
+    if (op == NULL)
+        return MXC_OK;
+    if (op->magic != OPR_MAGIC)
+        return mxc__error(MXC_EMISUSE, "mxc_engine_delete_operator: not a live operator");
+    op->magic = OPR_DEAD;
+    operator_unref(eng, op); /* freed now, or when its last pending run retires */
+    return MXC_OK;
+}
+
+/* ---- Waiting ----------------------------------------------------------------------- */
+
+struct var_waiter {
+    mxc__mutex lock;
+    mxc__cond cond;
+    bool done;
+    int code;
+    char message[sizeof(((struct engine_error *)0)->message)];
+    mxc_var *var;
+};
+
+/* Takes (and clears) the failure recorded on `v`; the caller has exclusive access. */
+static int take_var_error(mxc_var *v, char *message, size_t size) {
+    struct engine_error *err = var_error(v);
+    if (err == NULL)
+        return MXC_OK;
+    int code = err->code;
+    snprintf(message, size, "%s", err->message);
+    var_clear_error(v);
+    return code;
+}
+
+static int wait_var_fn(const mxc_run_ctx *rctx, void *arg) {
+    struct var_waiter *w = arg;
+    int code = take_var_error(w->var, w->message, sizeof w->message);
+    mxc__mutex_lock(&w->lock);
+    w->code = code;
+    w->done = true;
+    mxc__cond_signal(&w->cond);
+    mxc__mutex_unlock(&w->lock);
+    return MXC_OK;
+}
+
+static int check_can_wait(const char *fn) {
+    if (tl_running > 0 || mxc__current_worker() != NULL)
+        return mxc__error(MXC_EMISUSE, "%s: called from inside an engine operation, where "
+                          "it would wait for itself", fn);
+    return MXC_OK;
+}
+
+int mxc_engine_wait_for_var(mxc_engine *eng, mxc_var *var) {
+    CHECK_ENGINE(eng);
+    int rc = check_var(eng, var, "var", 0, "mxc_engine_wait_for_var");
+    if (rc == MXC_OK)
+        rc = check_can_wait(__func__);
+    if (rc != MXC_OK)
+        return rc;
+
+    struct var_waiter w = {.done = false, .code = MXC_OK, .var = var};
+    mxc__spin_lock(&var->lock);
+    bool idle = var->pending_write == NULL && var->num_pending_reads == 0;
+    if (idle)
+        w.code = take_var_error(var, w.message, sizeof w.message);
+    mxc__spin_unlock(&var->lock);
+    if (!idle) {
+        mxc__mutex_init(&w.lock);
+        mxc__cond_init(&w.cond);
+        /* A write that always runs: it comes after every earlier read and write. */
+        mxc_engine_op_desc d = {.fn = wait_var_fn,
+                                .arg = &w,
+                                .mutable_vars = &var,
+                                .num_mutable_vars = 1,
+                                .prop = MXC_PROP_ASYNC,
+                                .name = "wait_for_var"};
+        rc = push_temp(eng, &d, true, false);
+        if (rc == MXC_OK) {
+            mxc__mutex_lock(&w.lock);
+            while (!w.done)
+                mxc__cond_wait(&w.cond, &w.lock);
+            mxc__mutex_unlock(&w.lock);
+        }
+        mxc__cond_destroy(&w.cond);
+        mxc__mutex_destroy(&w.lock);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    if (w.code != MXC_OK)
+        return mxc__error_set(w.code, w.message);
+    return MXC_OK;
+}
+
+/* Sleeps until no operation is pending. */
+static void drain(struct mxc_engine *eng) {
+    mxc__mutex_lock(&eng->wait_lock);
+    atomic_fetch_add(&eng->wait_sleepers, 1);
+    while (atomic_load(&eng->pending) > 0)
+        mxc__cond_wait(&eng->wait_cond, &eng->wait_lock);
+    atomic_fetch_sub(&eng->wait_sleepers, 1);
+    mxc__mutex_unlock(&eng->wait_lock);
+}
+
+int mxc_engine_wait_all(mxc_engine *eng) {
+    CHECK_ENGINE(eng);
+    int rc = check_can_wait(__func__);
+    if (rc != MXC_OK)
+        return rc;
+    drain(eng);
+    mxc__mutex_lock(&eng->error_lock);
+    struct engine_error *err = eng->first_error;
+    eng->first_error = NULL;
+    if (err) /* forget every variable's failure too */
+        atomic_fetch_add_explicit(&eng->error_epoch, 1, memory_order_release);
+    mxc__mutex_unlock(&eng->error_lock);
+    if (err == NULL)
+        return MXC_OK;
+    rc = mxc__error_set(err->code, err->message);
+    error_unref(eng, err);
+    return rc;
+}
+
+/* ---- Engine life ------------------------------------------------------------------- */
+
+static int config_value(int given, const char *env, int fallback) {
+    if (given > 0)
+        return given;
+    long v = mxc__env_long(env, 0);
+    return v > 0 && v < 4096 ? (int)v : fallback;
+}
+
+int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_create: out is NULL");
+    *out = NULL;
+    if (type < MXC_ENGINE_NAIVE || type > MXC_ENGINE_PERDEVICE)
+        return mxc__error(MXC_EINVAL, "mxc_engine_create: unknown engine type %d", type);
+    mxc_engine_config cfg = {0};
+    if (config) {
+        if (config->cpu_workers < 0 || config->cpu_priority_workers < 0 ||
+            config->gpu_workers < 0 || config->gpu_copy_workers < 0 ||
+            config->max_pending < 0)
+            return mxc__error(MXC_EINVAL, "mxc_engine_create: negative setting in config");
+        cfg = *config;
+    }
+    cfg.cpu_workers = config_value(cfg.cpu_workers, "MXC_CPU_WORKER_NTHREADS",
+                                   mxc__cpu_count());
+    cfg.cpu_priority_workers = config_value(cfg.cpu_priority_workers,
+                                            "MXC_CPU_PRIORITY_NTHREADS", 1);
+    cfg.gpu_workers = config_value(cfg.gpu_workers, "MXC_GPU_WORKER_NTHREADS", 1);
+    cfg.gpu_copy_workers = config_value(cfg.gpu_copy_workers, "MXC_GPU_COPY_NTHREADS", 1);
+    if (cfg.max_pending == 0)
+        cfg.max_pending = mxc__env_long("MXC_ENGINE_MAX_PENDING", 1L << 20);
+    if (cfg.max_pending < 2)
+        cfg.max_pending = 2;
+
+    struct mxc_engine *eng = mxc__aligned_alloc(64, sizeof *eng);
+    if (eng == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_engine_create: out of memory");
+    memset(eng, 0, sizeof *eng);
+    eng->type = type;
+    eng->config = cfg;
+    mxc__spin_init(&eng->push_lock);
+    mxc__pool_init(&eng->var_pool, sizeof(struct mxc_var), 64);
+    mxc__pool_init(&eng->block_pool, sizeof(struct var_block), 16);
+    mxc__pool_init(&eng->op_pool, sizeof(struct engine_op_temp), 64);
+    mxc__pool_init(&eng->run_pool, sizeof(struct mxc_engine_done), 64);
+    mxc__mutex_init(&eng->wait_lock);
+    mxc__cond_init(&eng->wait_cond);
+    mxc__mutex_init(&eng->error_lock);
+    mxc__mutex_init(&eng->opr_lock);
+    mxc__mutex_init(&eng->gpu_lock);
+    mxc__prof_buffer_init(&eng->prof_shared);
+    eng->magic = ENGINE_MAGIC;
+    int rc = mxc__workers_start(eng);
+    if (rc != MXC_OK) {
+        mxc_engine_destroy(eng);
+        return rc;
+    }
+    const char *autostart = getenv("MXC_PROFILER_AUTOSTART");
+    if (autostart && strcmp(autostart, "1") == 0) {
+        const char *path = getenv("MXC_PROFILER_OUTPUT");
+        eng->prof_autodump = mxc__strdup(path && *path ? path : "profile.json");
+        mxc_engine_profiler_start(eng);
+    }
+    *out = eng;
+    return MXC_OK;
+}
+
+void mxc_engine_destroy(mxc_engine *eng) {
+    if (eng == NULL || eng->magic != ENGINE_MAGIC)
+        return;
+    drain(eng);
+    mxc__workers_stop(eng);
+    if (eng->prof_autodump) {
+        mxc_engine_profiler_stop(eng);
+        if (mxc_engine_profiler_dump(eng, eng->prof_autodump) != MXC_OK)
+            mxc__log(MXC_LOG_ERROR, "profiler: %s", mxc_last_error());
+        mxc__free(eng->prof_autodump);
+    }
+    while (eng->oprs) {
+        struct engine_op *op = eng->oprs;
+        eng->oprs = op->next;
+        free_operator(op);
+    }
+    while (eng->errors) {
+        struct engine_error *e = eng->errors;
+        eng->errors = e->next;
+        mxc__free(e);
+    }
+    eng->magic = 0;
+    mxc__prof_buffer_destroy(&eng->prof_shared);
+    mxc__mutex_destroy(&eng->gpu_lock);
+    mxc__mutex_destroy(&eng->opr_lock);
+    mxc__mutex_destroy(&eng->error_lock);
+    mxc__cond_destroy(&eng->wait_cond);
+    mxc__mutex_destroy(&eng->wait_lock);
+    mxc__pool_destroy(&eng->run_pool);
+    mxc__pool_destroy(&eng->op_pool);
+    mxc__pool_destroy(&eng->block_pool);
+    mxc__pool_destroy(&eng->var_pool);
+    mxc__aligned_free(eng);
+}
+
+int mxc_engine_type_of(const mxc_engine *eng) {
+    return eng && eng->magic == ENGINE_MAGIC ? eng->type : -1;
+}
+
+static const char *const type_names[] = {"naive", "pooled", "perdevice"};
+
+const char *mxc_engine_type_name(int type) {
+    return type >= 0 && type < 3 ? type_names[type] : NULL;
+}
+
+static int parse_engine_type(const char *s) {
+    static const char *const mxnet_names[] = {"NaiveEngine", "ThreadedEngine",
+                                              "ThreadedEnginePerDevice"};
+    if (s == NULL || *s == '\0')
+        return MXC_ENGINE_PERDEVICE;
+    for (int i = 0; i < 3; i++)
+        if (strcasecmp(s, type_names[i]) == 0 || strcmp(s, mxnet_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static mxc_engine *default_engine;
+static int default_status = MXC_OK;
+static char default_message[256];
+static pthread_once_t default_once = PTHREAD_ONCE_INIT;
+
+static void destroy_default(void) {
+    mxc_engine_destroy(default_engine);
+    default_engine = NULL;
+}
+
+static void create_default(void) {
+    const char *name = getenv("MXC_ENGINE_TYPE");
+    int type = parse_engine_type(name);
+    if (type < 0) {
+        default_status = mxc__error(MXC_EINVAL, "MXC_ENGINE_TYPE=%s is not naive, pooled or "
+                                    "perdevice", name);
+    } else {
+        default_status = mxc_engine_create(type, NULL, &default_engine);
+    }
+    if (default_status != MXC_OK)
+        snprintf(default_message, sizeof default_message, "%s", mxc_last_error());
+    else
+        atexit(destroy_default);
+}
+
+int mxc_engine_get_default(mxc_engine **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_get_default: out is NULL");
+    pthread_once(&default_once, create_default);
+    *out = default_engine;
+    if (default_status != MXC_OK)
+        return mxc__error_set(default_status, default_message);
+    return MXC_OK;
+}
+
+int mxc_engine_get_stats(mxc_engine *eng, mxc_engine_stats *out) {
+    CHECK_ENGINE(eng);
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_get_stats: out is NULL");
+    mxc__spin_lock(&eng->push_lock);
+    out->pushed = eng->pushed;
+    mxc__spin_unlock(&eng->push_lock);
+    out->pending = atomic_load(&eng->pending);
+    out->completed = out->pushed - (uint64_t)out->pending;
+    out->failed = atomic_load(&eng->failed);
+    out->live_vars = atomic_load(&eng->live_vars);
+    mxc__pool *pools[] = {&eng->var_pool, &eng->block_pool, &eng->op_pool,
+                                &eng->run_pool};
+    out->pool_bytes = 0;
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(pools); i++)
+        out->pool_bytes += mxc__pool_bytes(pools[i]);
+    return MXC_OK;
+}

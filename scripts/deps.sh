@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Checks for the Debian packages mxc's build, tests and benchmarks need and installs the
+# missing ones with apt-get (as root). Called by the Makefile; safe to run again.
+set -euo pipefail
+
+packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+echo "mxc deps: installing ${missing[*]}"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "mxc deps: not root; run: sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "mxc deps: done"
