@@ -2,6 +2,7 @@
 #
 #   make                  library (build/lib/libmxc.a, libmxc.so), tools, examples, benchmarks
 #   make test             build and run every Check suite (tests/check_*.c)
+#   make check            make test in the normal, address- and thread-sanitizer builds
 #   make bench            build and run the benchmarks
 #   make demo             the engine demonstration (README)
 #   make install PREFIX=/usr/local
@@ -20,7 +21,9 @@ CUDA_ARCH  ?= sm_80
 CUDA_HOME  ?= /usr/local/cuda
 PREFIX     ?= /usr/local
 
-BUILD := build$(if $(SANITIZE),-$(SANITIZE))
+BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(filter 1,$(USE_CUDA)),-cuda)
+# V=1 prints whole command lines.
+Q := $(if $(filter 1,$(V)),,@)
 OBJ   := $(BUILD)/obj
 LIB   := $(BUILD)/lib
 BIN   := $(BUILD)/bin
@@ -85,7 +88,7 @@ TOOL_BINS  := $(TOOL_SRCS:tools/%.c=$(BIN)/%)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
-.PHONY: all lib tests benches examples tools test bench demo install clean features deps
+.PHONY: all lib tests benches examples tools test check bench demo install clean features deps
 all: features lib tools examples benches tests
 
 features:
@@ -102,45 +105,60 @@ lib: $(LIB)/libmxc.a $(LIB)/libmxc.so
 $(LIB)/libmxc.a: $(LIB_OBJS)
 	@mkdir -p $(@D)
 	@rm -f $@
-	ar rcs $@ $^
+	@echo "  AR      $@"
+	$(Q)ar rcs $@ $^
 
 $(LIB)/libmxc.so: $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
 $(OBJ)/%.o: %.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -DMXC_BUILDING_LIBRARY -fvisibility=hidden -c $< -o $@
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -DMXC_BUILDING_LIBRARY -fvisibility=hidden -c $< -o $@
 
 $(OBJ)/%.cu.o: %.cu
 	@mkdir -p $(@D)
-	$(NVCC) $(NVCCFLAGS) -DMXC_BUILDING_LIBRARY -c $< -o $@
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(NVCCFLAGS) -DMXC_BUILDING_LIBRARY -c $< -o $@
 
 # Tests, benchmarks, examples and tools link the static library, so tests can reach the
 # internal (mxc__) functions they check.
 tests: $(TEST_BINS)
 $(BIN)/check_%: tests/check_%.c $(TEST_UTIL) $(LIB)/libmxc.a $(BUILD)/.deps-ok
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(CHECK_CFLAGS) $< $(TEST_UTIL) -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(CHECK_LIBS) $(LDLIBS)
+	@echo "  CCLD    $@"
+	$(Q)$(CC) $(CFLAGS) $(CHECK_CFLAGS) $< $(TEST_UTIL) -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(CHECK_LIBS) $(LDLIBS)
 
 benches: $(BENCH_BINS)
 $(BIN)/bench_%: bench/bench_%.c $(LIB)/libmxc.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -fopenmp $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS) -fopenmp
+	@echo "  CCLD    $@"
+	$(Q)$(CC) $(CFLAGS) -fopenmp $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS) -fopenmp
 
 examples: $(EX_BINS)
 $(BIN)/example_%: examples/%.c $(LIB)/libmxc.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS)
+	@echo "  CCLD    $@"
+	$(Q)$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS)
 
 tools: $(TOOL_BINS)
 $(BIN)/%: tools/%.c $(LIB)/libmxc.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS)
+	@echo "  CCLD    $@"
+	$(Q)$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS)
 
 # TESTS=engine limits the run to check_engine; extra runner flags via TEST_ARGS.
 test: features $(TEST_BINS)
 	@bash scripts/run_tests.sh $(BIN) $(TESTS)
+
+# README's test command: the suites in the normal build, then under AddressSanitizer and
+# ThreadSanitizer (the engine must be clean under both).
+check:
+	$(MAKE) -j2 test
+	$(MAKE) -j2 test SANITIZE=address
+	$(MAKE) -j2 test SANITIZE=thread
 
 bench: features $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
@@ -156,6 +174,6 @@ install: lib
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' scripts/mxc.pc.in > $(PREFIX)/lib/pkgconfig/mxc.pc
 
 clean:
-	rm -rf build build-address build-undefined build-thread
+	rm -rf build build-address build-undefined build-thread build-cuda build-*-cuda
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
