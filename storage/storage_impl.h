@@ -1,0 +1,27 @@
+/*
+ * storage/storage_impl.h — what storage.c (pools, size classes, statistics) needs from the
+ * device backend in storage_cuda.c (cudaMalloc, cudaHostAlloc). Without USE_CUDA the
+ * backend reports MXC_ENODEV, and no CUDA header is needed. Internal.
+ */
+#ifndef MXC_STORAGE_IMPL_H
+#define MXC_STORAGE_IMPL_H
+
+#include "common/common.h"
+#include "mxc/storage.h"
+
+/* Writes "cpu(0)", "gpu(1)", "cpu_pinned(0)" or "ctx(7, 0)" into buf; returns buf. */
+const char *mxc__storage_ctx_name(mxc_context ctx, char *buf, size_t len);
+
+/* Checks that the GPU or pinned context `ctx` (dev_id >= 0) names a usable device.
+ * Returns MXC_OK, or MXC_ENODEV with a message starting with `fn`. */
+int mxc__storage_device_check(const char *fn, mxc_context ctx);
+
+/* Allocates `size` bytes of GPU memory (MXC_GPU) or pinned host memory (MXC_CPU_PINNED)
+ * on the checked context `ctx`, keeping the calling thread's current device. Returns
+ * MXC_OK, or MXC_ENOMEM / MXC_EDEVICE with CUDA's message as the last error. */
+int mxc__storage_device_alloc(mxc_context ctx, size_t size, void **out);
+
+/* Releases memory from mxc__storage_device_alloc; a CUDA failure is logged. */
+void mxc__storage_device_free(mxc_context ctx, void *ptr);
+
+#endif /* MXC_STORAGE_IMPL_H */
