@@ -37,7 +37,7 @@ NVCC    ?= $(CUDA_HOME)/bin/nvcc
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  := $(CSTD) $(WARN) -fPIC -pthread -Iinclude -I. -MMD -MP
-LDLIBS  := -pthread -lm
+LDLIBS  := -pthread -lm -lopenblas
 
 ifeq ($(DEBUG),1)
   CFLAGS += -O0 -g3

@@ -1,0 +1,461 @@
+/*
+ * ndarray/ndarray.c — arrays as views on reference-counted chunks, and mxc__nd_push,
+ * which turns a kernel call on arrays into one engine operation: inputs' variables read,
+ * outputs' (and requested resources') variables written, chunks held until it retires,
+ * delayed memory taken when it runs.
+ */
+#include "ndarray/ndarray_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- Shapes ------------------------------------------------------------------------ */
+
+mxc_shape mxc_shape_make(int ndim, const int64_t *dims) {
+    mxc_shape s = {0};
+    s.ndim = ndim < 0 ? 0 : ndim > MXC_MAX_NDIM ? MXC_MAX_NDIM : ndim;
+    for (int i = 0; i < s.ndim; i++)
+        s.dims[i] = dims[i];
+    return s;
+}
+
+int64_t mxc_shape_size(const mxc_shape *s) {
+    if (s->ndim == 0)
+        return 0; /* the empty shape, as in MXNet's NDArray files */
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->dims[i] < 0 || (s->dims[i] > 0 && n > INT64_MAX / s->dims[i]))
+            return -1;
+        n *= s->dims[i];
+    }
+    return n;
+}
+
+const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size) {
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < s->ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld",
+                                 (long long)s->dims[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, ")");
+    return buf;
+}
+
+/* ---- Chunks ------------------------------------------------------------------------ */
+
+static int chunk_delete_fn(const mxc_run_ctx *rctx, void *arg) {
+    struct nd_chunk *c = arg;
+    mxc_storage_free(&c->block);
+    mxc__free(c);
+    return MXC_OK;
+}
+
+static void chunk_unref(struct nd_chunk *c) {
+    if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    /* The memory goes back after every operation already pushed on the chunk. */
+    if (mxc_engine_delete_var(c->engine, c->var, chunk_delete_fn, c) != MXC_OK)
+        mxc__log(MXC_LOG_ERROR, "ndarray: cannot schedule a free (%s); %zu bytes leaked",
+                 mxc_last_error(), c->nbytes);
+}
+
+static int chunk_alloc_memory(struct nd_chunk *c) {
+    if (c->block.ptr != NULL || c->nbytes == 0)
+        return MXC_OK;
+    return mxc_storage_alloc(c->ctx, c->nbytes, &c->block);
+}
+
+static int chunk_create(size_t nbytes, mxc_context ctx, bool delay_alloc,
+                        struct nd_chunk **out) {
+    int rc = MXC_OK;
+    *out = NULL;
+    struct nd_chunk *c = mxc__calloc(1, sizeof *c);
+    MXC_CHECK(c != NULL, MXC_ENOMEM, "ndarray: out of memory");
+    atomic_init(&c->refs, 1);
+    c->nbytes = nbytes;
+    c->ctx = ctx;
+    MXC_TRY(mxc_engine_get_default(&c->engine));
+    if (!delay_alloc)
+        MXC_TRY(chunk_alloc_memory(c));
+    MXC_TRY(mxc_engine_new_var(c->engine, &c->var));
+    *out = c;
+    return MXC_OK;
+fail:
+    if (c)
+        mxc_storage_free(&c->block);
+    mxc__free(c);
+    return rc;
+}
+
+/* ---- Arrays ------------------------------------------------------------------------ */
+
+int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what) {
+    if (a == NULL || a->magic != ND_MAGIC)
+        return mxc__error(MXC_EMISUSE, "%s: %s is %s", fn, what,
+                          a == NULL ? "NULL" : "not a live array (freed?)");
+    return MXC_OK;
+}
+
+size_t mxc__nd_nbytes(const mxc_ndarray *a) {
+    return (size_t)mxc_shape_size(&a->shape) * mxc_dtype_size(a->dtype);
+}
+
+static int view_create(struct nd_chunk *chunk, const mxc_shape *shape, int dtype,
+                       size_t offset, mxc_ndarray **out) {
+    mxc_ndarray *a = mxc__malloc(sizeof *a);
+    if (a == NULL)
+        return mxc__error(MXC_ENOMEM, "ndarray: out of memory");
+    atomic_fetch_add_explicit(&chunk->refs, 1, memory_order_relaxed);
+    *a = (mxc_ndarray){ND_MAGIC, chunk, *shape, dtype, offset};
+    *out = a;
+    return MXC_OK;
+}
+
+static int check_shape(const mxc_shape *shape, const char *fn) {
+    if (shape == NULL)
+        return mxc__error(MXC_EINVAL, "%s: shape is NULL", fn);
+    if (shape->ndim < 0 || shape->ndim > MXC_MAX_NDIM)
+        return mxc__error(MXC_EINVAL, "%s: ndim %d outside [0, %d]", fn, shape->ndim,
+                          MXC_MAX_NDIM);
+    char buf[128];
+    if (mxc_shape_size(shape) < 0)
+        return mxc__error(MXC_EINVAL, "%s: shape %s has a negative dimension or too many "
+                          "elements", fn, mxc__shape_str(shape, buf, sizeof buf));
+    return MXC_OK;
+}
+
+int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, int delay_alloc,
+                  mxc_ndarray **out) {
+    int rc = MXC_OK;
+    struct nd_chunk *chunk = NULL;
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_nd_create: out is NULL");
+    *out = NULL;
+    MXC_TRY(check_shape(shape, __func__));
+    MXC_CHECK(mxc_dtype_size(dtype) != 0, MXC_EINVAL, "mxc_nd_create: unknown dtype %d",
+              dtype);
+    if (ctx.dev_type == 0)
+        ctx = mxc_cpu();
+    MXC_CHECK(ctx.dev_type == MXC_CPU || ctx.dev_type == MXC_GPU ||
+                  ctx.dev_type == MXC_CPU_PINNED,
+              MXC_EINVAL, "mxc_nd_create: unknown device type %d", ctx.dev_type);
+    MXC_CHECK(ctx.dev_type != MXC_GPU || (ctx.dev_id >= 0 && ctx.dev_id < mxc_gpu_count()),
+              MXC_ENODEV, "mxc_nd_create: gpu(%d) does not exist (%d usable)", ctx.dev_id,
+              mxc_gpu_count());
+    size_t nbytes = (size_t)mxc_shape_size(shape) * mxc_dtype_size(dtype);
+    MXC_TRY(chunk_create(nbytes, ctx, delay_alloc != 0, &chunk));
+    rc = view_create(chunk, shape, dtype, 0, out);
+    chunk_unref(chunk); /* the view holds it now, or nobody does */
+    return rc;
+fail:
+    return rc;
+}
+
+void mxc_nd_free(mxc_ndarray *a) {
+    if (a == NULL || a->magic != ND_MAGIC)
+        return;
+    a->magic = 0;
+    chunk_unref(a->chunk);
+    mxc__free(a);
+}
+
+int mxc_nd_reshape(const mxc_ndarray *a, const mxc_shape *shape, mxc_ndarray **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_nd_reshape: out is NULL");
+    *out = NULL;
+    int rc = mxc__nd_check(a, __func__, "array");
+    if (rc == MXC_OK)
+        rc = check_shape(shape, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (mxc_shape_size(shape) != mxc_shape_size(&a->shape)) {
+        char b1[128], b2[128];
+        return mxc__error(MXC_ESHAPE, "mxc_nd_reshape: cannot view %s as %s (%lld vs %lld "
+                          "elements)", mxc__shape_str(&a->shape, b1, sizeof b1),
+                          mxc__shape_str(shape, b2, sizeof b2),
+                          (long long)mxc_shape_size(&a->shape), (long long)mxc_shape_size(shape));
+    }
+    return view_create(a->chunk, shape, a->dtype, a->offset, out);
+}
+
+/* Rows [begin, end) of the first axis; `drop_axis` removes it (for at). */
+static int first_axis_view(const mxc_ndarray *a, int64_t begin, int64_t end, bool drop_axis,
+                           const char *fn, mxc_ndarray **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "%s: out is NULL", fn);
+    *out = NULL;
+    int rc = mxc__nd_check(a, fn, "array");
+    if (rc != MXC_OK)
+        return rc;
+    if (a->shape.ndim == 0)
+        return mxc__error(MXC_EINVAL, "%s: the array has no axis to index", fn);
+    int64_t rows = a->shape.dims[0];
+    if (begin < 0 || end > rows || begin > end || (drop_axis && begin >= rows))
+        return mxc__error(MXC_EINVAL, "%s: range [%lld, %lld) outside the first axis of "
+                          "length %lld", fn, (long long)begin, (long long)end,
+                          (long long)rows);
+    mxc_shape s = a->shape;
+    int64_t row_elems = rows ? mxc_shape_size(&s) / rows : 0;
+    if (drop_axis) {
+        for (int i = 1; i < s.ndim; i++)
+            s.dims[i - 1] = s.dims[i];
+        s.ndim--;
+    } else {
+        s.dims[0] = end - begin;
+    }
+    size_t offset = a->offset + (size_t)(begin * row_elems) * mxc_dtype_size(a->dtype);
+    return view_create(a->chunk, &s, a->dtype, offset, out);
+}
+
+int mxc_nd_slice(const mxc_ndarray *a, int64_t begin, int64_t end, mxc_ndarray **out) {
+    return first_axis_view(a, begin, end, false, __func__, out);
+}
+
+int mxc_nd_at(const mxc_ndarray *a, int64_t index, mxc_ndarray **out) {
+    return first_axis_view(a, index, index + 1, true, __func__, out);
+}
+
+int mxc_nd_get_shape(const mxc_ndarray *a, mxc_shape *out) {
+    int rc = mxc__nd_check(a, __func__, "array");
+    if (rc != MXC_OK)
+        return rc;
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_nd_get_shape: out is NULL");
+    *out = a->shape;
+    return MXC_OK;
+}
+
+int mxc_nd_dtype(const mxc_ndarray *a) { return a && a->magic == ND_MAGIC ? a->dtype : -1; }
+
+int mxc_nd_get_context(const mxc_ndarray *a, mxc_context *out) {
+    int rc = mxc__nd_check(a, __func__, "array");
+    if (rc != MXC_OK)
+        return rc;
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_nd_get_context: out is NULL");
+    *out = a->chunk->ctx;
+    return MXC_OK;
+}
+
+int64_t mxc_nd_size(const mxc_ndarray *a) {
+    return a && a->magic == ND_MAGIC ? mxc_shape_size(&a->shape) : -1;
+}
+
+/* ---- Pushing kernels --------------------------------------------------------------- */
+
+struct nd_view {
+    struct nd_chunk *chunk;
+    mxc_shape shape;
+    int dtype;
+    size_t offset;
+};
+
+/* The closure of one pushed operation: views, resources and params in one allocation. */
+struct nd_closure {
+    mxc__nd_kernel kernel;
+    int num_inputs, num_outputs, num_resources;
+    struct nd_view *views; /* inputs then outputs */
+    struct mxc__resource **resources;
+    void *params;
+};
+
+static void closure_free(void *arg) {
+    struct nd_closure *c = arg;
+    for (int i = 0; i < c->num_inputs + c->num_outputs; i++)
+        chunk_unref(c->views[i].chunk);
+    mxc__free(c);
+}
+
+#define ND_MAX_OPERANDS 16
+
+static int closure_run(const mxc_run_ctx *rctx, void *arg) {
+    struct nd_closure *c = arg;
+    struct mxc__tensor tensors[ND_MAX_OPERANDS];
+    int n = c->num_inputs + c->num_outputs;
+    for (int i = 0; i < n; i++) {
+        struct nd_view *v = &c->views[i];
+        if (i < c->num_inputs && v->chunk->block.ptr == NULL && v->chunk->nbytes > 0)
+            return mxc__error(MXC_EINVAL, "input %d is read before anything wrote it", i);
+        int rc = chunk_alloc_memory(v->chunk); /* delayed memory is taken now */
+        if (rc != MXC_OK)
+            return rc;
+        tensors[i] = (struct mxc__tensor){(char *)v->chunk->block.ptr + v->offset, v->shape,
+                                          v->dtype, v->chunk->ctx, mxc_shape_size(&v->shape)};
+    }
+    struct mxc__nd_call call = {rctx,
+                                c->params,
+                                tensors,
+                                c->num_inputs,
+                                tensors + c->num_inputs,
+                                c->num_outputs,
+                                c->resources,
+                                c->num_resources};
+    return c->kernel(&call);
+}
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, int num_inputs,
+                 mxc_ndarray *const *outputs, int num_outputs) {
+    int rc = MXC_OK;
+    int n = num_inputs + num_outputs;
+    MXC_ASSERT(n > 0 && n <= ND_MAX_OPERANDS && op->num_resources <= ND_MAX_OPERANDS);
+    mxc_var *reads[ND_MAX_OPERANDS], *writes[2 * ND_MAX_OPERANDS];
+    struct mxc__resource *res[ND_MAX_OPERANDS];
+    for (int i = 0; i < op->num_resources; i++)
+        MXC_TRY(mxc__resource_get(op->run_ctx, op->resources[i], &res[i]));
+
+    size_t views_at = align8(sizeof(struct nd_closure));
+    size_t res_at = views_at + align8((size_t)n * sizeof(struct nd_view));
+    size_t params_at = res_at + align8((size_t)op->num_resources * sizeof(void *));
+    char *mem = mxc__malloc(params_at + op->params_size);
+    MXC_CHECK(mem != NULL, MXC_ENOMEM, "%s: out of memory", op->name);
+    struct nd_closure *c = (struct nd_closure *)mem;
+    c->kernel = op->kernel;
+    c->num_inputs = num_inputs;
+    c->num_outputs = num_outputs;
+    c->num_resources = op->num_resources;
+    c->views = (struct nd_view *)(mem + views_at);
+    c->resources = (struct mxc__resource **)(mem + res_at);
+    c->params = mem + params_at;
+    if (op->params_size)
+        memcpy(c->params, op->params, op->params_size);
+    for (int i = 0; i < n; i++) {
+        const mxc_ndarray *a = i < num_inputs ? inputs[i] : outputs[i - num_inputs];
+        c->views[i] = (struct nd_view){a->chunk, a->shape, a->dtype, a->offset};
+        atomic_fetch_add_explicit(&a->chunk->refs, 1, memory_order_relaxed);
+        if (i < num_inputs)
+            reads[i] = a->chunk->var;
+        else
+            writes[i - num_inputs] = a->chunk->var;
+    }
+    for (int i = 0; i < op->num_resources; i++) {
+        c->resources[i] = res[i];
+        writes[num_outputs + i] = res[i]->var;
+    }
+    mxc_engine *eng = c->views[0].chunk->engine;
+    mxc_engine_op_desc d = {.fn = closure_run,
+                            .arg = c,
+                            .arg_free = closure_free,
+                            .ctx = op->run_ctx,
+                            .const_vars = reads,
+                            .num_const_vars = num_inputs,
+                            .mutable_vars = writes,
+                            .num_mutable_vars = num_outputs + op->num_resources,
+                            .prop = op->prop,
+                            .name = op->name};
+    rc = mxc_engine_push(eng, &d);
+    if (rc != MXC_OK)
+        closure_free(c);
+    return rc;
+fail:
+    return rc;
+}
+
+/* ---- Waiting and copies ------------------------------------------------------------ */
+
+static int wait_chunk(const mxc_ndarray *a, const char *fn) {
+    int rc = mxc__nd_check(a, fn, "array");
+    if (rc != MXC_OK)
+        return rc;
+    return mxc_engine_wait_for_var(a->chunk->engine, a->chunk->var);
+}
+
+int mxc_nd_wait_to_read(const mxc_ndarray *a) { return wait_chunk(a, __func__); }
+
+int mxc_nd_wait_to_write(const mxc_ndarray *a) { return wait_chunk(a, __func__); }
+
+int mxc_nd_wait_all(void) {
+    mxc_engine *eng;
+    int rc = mxc_engine_get_default(&eng);
+    return rc == MXC_OK ? mxc_engine_wait_all(eng) : rc;
+}
+
+struct host_copy {
+    void *host;
+    bool to_host;
+};
+
+static int host_copy_kernel(const struct mxc__nd_call *call) {
+    const struct host_copy *p = call->params;
+    const struct mxc__tensor *t = p->to_host ? &call->inputs[0] : &call->outputs[0];
+    size_t nbytes = (size_t)t->size * mxc_dtype_size(t->dtype);
+    if (p->to_host)
+        return mxc__copy_bytes(p->host, mxc_cpu(), t->data, t->ctx, nbytes, call->rctx->stream);
+    return mxc__copy_bytes(t->data, t->ctx, p->host, mxc_cpu(), nbytes, call->rctx->stream);
+}
+
+static int sync_copy(mxc_ndarray *a, void *host, size_t nbytes, bool to_host, const char *fn) {
+    int rc = mxc__nd_check(a, fn, "array");
+    if (rc != MXC_OK)
+        return rc;
+    if (host == NULL && nbytes > 0)
+        return mxc__error(MXC_EINVAL, "%s: data is NULL", fn);
+    if (nbytes != mxc__nd_nbytes(a)) {
+        char buf[128];
+        return mxc__error(MXC_ESHAPE, "%s: %zu bytes given, the %s %s array holds %zu", fn,
+                          nbytes, mxc__shape_str(&a->shape, buf, sizeof buf),
+                          mxc_dtype_name(a->dtype), mxc__nd_nbytes(a));
+    }
+    struct host_copy p = {host, to_host};
+    bool gpu = a->chunk->ctx.dev_type == MXC_GPU;
+    struct mxc__nd_op op = {
+        .name = to_host ? "copy_to_cpu" : "copy_from_cpu",
+        .kernel = host_copy_kernel,
+        .params = &p,
+        .params_size = sizeof p,
+        .prop = !gpu ? MXC_PROP_NORMAL
+                     : to_host ? MXC_PROP_COPY_FROM_DEVICE : MXC_PROP_COPY_TO_DEVICE,
+        .run_ctx = a->chunk->ctx,
+    };
+    const mxc_ndarray *in = a;
+    rc = to_host ? mxc__nd_push(&op, &in, 1, NULL, 0) : mxc__nd_push(&op, NULL, 0, &a, 1);
+    if (rc != MXC_OK)
+        return rc;
+    return mxc_engine_wait_for_var(a->chunk->engine, a->chunk->var);
+}
+
+int mxc_nd_sync_copy_from_cpu(mxc_ndarray *a, const void *data, size_t nbytes) {
+    return sync_copy(a, (void *)data, nbytes, false, __func__);
+}
+
+int mxc_nd_sync_copy_to_cpu(const mxc_ndarray *a, void *data, size_t nbytes) {
+    /* Pushed as a read of the array: `a` is not modified. */
+    return sync_copy((mxc_ndarray *)a, data, nbytes, true, __func__);
+}
+
+static int array_copy_kernel(const struct mxc__nd_call *call) {
+    const struct mxc__tensor *src = &call->inputs[0], *dst = &call->outputs[0];
+    return mxc__copy_bytes(dst->data, dst->ctx, src->data, src->ctx,
+                           (size_t)src->size * mxc_dtype_size(src->dtype), call->rctx->stream);
+}
+
+int mxc_nd_copy_to(const mxc_ndarray *src, mxc_ndarray *dst) {
+    int rc = mxc__nd_check(src, __func__, "src");
+    if (rc == MXC_OK)
+        rc = mxc__nd_check(dst, __func__, "dst");
+    if (rc != MXC_OK)
+        return rc;
+    char b1[128], b2[128];
+    if (mxc_shape_size(&src->shape) != mxc_shape_size(&dst->shape) ||
+        src->shape.ndim != dst->shape.ndim ||
+        memcmp(src->shape.dims, dst->shape.dims, sizeof(int64_t) * (size_t)src->shape.ndim))
+        return mxc__error(MXC_ESHAPE, "mxc_nd_copy_to: src %s and dst %s differ",
+                          mxc__shape_str(&src->shape, b1, sizeof b1),
+                          mxc__shape_str(&dst->shape, b2, sizeof b2));
+    if (src->dtype != dst->dtype)
+        return mxc__error(MXC_ETYPE, "mxc_nd_copy_to: src is %s, dst is %s",
+                          mxc_dtype_name(src->dtype), mxc_dtype_name(dst->dtype));
+    mxc_context s = src->chunk->ctx, d = dst->chunk->ctx;
+    bool s_gpu = s.dev_type == MXC_GPU, d_gpu = d.dev_type == MXC_GPU;
+    struct mxc__nd_op op = {
+        .name = "copy",
+        .kernel = array_copy_kernel,
+        .prop = d_gpu && !s_gpu   ? MXC_PROP_COPY_TO_DEVICE
+                : s_gpu && !d_gpu ? MXC_PROP_COPY_FROM_DEVICE
+                : s_gpu           ? MXC_PROP_COPY_TO_DEVICE
+                                  : MXC_PROP_NORMAL,
+        .run_ctx = d_gpu ? d : s,
+    };
+    return mxc__nd_push(&op, &src, 1, &dst, 1);
+}

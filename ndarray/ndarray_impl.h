@@ -1,0 +1,93 @@
+/*
+ * ndarray/ndarray_impl.h — arrays, chunks, and the one helper that pushes a kernel on
+ * arrays to the engine. Every array operation (arithmetic, copies, fills, and later the
+ * registered operators) goes through mxc__nd_push, so the engine variables an operation
+ * reads and writes are declared in one place.
+ */
+#ifndef MXC_NDARRAY_IMPL_H
+#define MXC_NDARRAY_IMPL_H
+
+#include "mxc/engine.h"
+#include "mxc/ndarray.h"
+#include "mxc/storage.h"
+
+#include "common/common.h"
+#include "resource/resource.h"
+
+#include <stdatomic.h>
+
+#define ND_MAGIC 0x4e444131u /* "NDA1" */
+
+/* Memory plus the engine variable that orders every access to it. */
+struct nd_chunk {
+    atomic_int refs;         /* views and pending operations holding it */
+    mxc_engine *engine;
+    mxc_var *var;
+    mxc_storage_block block; /* ptr NULL until allocated (delay-alloc) */
+    size_t nbytes;
+    mxc_context ctx;
+};
+
+struct mxc_ndarray {
+    uint32_t magic;
+    struct nd_chunk *chunk;
+    mxc_shape shape;
+    int dtype;
+    size_t offset; /* bytes from the chunk's start */
+};
+
+/* What a kernel sees of an array while it runs. */
+struct mxc__tensor {
+    void *data;
+    mxc_shape shape;
+    int dtype;
+    mxc_context ctx;
+    int64_t size; /* elements */
+};
+
+/* Everything a kernel receives. */
+struct mxc__nd_call {
+    const mxc_run_ctx *rctx;
+    const void *params;
+    const struct mxc__tensor *inputs;
+    int num_inputs;
+    const struct mxc__tensor *outputs;
+    int num_outputs;
+    struct mxc__resource *const *resources;
+    int num_resources;
+};
+
+typedef int (*mxc__nd_kernel)(const struct mxc__nd_call *call);
+
+/* How an operation is pushed. */
+struct mxc__nd_op {
+    const char *name;       /* a literal: the profiler and error messages show it */
+    mxc__nd_kernel kernel;
+    const void *params;     /* copied (params_size bytes) */
+    size_t params_size;
+    int prop;               /* an mxc_fn_property; copies between devices use the copy ones */
+    mxc_context run_ctx;    /* where the kernel runs */
+    const int *resources;   /* mxc__resource kinds to request on run_ctx */
+    int num_resources;
+};
+
+/* Pushes `op` reading `inputs` and writing `outputs` (whose memory is allocated when it
+ * runs, if still delayed). The arrays' chunks are held until the operation retires. */
+int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, int num_inputs,
+                 mxc_ndarray *const *outputs, int num_outputs);
+
+/* Copies `nbytes` between memory on any two contexts; GPU copies are issued on `stream`
+ * (the calling worker's) and complete before the worker retires the operation. */
+int mxc__copy_bytes(void *dst, mxc_context dst_ctx, const void *src, mxc_context src_ctx,
+                    size_t nbytes, void *stream);
+
+/* Checks an array handle; records MXC_EMISUSE naming `fn` and `what`. */
+int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what);
+
+/* Size of the array's data in bytes. */
+size_t mxc__nd_nbytes(const mxc_ndarray *a);
+
+/* Formats a shape as "(2, 3)" into buf. */
+const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size);
+
+#endif /* MXC_NDARRAY_IMPL_H */

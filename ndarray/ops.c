@@ -1,0 +1,371 @@
+/*
+ * ndarray/ops.c — imperative arithmetic on arrays: element-wise operations with arrays
+ * and scalars, fills, dot (BLAS sgemm), sum and random fills. Each function validates
+ * its arrays, prepares the output (see the convention in mxc/ndarray.h) and pushes one
+ * kernel through mxc__nd_push. Kernels work on contiguous float32 data, row-major.
+ */
+#include "ndarray/ndarray_impl.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
+    return a->ndim == b->ndim &&
+           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+static int require_float32(const mxc_ndarray *a, const char *fn, const char *what) {
+    if (a->dtype != MXC_FLOAT32)
+        return mxc__error(MXC_ENOTSUP, "%s: %s is %s; arithmetic is defined on float32", fn,
+                          what, mxc_dtype_name(a->dtype));
+    return MXC_OK;
+}
+
+/* Makes `*out` ready to receive a result of `shape`, dtype and context of `like`:
+ * creates it if NULL (setting *created), else checks it. */
+static int prepare_output(const char *fn, const mxc_ndarray *like, const mxc_shape *shape,
+                          mxc_ndarray **out, bool *created) {
+    *created = false;
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "%s: out is NULL", fn);
+    if (*out == NULL) {
+        int rc = mxc_nd_create(shape, like->dtype, like->chunk->ctx, 1, out);
+        *created = rc == MXC_OK;
+        return rc;
+    }
+    int rc = mxc__nd_check(*out, fn, "*out");
+    if (rc != MXC_OK)
+        return rc;
+    char b1[128], b2[128];
+    if (!same_shape(&(*out)->shape, shape))
+        return mxc__error(MXC_ESHAPE, "%s: *out is %s, the result is %s", fn,
+                          mxc__shape_str(&(*out)->shape, b1, sizeof b1),
+                          mxc__shape_str(shape, b2, sizeof b2));
+    if ((*out)->dtype != like->dtype)
+        return mxc__error(MXC_ETYPE, "%s: *out is %s, the result is %s", fn,
+                          mxc_dtype_name((*out)->dtype), mxc_dtype_name(like->dtype));
+    return MXC_OK;
+}
+
+/* Pushes `op` on `inputs` into the prepared `*out`; frees a created output on failure. */
+static int push_into(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs,
+                     int num_inputs, mxc_ndarray **out, bool created) {
+    int rc = mxc__nd_push(op, inputs, num_inputs, out, 1);
+    if (rc != MXC_OK && created) {
+        mxc_nd_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* ---- Element-wise ------------------------------------------------------------------ */
+
+enum ew_op { EW_ADD, EW_SUB, EW_MUL, EW_DIV };
+
+struct ew_params {
+    int op;
+    bool scalar_rhs;
+    float scalar;
+};
+
+#define EW_LOOP(expr)                   \
+    for (int64_t i = 0; i < n; i++)     \
+        o[i] = (expr);
+
+/* out: (n) = a (op) b, or a (op) scalar; out may alias a or b. */
+static int ew_kernel(const struct mxc__nd_call *call) {
+    const struct ew_params *p = call->params;
+    const float *a = call->inputs[0].data;
+    const float *b = p->scalar_rhs ? NULL : call->inputs[1].data;
+    float *o = call->outputs[0].data;
+    const float s = p->scalar;
+    int64_t n = call->outputs[0].size;
+    switch (p->op) {
+    case EW_ADD:
+        if (b) EW_LOOP(a[i] + b[i]) else EW_LOOP(a[i] + s)
+        break;
+    case EW_SUB:
+        if (b) EW_LOOP(a[i] - b[i]) else EW_LOOP(a[i] - s)
+        break;
+    case EW_MUL:
+        if (b) EW_LOOP(a[i] * b[i]) else EW_LOOP(a[i] * s)
+        break;
+    default:
+        if (b) EW_LOOP(a[i] / b[i]) else EW_LOOP(a[i] / s)
+        break;
+    }
+    return MXC_OK;
+}
+
+static const char *const ew_names[] = {"add", "sub", "mul", "div"};
+static const char *const ew_scalar_names[] = {"add_scalar", "sub_scalar", "mul_scalar",
+                                              "div_scalar"};
+
+static int elemwise(int ew, const mxc_ndarray *a, const mxc_ndarray *b, float scalar,
+                    mxc_ndarray **out, const char *fn) {
+    int rc = mxc__nd_check(a, fn, "a");
+    if (rc == MXC_OK && b)
+        rc = mxc__nd_check(b, fn, "b");
+    if (rc == MXC_OK)
+        rc = require_float32(a, fn, "a");
+    if (rc != MXC_OK)
+        return rc;
+    if (b) {
+        char b1[128], b2[128];
+        if (b->dtype != a->dtype)
+            return mxc__error(MXC_ETYPE, "%s: a is %s, b is %s", fn, mxc_dtype_name(a->dtype),
+                              mxc_dtype_name(b->dtype));
+        if (!same_shape(&a->shape, &b->shape))
+            return mxc__error(MXC_ESHAPE, "%s: a is %s, b is %s", fn,
+                              mxc__shape_str(&a->shape, b1, sizeof b1),
+                              mxc__shape_str(&b->shape, b2, sizeof b2));
+    }
+    bool created;
+    rc = prepare_output(fn, a, &a->shape, out, &created);
+    if (rc != MXC_OK)
+        return rc;
+    struct ew_params p = {ew, b == NULL, scalar};
+    struct mxc__nd_op op = {.name = b ? ew_names[ew] : ew_scalar_names[ew],
+                            .kernel = ew_kernel,
+                            .params = &p,
+                            .params_size = sizeof p,
+                            .run_ctx = a->chunk->ctx};
+    const mxc_ndarray *inputs[2] = {a, b};
+    return push_into(&op, inputs, b ? 2 : 1, out, created);
+}
+
+int mxc_nd_add(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
+    return elemwise(EW_ADD, a, b, 0, out, __func__);
+}
+int mxc_nd_sub(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
+    return elemwise(EW_SUB, a, b, 0, out, __func__);
+}
+int mxc_nd_mul(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
+    return elemwise(EW_MUL, a, b, 0, out, __func__);
+}
+int mxc_nd_div(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
+    return elemwise(EW_DIV, a, b, 0, out, __func__);
+}
+int mxc_nd_add_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
+    return elemwise(EW_ADD, a, NULL, s, out, __func__);
+}
+int mxc_nd_sub_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
+    return elemwise(EW_SUB, a, NULL, s, out, __func__);
+}
+int mxc_nd_mul_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
+    return elemwise(EW_MUL, a, NULL, s, out, __func__);
+}
+int mxc_nd_div_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
+    return elemwise(EW_DIV, a, NULL, s, out, __func__);
+}
+
+/* ---- Fill -------------------------------------------------------------------------- */
+
+/* IEEE half from float, rounding to nearest even. */
+static uint16_t float_to_half(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, mant = x & 0x7fffffu;
+    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+    if (((x >> 23) & 0xff) == 0xff) /* inf or nan */
+        return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    if (exp <= 0) {
+        if (exp < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = mant >> shift, rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
+        half++; /* may carry into the exponent, which is the right rounding */
+    return (uint16_t)half;
+}
+
+struct fill_params {
+    double value;
+};
+
+#define FILL_AS(type, v)                        \
+    do {                                        \
+        type *o_ = out->data;                   \
+        const type v_ = (type)(v);              \
+        for (int64_t i = 0; i < out->size; i++) \
+            o_[i] = v_;                         \
+    } while (0)
+
+static int fill_kernel(const struct mxc__nd_call *call) {
+    const struct mxc__tensor *out = &call->outputs[0];
+    double v = ((const struct fill_params *)call->params)->value;
+    float f = (float)v;
+    uint32_t fbits;
+    memcpy(&fbits, &f, 4);
+    switch (out->dtype) {
+    case MXC_FLOAT32: FILL_AS(float, v); break;
+    case MXC_FLOAT64: FILL_AS(double, v); break;
+    case MXC_FLOAT16: FILL_AS(uint16_t, float_to_half(f)); break;
+    case MXC_BFLOAT16: FILL_AS(uint16_t, fbits >> 16); break;
+    case MXC_UINT8: FILL_AS(uint8_t, v); break;
+    case MXC_INT8: FILL_AS(int8_t, v); break;
+    case MXC_BOOL: FILL_AS(uint8_t, v != 0); break;
+    case MXC_INT16: FILL_AS(int16_t, v); break;
+    case MXC_UINT16: FILL_AS(uint16_t, v); break;
+    case MXC_INT32: FILL_AS(int32_t, v); break;
+    case MXC_UINT32: FILL_AS(uint32_t, v); break;
+    case MXC_INT64: FILL_AS(int64_t, v); break;
+    default: FILL_AS(uint64_t, v); break;
+    }
+    return MXC_OK;
+}
+
+int mxc_nd_full(const mxc_shape *shape, int dtype, mxc_context ctx, double value,
+                mxc_ndarray **out) {
+    int rc = mxc_nd_create(shape, dtype, ctx, 1, out);
+    if (rc != MXC_OK)
+        return rc;
+    if (ctx.dev_type == MXC_GPU) {
+        mxc_nd_free(*out);
+        *out = NULL;
+        return mxc__error(MXC_ENOTSUP, "mxc_nd_full: GPU fills are not implemented yet");
+    }
+    struct fill_params p = {value};
+    struct mxc__nd_op op = {.name = "full", .kernel = fill_kernel, .params = &p,
+                            .params_size = sizeof p, .run_ctx = (*out)->chunk->ctx};
+    return push_into(&op, NULL, 0, out, true);
+}
+
+int mxc_nd_zeros(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out) {
+    return mxc_nd_full(shape, dtype, ctx, 0.0, out);
+}
+
+int mxc_nd_ones(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out) {
+    return mxc_nd_full(shape, dtype, ctx, 1.0, out);
+}
+
+/* ---- dot and sum ------------------------------------------------------------------- */
+
+/* a: (m, k), b: (k, n), out: (m, n), all row-major float32. */
+static int dot_kernel(const struct mxc__nd_call *call) {
+    const struct mxc__tensor *a = &call->inputs[0], *b = &call->inputs[1];
+    int m = (int)a->shape.dims[0], k = (int)a->shape.dims[1], n = (int)b->shape.dims[1];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a->data, k, b->data,
+                n, 0.0f, call->outputs[0].data, n);
+    return MXC_OK;
+}
+
+int mxc_nd_dot(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
+    const char *fn = __func__;
+    int rc = mxc__nd_check(a, fn, "a");
+    if (rc == MXC_OK)
+        rc = mxc__nd_check(b, fn, "b");
+    if (rc == MXC_OK)
+        rc = require_float32(a, fn, "a");
+    if (rc == MXC_OK)
+        rc = require_float32(b, fn, "b");
+    if (rc != MXC_OK)
+        return rc;
+    char b1[128], b2[128];
+    if (a->shape.ndim != 2 || b->shape.ndim != 2 || a->shape.dims[1] != b->shape.dims[0] ||
+        a->shape.dims[0] > INT32_MAX || a->shape.dims[1] > INT32_MAX ||
+        b->shape.dims[1] > INT32_MAX)
+        return mxc__error(MXC_ESHAPE, "%s: needs (m, k) x (k, n), got %s x %s", fn,
+                          mxc__shape_str(&a->shape, b1, sizeof b1),
+                          mxc__shape_str(&b->shape, b2, sizeof b2));
+    if (a->chunk->ctx.dev_type == MXC_GPU)
+        return mxc__error(MXC_ENOTSUP, "%s: GPU dot is not implemented yet", fn);
+    int64_t dims[2] = {a->shape.dims[0], b->shape.dims[1]};
+    mxc_shape shape = mxc_shape_make(2, dims);
+    bool created;
+    rc = prepare_output(fn, a, &shape, out, &created);
+    if (rc != MXC_OK)
+        return rc;
+    if (*out == a || *out == b || (*out)->chunk == a->chunk || (*out)->chunk == b->chunk) {
+        if (created)
+            mxc_nd_free(*out);
+        return mxc__error(MXC_EINVAL, "%s: *out shares memory with an input", fn);
+    }
+    struct mxc__nd_op op = {.name = "dot", .kernel = dot_kernel, .run_ctx = a->chunk->ctx};
+    const mxc_ndarray *inputs[2] = {a, b};
+    return push_into(&op, inputs, 2, out, created);
+}
+
+static int sum_kernel(const struct mxc__nd_call *call) {
+    const float *a = call->inputs[0].data;
+    double acc = 0;
+    for (int64_t i = 0; i < call->inputs[0].size; i++)
+        acc += a[i];
+    *(float *)call->outputs[0].data = (float)acc;
+    return MXC_OK;
+}
+
+int mxc_nd_sum(const mxc_ndarray *a, mxc_ndarray **out) {
+    int rc = mxc__nd_check(a, __func__, "a");
+    if (rc == MXC_OK)
+        rc = require_float32(a, __func__, "a");
+    if (rc != MXC_OK)
+        return rc;
+    if (a->chunk->ctx.dev_type == MXC_GPU)
+        return mxc__error(MXC_ENOTSUP, "mxc_nd_sum: GPU sum is not implemented yet");
+    int64_t one = 1;
+    mxc_shape shape = mxc_shape_make(1, &one);
+    bool created;
+    rc = prepare_output(__func__, a, &shape, out, &created);
+    if (rc != MXC_OK)
+        return rc;
+    struct mxc__nd_op op = {.name = "sum", .kernel = sum_kernel, .run_ctx = a->chunk->ctx};
+    return push_into(&op, &a, 1, out, created);
+}
+
+/* ---- Random ------------------------------------------------------------------------ */
+
+struct random_params {
+    bool normal;
+    float a, b; /* [low, high) or (mean, std) */
+};
+
+static int random_kernel(const struct mxc__nd_call *call) {
+    const struct random_params *p = call->params;
+    const struct mxc__tensor *out = &call->outputs[0];
+    struct mxc__philox *rng = &call->resources[0]->rng;
+    return p->normal ? mxc__philox_normal(rng, out->data, out->size, p->a, p->b)
+                     : mxc__philox_uniform(rng, out->data, out->size, p->a, p->b);
+}
+
+static int random_fill(mxc_ndarray *a, bool normal, float x, float y, const char *fn) {
+    int rc = mxc__nd_check(a, fn, "array");
+    if (rc == MXC_OK)
+        rc = require_float32(a, fn, "array");
+    if (rc != MXC_OK)
+        return rc;
+    if (!normal && !(x <= y))
+        return mxc__error(MXC_EINVAL, "%s: low %g is above high %g", fn, x, y);
+    if (normal && !(y >= 0))
+        return mxc__error(MXC_EINVAL, "%s: std %g is negative", fn, y);
+    if (a->chunk->ctx.dev_type == MXC_GPU)
+        return mxc__error(MXC_ENOTSUP, "%s: GPU random fills are not implemented yet", fn);
+    struct random_params p = {normal, x, y};
+    static const int kinds[] = {MXC__RES_RANDOM};
+    struct mxc__nd_op op = {.name = normal ? "random_normal" : "random_uniform",
+                            .kernel = random_kernel,
+                            .params = &p,
+                            .params_size = sizeof p,
+                            .run_ctx = a->chunk->ctx,
+                            .resources = kinds,
+                            .num_resources = 1};
+    return mxc__nd_push(&op, NULL, 0, &a, 1);
+}
+
+int mxc_nd_random_uniform(mxc_ndarray *a, float low, float high) {
+    return random_fill(a, false, low, high, __func__);
+}
+
+int mxc_nd_random_normal(mxc_ndarray *a, float mean, float std) {
+    return random_fill(a, true, mean, std, __func__);
+}
