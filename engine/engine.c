@@ -214,11 +214,11 @@ static void notify_waiters(struct mxc_engine *eng, long long pending) {
     }
 }
 
+/* Frees the run (and a temporary operation) once its dependencies are released; the
+ * operation's arg_free already ran. */
 static void retire(struct mxc_engine *eng, struct mxc_engine_done *run) {
     struct engine_op *op = run->op;
     if (op->temporary) {
-        if (op->arg_free)
-            op->arg_free(op->arg);
         if (op->vars != op->inline_vars)
             mxc__free(op->vars);
         mxc__pool_free(&eng->op_pool, op); /* the run is embedded in the same object */
@@ -246,6 +246,10 @@ static void complete_run(struct mxc_engine_done *run, struct engine_error *err) 
         }
         mxc__mutex_unlock(&eng->error_lock);
     }
+    /* arg_free runs before the variables are released, so a wait on them also covers
+     * the operation's cleanup. */
+    if (op->temporary && op->arg_free)
+        op->arg_free(op->arg);
     for (int i = 0; i < op->num_const; i++)
         complete_read(eng, op->vars[i]);
     for (int i = op->num_const; i < op->num_const + op->num_mutable; i++)
@@ -429,6 +433,7 @@ static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engin
             op->vars[nc + nm++] = v;
     }
     op->magic = OPR_MAGIC;
+    op->engine = eng;
     op->num_const = nc;
     op->num_mutable = nm;
     op->fn = d->fn;
@@ -586,6 +591,9 @@ int mxc_engine_push_operator(mxc_engine *eng, mxc_engine_opr *opr, int priority)
     if (op == NULL || op->magic != OPR_MAGIC)
         return mxc__error(MXC_EMISUSE, "mxc_engine_push_operator: operator is %s",
                           op == NULL ? "NULL" : "not a live operator (deleted?)");
+    if (op->engine != eng)
+        return mxc__error(MXC_EMISUSE, "mxc_engine_push_operator: the operator belongs to "
+                          "another engine");
     struct mxc_engine_done *run = mxc__pool_alloc(&eng->run_pool);
     if (run == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_engine_push_operator: out of memory");
@@ -629,8 +637,9 @@ int mxc_engine_delete_operator(mxc_engine *eng, mxc_engine_opr *opr) {
     struct engine_op *op = (struct engine_op *)opr;
     if (op == NULL)
         return MXC_OK;
-    if (op->magic != OPR_MAGIC)
-        return mxc__error(MXC_EMISUSE, "mxc_engine_delete_operator: not a live operator");
+    if (op->magic != OPR_MAGIC || op->engine != eng)
+        return mxc__error(MXC_EMISUSE, "mxc_engine_delete_operator: not a live operator of "
+                          "this engine");
     op->magic = OPR_DEAD;
     operator_unref(eng, op); /* freed now, or when its last pending run retires */
     return MXC_OK;

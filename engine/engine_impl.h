@@ -65,6 +65,7 @@ struct engine_op {
     uint32_t magic;
     uint8_t prop;
     bool temporary;
+    struct mxc_engine *engine;
     bool always_run;  /* delete and wait operations: run even on failed variables */
     bool deletes_var; /* the (single) mutable variable is freed after this op */
     int num_const, num_mutable;
