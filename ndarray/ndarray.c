@@ -212,7 +212,8 @@ int mxc_nd_slice(const mxc_ndarray *a, int64_t begin, int64_t end, mxc_ndarray *
 }
 
 int mxc_nd_at(const mxc_ndarray *a, int64_t index, mxc_ndarray **out) {
-    return first_axis_view(a, index, index + 1, true, __func__, out);
+    /* index + 1 would overflow for INT64_MAX, which is out of range anyway. */
+    return first_axis_view(a, index, index < INT64_MAX ? index + 1 : index, true, __func__, out);
 }
 
 int mxc_nd_get_shape(const mxc_ndarray *a, mxc_shape *out) {
@@ -257,6 +258,7 @@ struct nd_closure {
     struct nd_view *views; /* inputs then outputs */
     struct mxc__resource **resources;
     void *params;
+    struct mxc__nd_status *status;
 };
 
 static void closure_free(void *arg) {
@@ -268,8 +270,7 @@ static void closure_free(void *arg) {
 
 #define ND_MAX_OPERANDS 16
 
-static int closure_run(const mxc_run_ctx *rctx, void *arg) {
-    struct nd_closure *c = arg;
+static int closure_call(struct nd_closure *c, const mxc_run_ctx *rctx) {
     struct mxc__tensor tensors[ND_MAX_OPERANDS];
     int n = c->num_inputs + c->num_outputs;
     for (int i = 0; i < n; i++) {
@@ -291,6 +292,17 @@ static int closure_run(const mxc_run_ctx *rctx, void *arg) {
                                 c->resources,
                                 c->num_resources};
     return c->kernel(&call);
+}
+
+static int closure_run(const mxc_run_ctx *rctx, void *arg) {
+    struct nd_closure *c = arg;
+    int rc = closure_call(c, rctx);
+    if (c->status) {
+        c->status->code = rc;
+        if (rc != MXC_OK)
+            snprintf(c->status->message, sizeof c->status->message, "%s", mxc_last_error());
+    }
+    return rc;
 }
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
@@ -318,6 +330,7 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
     c->views = (struct nd_view *)(mem + views_at);
     c->resources = (struct mxc__resource **)(mem + res_at);
     c->params = mem + params_at;
+    c->status = op->status;
     if (op->params_size)
         memcpy(c->params, op->params, op->params_size);
     for (int i = 0; i < n; i++) {
@@ -408,11 +421,17 @@ static int sync_copy(mxc_ndarray *a, void *host, size_t nbytes, bool to_host, co
                      : to_host ? MXC_PROP_COPY_FROM_DEVICE : MXC_PROP_COPY_TO_DEVICE,
         .run_ctx = a->chunk->ctx,
     };
+    struct mxc__nd_status status = {MXC_OK, ""}; /* a read-only copy marks no variable
+                                                   failed: take its outcome here */
+    op.status = &status;
     const mxc_ndarray *in = a;
     rc = to_host ? mxc__nd_push(&op, &in, 1, NULL, 0) : mxc__nd_push(&op, NULL, 0, &a, 1);
     if (rc != MXC_OK)
         return rc;
-    return mxc_engine_wait_for_var(a->chunk->engine, a->chunk->var);
+    rc = mxc_engine_wait_for_var(a->chunk->engine, a->chunk->var);
+    if (rc == MXC_OK && status.code != MXC_OK)
+        rc = mxc__error(status.code, "%s: %s", fn, status.message);
+    return rc;
 }
 
 int mxc_nd_sync_copy_from_cpu(mxc_ndarray *a, const void *data, size_t nbytes) {

@@ -59,6 +59,12 @@ struct mxc__nd_call {
 
 typedef int (*mxc__nd_kernel)(const struct mxc__nd_call *call);
 
+/* The outcome of one run, with the message recorded on the worker. */
+struct mxc__nd_status {
+    int code;
+    char message[256];
+};
+
 /* How an operation is pushed. */
 struct mxc__nd_op {
     const char *name;       /* a literal: the profiler and error messages show it */
@@ -69,6 +75,8 @@ struct mxc__nd_op {
     mxc_context run_ctx;    /* where the kernel runs */
     const int *resources;   /* mxc__resource kinds to request on run_ctx */
     int num_resources;
+    struct mxc__nd_status *status; /* if set, receives the run's outcome (for callers that
+                                      wait on an operation that writes no array) */
 };
 
 /* Pushes `op` reading `inputs` and writing `outputs` (whose memory is allocated when it

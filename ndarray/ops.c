@@ -102,16 +102,17 @@ static const char *const ew_names[] = {"add", "sub", "mul", "div"};
 static const char *const ew_scalar_names[] = {"add_scalar", "sub_scalar", "mul_scalar",
                                               "div_scalar"};
 
-static int elemwise(int ew, const mxc_ndarray *a, const mxc_ndarray *b, float scalar,
-                    mxc_ndarray **out, const char *fn) {
+/* out = a (ew) b, or a (ew) scalar when `scalar_rhs`. */
+static int elemwise(int ew, const mxc_ndarray *a, const mxc_ndarray *b, bool scalar_rhs,
+                    float scalar, mxc_ndarray **out, const char *fn) {
     int rc = mxc__nd_check(a, fn, "a");
-    if (rc == MXC_OK && b)
+    if (rc == MXC_OK && !scalar_rhs)
         rc = mxc__nd_check(b, fn, "b");
     if (rc == MXC_OK)
         rc = require_float32(a, fn, "a");
     if (rc != MXC_OK)
         return rc;
-    if (b) {
+    if (!scalar_rhs) {
         char b1[128], b2[128];
         if (b->dtype != a->dtype)
             return mxc__error(MXC_ETYPE, "%s: a is %s, b is %s", fn, mxc_dtype_name(a->dtype),
@@ -125,39 +126,39 @@ static int elemwise(int ew, const mxc_ndarray *a, const mxc_ndarray *b, float sc
     rc = prepare_output(fn, a, &a->shape, out, &created);
     if (rc != MXC_OK)
         return rc;
-    struct ew_params p = {ew, b == NULL, scalar};
-    struct mxc__nd_op op = {.name = b ? ew_names[ew] : ew_scalar_names[ew],
+    struct ew_params p = {ew, scalar_rhs, scalar};
+    struct mxc__nd_op op = {.name = scalar_rhs ? ew_scalar_names[ew] : ew_names[ew],
                             .kernel = ew_kernel,
                             .params = &p,
                             .params_size = sizeof p,
                             .run_ctx = a->chunk->ctx};
     const mxc_ndarray *inputs[2] = {a, b};
-    return push_into(&op, inputs, b ? 2 : 1, out, created);
+    return push_into(&op, inputs, scalar_rhs ? 1 : 2, out, created);
 }
 
 int mxc_nd_add(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_ADD, a, b, 0, out, __func__);
+    return elemwise(EW_ADD, a, b, false, 0, out, __func__);
 }
 int mxc_nd_sub(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_SUB, a, b, 0, out, __func__);
+    return elemwise(EW_SUB, a, b, false, 0, out, __func__);
 }
 int mxc_nd_mul(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_MUL, a, b, 0, out, __func__);
+    return elemwise(EW_MUL, a, b, false, 0, out, __func__);
 }
 int mxc_nd_div(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_DIV, a, b, 0, out, __func__);
+    return elemwise(EW_DIV, a, b, false, 0, out, __func__);
 }
 int mxc_nd_add_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_ADD, a, NULL, s, out, __func__);
+    return elemwise(EW_ADD, a, NULL, true, s, out, __func__);
 }
 int mxc_nd_sub_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_SUB, a, NULL, s, out, __func__);
+    return elemwise(EW_SUB, a, NULL, true, s, out, __func__);
 }
 int mxc_nd_mul_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_MUL, a, NULL, s, out, __func__);
+    return elemwise(EW_MUL, a, NULL, true, s, out, __func__);
 }
 int mxc_nd_div_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_DIV, a, NULL, s, out, __func__);
+    return elemwise(EW_DIV, a, NULL, true, s, out, __func__);
 }
 
 /* ---- Fill -------------------------------------------------------------------------- */

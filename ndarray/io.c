@@ -1,0 +1,170 @@
+/*
+ * ndarray/io.c — mxc_nd_save / mxc_nd_load: arrays to and from MXNet's NDArray list
+ * files. The byte format lives in nd_format.c; this file moves array contents between
+ * the engine and host buffers and does the file handling (whole-file reads, writes to a
+ * temporary file renamed into place).
+ */
+#include "ndarray/nd_format.h"
+#include "ndarray/ndarray_impl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Writes the list to `path` through a temporary file in the same folder, flushed and
+ * renamed, so readers see the old file or the new one, never a partial one. */
+static int write_file_atomically(const char *path, const struct mxc__nd_record *records,
+                                 size_t count, bool named) {
+    int rc = MXC_OK;
+    size_t n = strlen(path);
+    char *tmp = mxc__malloc(n + 16);
+    FILE *f = NULL;
+    MXC_CHECK(tmp != NULL, MXC_ENOMEM, "mxc_nd_save: out of memory");
+    snprintf(tmp, n + 16, "%s.tmp.%d", path, (int)getpid());
+    f = fopen(tmp, "wb");
+    MXC_CHECK(f != NULL, MXC_EIO, "mxc_nd_save: cannot create %s: %s", tmp, strerror(errno));
+    MXC_TRY(mxc__nd_write_file(records, count, named, f));
+    MXC_CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0, MXC_EIO,
+              "mxc_nd_save: writing %s failed: %s", tmp, strerror(errno));
+    int closed = fclose(f);
+    f = NULL;
+    MXC_CHECK(closed == 0, MXC_EIO, "mxc_nd_save: closing %s failed: %s", tmp, strerror(errno));
+    MXC_CHECK(rename(tmp, path) == 0, MXC_EIO, "mxc_nd_save: cannot rename %s to %s: %s", tmp,
+              path, strerror(errno));
+    mxc__free(tmp);
+    return MXC_OK;
+fail:
+    if (f)
+        fclose(f);
+    if (tmp)
+        remove(tmp);
+    mxc__free(tmp);
+    return rc;
+}
+
+int mxc_nd_save(const char *path, size_t count, mxc_ndarray *const *arrays,
+                const char *const *names) {
+    int rc = MXC_OK;
+    struct mxc__nd_record *records = NULL;
+    size_t filled = 0;
+    MXC_CHECK(path != NULL, MXC_EINVAL, "mxc_nd_save: path is NULL");
+    MXC_CHECK(count == 0 || arrays != NULL, MXC_EINVAL, "mxc_nd_save: arrays is NULL");
+    for (size_t i = 0; i < count; i++) {
+        MXC_TRY(mxc__nd_check(arrays[i], __func__, "an array"));
+        MXC_CHECK(names == NULL || names[i] != NULL, MXC_EINVAL, "mxc_nd_save: names[%zu] is "
+                  "NULL", i);
+    }
+    records = mxc__calloc(count ? count : 1, sizeof *records);
+    MXC_CHECK(records != NULL, MXC_ENOMEM, "mxc_nd_save: out of memory");
+    for (; filled < count; filled++) {
+        const mxc_ndarray *a = arrays[filled];
+        struct mxc__nd_record *r = &records[filled];
+        r->name = names ? names[filled] : NULL;
+        r->shape = a->shape;
+        r->dtype = a->dtype;
+        r->dev_type = MXC_CPU; /* data is always written from the host */
+        r->dev_id = 0;
+        r->nbytes = mxc__nd_nbytes(a);
+        void *host = mxc__malloc(r->nbytes);
+        MXC_CHECK(host != NULL, MXC_ENOMEM, "mxc_nd_save: out of memory for %zu bytes",
+                  r->nbytes);
+        r->data = host;
+        MXC_TRY(mxc_nd_sync_copy_to_cpu(a, host, r->nbytes));
+    }
+    MXC_TRY(write_file_atomically(path, records, count, names != NULL));
+fail:
+    for (size_t i = 0; records && i < count; i++)
+        mxc__free((void *)records[i].data);
+    mxc__free(records);
+    return rc;
+}
+
+/* Reads a whole file into a new buffer. */
+static int read_file(const char *path, void **data, size_t *len) {
+    int rc = MXC_OK;
+    char *buf = NULL;
+    FILE *f = fopen(path, "rb");
+    MXC_CHECK(f != NULL, MXC_EIO, "mxc_nd_load: cannot open %s: %s", path, strerror(errno));
+    MXC_CHECK(fseek(f, 0, SEEK_END) == 0, MXC_EIO, "mxc_nd_load: cannot seek %s", path);
+    long size = ftell(f);
+    MXC_CHECK(size >= 0 && fseek(f, 0, SEEK_SET) == 0, MXC_EIO,
+              "mxc_nd_load: cannot size %s", path);
+    buf = mxc__malloc((size_t)size);
+    MXC_CHECK(buf != NULL, MXC_ENOMEM, "mxc_nd_load: out of memory reading %ld bytes of %s",
+              size, path);
+    MXC_CHECK(fread(buf, 1, (size_t)size, f) == (size_t)size, MXC_EIO,
+              "mxc_nd_load: reading %s failed", path);
+    fclose(f);
+    *data = buf;
+    *len = (size_t)size;
+    return MXC_OK;
+fail:
+    if (f)
+        fclose(f);
+    mxc__free(buf);
+    return rc;
+}
+
+void mxc_nd_list_free(size_t count, mxc_ndarray **arrays, char **names) {
+    for (size_t i = 0; i < count; i++) {
+        if (arrays)
+            mxc_nd_free(arrays[i]);
+        if (names)
+            mxc__free(names[i]);
+    }
+    mxc__free(arrays);
+    mxc__free(names);
+}
+
+int mxc_nd_load(const char *path, mxc_context ctx, size_t *count, mxc_ndarray ***arrays,
+                char ***names) {
+    int rc = MXC_OK;
+    void *file = NULL;
+    size_t len = 0, n = 0;
+    struct mxc__nd_record *records = NULL;
+    mxc_ndarray **out = NULL;
+    char **out_names = NULL;
+    MXC_CHECK(path && count && arrays && names, MXC_EINVAL,
+              "mxc_nd_load: path, count, arrays and names must not be NULL");
+    *count = 0;
+    *arrays = NULL;
+    *names = NULL;
+    MXC_TRY(read_file(path, &file, &len));
+    rc = mxc__nd_decode(file, len, &records, &n);
+    if (rc != MXC_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", mxc_last_error());
+        rc = mxc__error(rc, "mxc_nd_load: %s: %s", path, why);
+        goto fail;
+    }
+    out = mxc__calloc(n ? n : 1, sizeof *out);
+    MXC_CHECK(out != NULL, MXC_ENOMEM, "mxc_nd_load: out of memory");
+    bool named = n > 0 && records[0].name != NULL;
+    if (named) {
+        out_names = mxc__calloc(n, sizeof *out_names);
+        MXC_CHECK(out_names != NULL, MXC_ENOMEM, "mxc_nd_load: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const struct mxc__nd_record *r = &records[i];
+        MXC_TRY(mxc_nd_create(&r->shape, r->dtype, ctx, 1, &out[i]));
+        if (r->nbytes > 0)
+            MXC_TRY(mxc_nd_sync_copy_from_cpu(out[i], r->data, r->nbytes));
+        if (named) {
+            out_names[i] = mxc__strdup(r->name);
+            MXC_CHECK(out_names[i] != NULL, MXC_ENOMEM, "mxc_nd_load: out of memory");
+        }
+    }
+    mxc__nd_records_free(records, n);
+    mxc__free(file);
+    *count = n;
+    *arrays = out;
+    *names = out_names;
+    return MXC_OK;
+fail:
+    mxc_nd_list_free(n, out, out_names);
+    mxc__nd_records_free(records, n);
+    mxc__free(file);
+    return rc;
+}
