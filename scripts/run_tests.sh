@@ -9,7 +9,10 @@ if [ $# -gt 0 ]; then
     suites=()
     for n in "$@"; do suites+=("$bin/check_$n"); done
 else
-    suites=("$bin"/check_*)
+    suites=()
+    for s in "$bin"/check_*; do
+        case "$s" in *.d) ;; *) suites+=("$s") ;; esac
+    done
 fi
 
 passed=0
