@@ -1,7 +1,11 @@
 /*
  * common/queue.c — the blocking queue: a growable ring buffer for FIFO order, a binary
- * heap keyed by (priority, push order) for priority order, one lock and one condition
- * for both.
+ * heap keyed by (priority, push order) for priority order.
+ *
+ * Sleeping without lost wake-ups: a consumer announces itself in `sleepers` and then
+ * re-reads `size` under sleep_lock; a producer publishes `size` and then reads
+ * `sleepers`. Both are sequentially consistent, so at least one sees the other, and the
+ * producer signals under sleep_lock, which the consumer holds until it waits.
  */
 #include "common/queue.h"
 
@@ -15,8 +19,11 @@ int mxc__queue_init(mxc__queue *q, bool by_priority, uint32_t spin_iters) {
     q->items = mxc__malloc(q->capacity * sizeof *q->items);
     if (q->items == NULL)
         return mxc__error(MXC_ENOMEM, "queue: cannot allocate %zu slots", q->capacity);
-    mxc__mutex_init(&q->lock);
+    mxc__spin_init(&q->lock);
+    mxc__mutex_init(&q->sleep_lock);
     mxc__cond_init(&q->nonempty);
+    atomic_init(&q->sleepers, 0);
+    atomic_init(&q->closed, false);
     atomic_init(&q->size, 0);
     atomic_init(&q->spinners, 0);
     q->by_priority = by_priority;
@@ -28,7 +35,7 @@ void mxc__queue_destroy(mxc__queue *q) {
     if (q->items == NULL)
         return;
     mxc__cond_destroy(&q->nonempty);
-    mxc__mutex_destroy(&q->lock);
+    mxc__mutex_destroy(&q->sleep_lock);
     mxc__free(q->items);
     q->items = NULL;
 }
@@ -58,13 +65,19 @@ static int grow(mxc__queue *q) {
     return MXC_OK;
 }
 
+static void wake_one(mxc__queue *q) {
+    mxc__mutex_lock(&q->sleep_lock);
+    mxc__cond_signal(&q->nonempty);
+    mxc__mutex_unlock(&q->sleep_lock);
+}
+
 int mxc__queue_push(mxc__queue *q, void *ptr, int priority) {
-    mxc__mutex_lock(&q->lock);
+    mxc__spin_lock(&q->lock);
     size_t n = atomic_load_explicit(&q->size, memory_order_relaxed);
     if (n == q->capacity) {
         int rc = grow(q);
         if (rc != MXC_OK) {
-            mxc__mutex_unlock(&q->lock);
+            mxc__spin_unlock(&q->lock);
             return rc;
         }
     }
@@ -79,10 +92,10 @@ int mxc__queue_push(mxc__queue *q, void *ptr, int priority) {
     } else {
         q->items[(q->head + n) % q->capacity] = item;
     }
-    atomic_store_explicit(&q->size, n + 1, memory_order_release);
-    if (q->sleepers > 0 && atomic_load(&q->spinners) == 0)
-        mxc__cond_signal(&q->nonempty);
-    mxc__mutex_unlock(&q->lock);
+    atomic_store(&q->size, n + 1);
+    mxc__spin_unlock(&q->lock);
+    if (atomic_load(&q->sleepers) > 0 && atomic_load(&q->spinners) == 0)
+        wake_one(q);
     return MXC_OK;
 }
 
@@ -116,22 +129,18 @@ static void *take_front(mxc__queue *q) {
 bool mxc__queue_try_pop(mxc__queue *q, void **out) {
     if (atomic_load_explicit(&q->size, memory_order_acquire) == 0)
         return false;
-    mxc__mutex_lock(&q->lock);
+    mxc__spin_lock(&q->lock);
     bool got = atomic_load_explicit(&q->size, memory_order_relaxed) > 0;
     if (got)
         *out = take_front(q);
-    mxc__mutex_unlock(&q->lock);
+    mxc__spin_unlock(&q->lock);
     return got;
 }
 
 /* Wakes a sleeping consumer when items are left for it. */
 static void wake_one_if_backlog(mxc__queue *q) {
-    if (atomic_load_explicit(&q->size, memory_order_relaxed) == 0)
-        return;
-    mxc__mutex_lock(&q->lock);
-    if (q->sleepers > 0)
-        mxc__cond_signal(&q->nonempty);
-    mxc__mutex_unlock(&q->lock);
+    if (atomic_load(&q->size) > 0 && atomic_load(&q->sleepers) > 0)
+        wake_one(q);
 }
 
 /* At most one consumer spins at a time: on a machine with few cores, several spinning
@@ -157,25 +166,27 @@ static bool spin_pop(mxc__queue *q, void **out) {
 }
 
 bool mxc__queue_pop(mxc__queue *q, void **out) {
-    if (mxc__queue_try_pop(q, out) || spin_pop(q, out)) {
-        return true;
+    for (;;) {
+        if (mxc__queue_try_pop(q, out)) {
+            wake_one_if_backlog(q);
+            return true;
+        }
+        if (spin_pop(q, out))
+            return true;
+        mxc__mutex_lock(&q->sleep_lock);
+        atomic_fetch_add(&q->sleepers, 1);
+        while (atomic_load(&q->size) == 0 && !atomic_load(&q->closed))
+            mxc__cond_wait(&q->nonempty, &q->sleep_lock);
+        atomic_fetch_sub(&q->sleepers, 1);
+        mxc__mutex_unlock(&q->sleep_lock);
+        if (atomic_load(&q->size) == 0 && atomic_load(&q->closed))
+            return false;
     }
-    mxc__mutex_lock(&q->lock);
-    while (atomic_load_explicit(&q->size, memory_order_relaxed) == 0 && !q->closed) {
-        q->sleepers++;
-        mxc__cond_wait(&q->nonempty, &q->lock);
-        q->sleepers--;
-    }
-    bool got = atomic_load_explicit(&q->size, memory_order_relaxed) > 0;
-    if (got)
-        *out = take_front(q);
-    mxc__mutex_unlock(&q->lock);
-    return got;
 }
 
 void mxc__queue_close(mxc__queue *q) {
-    mxc__mutex_lock(&q->lock);
-    q->closed = true;
+    mxc__mutex_lock(&q->sleep_lock);
+    atomic_store(&q->closed, true);
     mxc__cond_broadcast(&q->nonempty);
-    mxc__mutex_unlock(&q->lock);
+    mxc__mutex_unlock(&q->sleep_lock);
 }

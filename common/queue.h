@@ -1,7 +1,10 @@
 /*
  * common/queue.h — a blocking multi-producer multi-consumer queue of pointers, in FIFO
- * order or by priority (highest first, FIFO among equals). One consumer at a time spins
- * briefly before sleeping, so a busy producer hands work over without a futex wake-up.
+ * order or by priority (highest first, FIFO among equals). The items sit behind a
+ * spinlock held for a few instructions (a mutex would put contending consumers to sleep
+ * in the kernel); consumers sleep on a condition only when the queue stays empty, and one
+ * consumer at a time spins briefly first, so a busy producer hands work over without a
+ * wake-up.
  * Internal.
  */
 #ifndef MXC_QUEUE_H
@@ -20,16 +23,17 @@ struct mxc__queue_item {
 };
 
 typedef struct mxc__queue {
-    mxc__mutex lock;
+    mxc__spinlock lock;  /* guards the items: held for a few instructions */
+    mxc__mutex sleep_lock; /* consumers sleep on `nonempty` under it */
     mxc__cond nonempty;
     struct mxc__queue_item *items; /* ring buffer (FIFO) or binary heap (priority) */
     size_t capacity, head;
     atomic_size_t size;
     uint64_t next_seq;
-    int sleepers;
+    atomic_int sleepers;
     atomic_int spinners;
     bool by_priority;
-    bool closed;
+    atomic_bool closed;
     uint32_t spin_iters;
 } mxc__queue;
 

@@ -785,7 +785,7 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
     cfg.gpu_workers = config_value(cfg.gpu_workers, "MXC_GPU_WORKER_NTHREADS", 1);
     cfg.gpu_copy_workers = config_value(cfg.gpu_copy_workers, "MXC_GPU_COPY_NTHREADS", 1);
     if (cfg.max_pending == 0)
-        cfg.max_pending = mxc__env_long("MXC_ENGINE_MAX_PENDING", 1L << 20);
+        cfg.max_pending = mxc__env_long("MXC_ENGINE_MAX_PENDING", 65536);
     if (cfg.max_pending < 2)
         cfg.max_pending = 2;
 

@@ -30,7 +30,7 @@
 
 /* A shape from its dimensions: SHAPE(2, 3) is (2, 3); an lvalue, so &SHAPE(2, 3) works. */
 #define SHAPE(...)                                                                     \
-    ((mxc_shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),          \
+    ((mxc_shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),        \
                  {__VA_ARGS__}})
 
 /* Asserts that `call` returns MXC_OK, showing the code and message otherwise. */
@@ -506,9 +506,10 @@ START_TEST(test_dot_values) {
 }
 END_TEST
 
-/* sum accumulates in double: a million ones are exactly a million (a float accumulator
- * would stall at 2^24 only much later, but would drift on random data); random data
- * matches the same double accumulation on the host; empty arrays sum to 0. */
+/* sum accumulates in double and rounds once: a million ones are exactly a million; 2^24
+ * followed by a thousand ones is 2^24 + 1000 (a float accumulator stays at 2^24, where
+ * adding 1 rounds back down); random data equals the host's double sum rounded to float;
+ * an empty array sums to 0. */
 START_TEST(test_sum_values) {
     mxc_ndarray *ones = NULL, *s = NULL;
     CK_OK(mxc_nd_ones(&SHAPE(1000000), MXC_FLOAT32, mxc_cpu(), &ones));
@@ -516,6 +517,15 @@ START_TEST(test_sum_values) {
     expect_shape(s, SHAPE(1), "sum output");
     float one_million = 1e6f;
     expect_exact(s, &one_million, 1, "sum of 1e6 ones");
+
+    float big[1001];
+    big[0] = 0x1p24f;
+    for (int i = 1; i < 1001; i++)
+        big[i] = 1;
+    mxc_ndarray *b = nd_from(SHAPE(1001), big);
+    CK_OK(mxc_nd_sum(b, &s));
+    float big_sum = 0x1p24f + 1000;
+    expect_exact(s, &big_sum, 1, "sum of 2^24 and 1000 ones");
 
     const int64_t n = 100003;
     float *h = host_random(n, 5, -3, 5);
@@ -532,6 +542,7 @@ START_TEST(test_sum_values) {
     float zero = 0;
     expect_exact(e, &zero, 1, "sum of an empty array");
     mxc_nd_free(ones);
+    mxc_nd_free(b);
     mxc_nd_free(s);
     mxc_nd_free(r);
     mxc_nd_free(empty);
@@ -1167,7 +1178,7 @@ static int sw_add(struct sweep_env *e) {
     int rc = mxc_nd_add(e->a, e->b, &e->made[0]);
     return rc ? rc : mxc_nd_wait_to_read(e->made[0]);
 }
-static int sw_add_in_place(struct sweep_env *e) {
+static int sw_mul_in_place(struct sweep_env *e) {
     int rc = mxc_nd_mul_scalar(e->a, 1, &e->a);
     return rc ? rc : mxc_nd_wait_to_read(e->a);
 }
@@ -1213,7 +1224,7 @@ static const struct {
     {"full", sw_full, false, false},
     {"slice + reshape", sw_views, false, false},
     {"add", sw_add, false, false},
-    {"mul_scalar in place", sw_add_in_place, false, false},
+    {"mul_scalar in place", sw_mul_in_place, false, false},
     {"dot", sw_dot, false, false},
     {"sum", sw_sum, false, false},
     {"create + copy_to", sw_copy, false, false},

@@ -99,7 +99,7 @@ typedef struct mxc_engine_config {
     int gpu_copy_workers;     /**< MXC_GPU_COPY_NTHREADS, default 1 per GPU */
     long max_pending;         /**< MXC_ENGINE_MAX_PENDING: a push from a thread that is
                                    not a worker waits while this many operations are
-                                   pending; default 1048576 */
+                                   pending; default 65536 */
 } mxc_engine_config;
 
 /** Counters of an engine, for tests and benchmarks. */
