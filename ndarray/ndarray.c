@@ -1,8 +1,9 @@
 /*
  * ndarray/ndarray.c — arrays as views on reference-counted chunks, and mxc__nd_push,
  * which turns a kernel call on arrays into one engine operation: inputs' variables read,
- * outputs' (and requested resources') variables written, chunks held until it retires,
- * delayed memory taken when it runs.
+ * outputs' (and requested resources') variables written, delayed memory taken when it
+ * runs. A chunk is freed by a delete operation on its variable, so it outlives every
+ * operation pushed on it before its last view went away.
  */
 #include "ndarray/ndarray_impl.h"
 
@@ -261,12 +262,7 @@ struct nd_closure {
     struct mxc__nd_status *status;
 };
 
-static void closure_free(void *arg) {
-    struct nd_closure *c = arg;
-    for (int i = 0; i < c->num_inputs + c->num_outputs; i++)
-        chunk_unref(c->views[i].chunk);
-    mxc__free(c);
-}
+static void closure_free(void *arg) { mxc__free(arg); }
 
 #define ND_MAX_OPERANDS 16
 
@@ -335,8 +331,9 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
         memcpy(c->params, op->params, op->params_size);
     for (int i = 0; i < n; i++) {
         const mxc_ndarray *a = i < num_inputs ? inputs[i] : outputs[i - num_inputs];
+        /* No reference is taken: the chunk's delete is pushed on its variable, so it runs
+         * after this operation whatever happens to the views meanwhile. */
         c->views[i] = (struct nd_view){a->chunk, a->shape, a->dtype, a->offset};
-        atomic_fetch_add_explicit(&a->chunk->refs, 1, memory_order_relaxed);
         if (i < num_inputs)
             reads[i] = a->chunk->var;
         else

@@ -20,7 +20,8 @@
 
 /* Memory plus the engine variable that orders every access to it. */
 struct nd_chunk {
-    atomic_int refs;         /* views and pending operations holding it */
+    atomic_int refs;         /* views holding it; pending operations need no reference:
+                                the delete pushed on `var` runs after them */
     mxc_engine *engine;
     mxc_var *var;
     mxc_storage_block block; /* ptr NULL until allocated (delay-alloc) */
@@ -80,7 +81,8 @@ struct mxc__nd_op {
 };
 
 /* Pushes `op` reading `inputs` and writing `outputs` (whose memory is allocated when it
- * runs, if still delayed). The arrays' chunks are held until the operation retires. */
+ * runs, if still delayed). The arrays may be freed right after: their chunks outlive the
+ * operation because a chunk's delete is ordered after it on the chunk's variable. */
 int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, int num_inputs,
                  mxc_ndarray *const *outputs, int num_outputs);
 

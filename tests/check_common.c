@@ -631,10 +631,4 @@ static Suite *common_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(common_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return mxct_run_suite(common_suite()); }

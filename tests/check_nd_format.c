@@ -953,10 +953,4 @@ static Suite *nd_format_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(nd_format_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return mxct_run_suite(nd_format_suite()); }

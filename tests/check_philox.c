@@ -7,6 +7,7 @@
 #include "common/common.h"
 #include "resource/philox.h"
 #include "tests/data/philox_ref.h"
+#include "tests/util/test_util.h"
 
 #include <check.h>
 #include <float.h>
@@ -348,10 +349,4 @@ static Suite *philox_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(philox_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return mxct_run_suite(philox_suite()); }

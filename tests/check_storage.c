@@ -5,6 +5,7 @@
  * leak counting, device contexts without a GPU, and misuse.
  */
 #include "mxc/storage.h"
+#include "tests/util/test_util.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -718,10 +719,4 @@ static Suite *storage_suite(void) {
     return s;
 }
 
-int main(void) {
-    SRunner *sr = srunner_create(storage_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return mxct_run_suite(storage_suite()); }

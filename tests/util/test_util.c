@@ -474,3 +474,11 @@ bool mxct_json_valid(const char *text) {
     json_ws(&c);
     return *c.p == '\0';
 }
+
+int mxct_run_suite(Suite *suite) {
+    SRunner *sr = srunner_create(suite);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -21,6 +21,10 @@
 /* True when MXC_TEST_QUICK is set to anything but "" or "0". */
 bool mxct_quick(void);
 
+/* Runs every test of `suite` (Check's fork mode, normal output) and returns the process
+ * exit status: EXIT_SUCCESS when all passed. Each suite's main() is this one call. */
+int mxct_run_suite(Suite *suite);
+
 /* `normal` iterations, or `quick` under MXC_TEST_QUICK. */
 long mxct_scaled(long normal, long quick);
 
