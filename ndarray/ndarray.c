@@ -197,7 +197,9 @@ static int first_axis_view(const mxc_ndarray *a, int64_t begin, int64_t end, boo
                           (long long)rows);
     mxc_shape s = a->shape;
     int64_t row_elems = rows ? mxc_shape_size(&s) / rows : 0;
-    if (drop_axis) {
+    if (drop_axis && s.ndim == 1) {
+        s.dims[0] = 1; /* as MXNet: one element of a vector is a (1) array, not empty */
+    } else if (drop_axis) {
         for (int i = 1; i < s.ndim; i++)
             s.dims[i - 1] = s.dims[i];
         s.ndim--;

@@ -190,6 +190,13 @@ static uint16_t float_to_half(float f) {
     return (uint16_t)half;
 }
 
+/* bfloat16 from float bits, rounding to nearest even (NaN kept a NaN). */
+static uint16_t float_to_bfloat16(uint32_t bits) {
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((bits >> 16) | 0x40u);
+    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
 struct fill_params {
     double value;
 };
@@ -212,7 +219,7 @@ static int fill_kernel(const struct mxc__nd_call *call) {
     case MXC_FLOAT32: FILL_AS(float, v); break;
     case MXC_FLOAT64: FILL_AS(double, v); break;
     case MXC_FLOAT16: FILL_AS(uint16_t, float_to_half(f)); break;
-    case MXC_BFLOAT16: FILL_AS(uint16_t, fbits >> 16); break;
+    case MXC_BFLOAT16: FILL_AS(uint16_t, float_to_bfloat16(fbits)); break;
     case MXC_UINT8: FILL_AS(uint8_t, v); break;
     case MXC_INT8: FILL_AS(int8_t, v); break;
     case MXC_BOOL: FILL_AS(uint8_t, v != 0); break;

@@ -577,6 +577,7 @@ START_TEST(test_full_dtypes) {
         {MXC_FLOAT16, 65520, 0x7C00},     {MXC_FLOAT16, 1e-8, 0x0000},
         {MXC_FLOAT16, 0x1p-24, 0x0001},   {MXC_BFLOAT16, 1.0, 0x3F80},
         {MXC_BFLOAT16, -2.0, 0xC000},     {MXC_BFLOAT16, 3.5, 0x4060},
+        {MXC_BFLOAT16, 0.1, 0x3DCD}, /* 0x3DCCCCCD rounds up, not truncated to 0x3DCC */
         {MXC_UINT8, 200, 0xC8},           {MXC_INT8, -3, 0xFD},
         {MXC_BOOL, 1, 1},                 {MXC_BOOL, 0, 0},
         {MXC_BOOL, -2.5, 1},              {MXC_INT16, -300, 0xFED4},
@@ -751,6 +752,7 @@ START_TEST(test_view_shapes) {
         {"slice(4, 4)", {{'s', 4, 4}}, {3, {0, 3, 2}}, 24},
         {"slice(1, 3).at(1)", {{'s', 1, 3}, {'a', 1, 0}}, {2, {3, 2}}, 12},
         {"at(3).at(2)", {{'a', 3, 0}, {'a', 2, 0}}, {1, {2}}, 22},
+        {"at(3).at(2).at(1)", {{'a', 3, 0}, {'a', 2, 0}, {'a', 1, 0}}, {1, {1}}, 23},
         {"reshape(6, 4).at(5)", {{'r', 6, 4}, {'a', 5, 0}}, {1, {4}}, 20},
         {"reshape(24).slice(5, 9)", {{'r', 24, 0}, {'s', 5, 9}}, {1, {4}}, 5},
         {"at(1).reshape(2, 3).slice(1, 2)", {{'a', 1, 0}, {'r', 2, 3}, {'s', 1, 2}},

@@ -73,8 +73,8 @@ MXC_API int mxc_nd_reshape(const mxc_ndarray *array, const mxc_shape *shape, mxc
 MXC_API int mxc_nd_slice(const mxc_ndarray *array, int64_t begin, int64_t end,
                          mxc_ndarray **out);
 
-/** A view of row `index` along the first axis, with that axis removed. Returns as
- * mxc_nd_slice. */
+/** A view of row `index` along the first axis, with that axis removed (of a 1-D array:
+ * a (1) array holding that element, as in MXNet). Returns as mxc_nd_slice. */
 MXC_API int mxc_nd_at(const mxc_ndarray *array, int64_t index, mxc_ndarray **out);
 
 /* ---- Properties -------------------------------------------------------------------- */
