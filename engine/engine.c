@@ -826,13 +826,13 @@ void mxc_engine_destroy(mxc_engine *eng) {
     if (eng == NULL || eng->magic != ENGINE_MAGIC)
         return;
     drain(eng);
-    mxc__workers_stop(eng);
-    if (eng->prof_autodump) {
+    if (eng->prof_autodump) { /* before the workers go: their buffers hold the records */
         mxc_engine_profiler_stop(eng);
         if (mxc_engine_profiler_dump(eng, eng->prof_autodump) != MXC_OK)
             mxc__log(MXC_LOG_ERROR, "profiler: %s", mxc_last_error());
         mxc__free(eng->prof_autodump);
     }
+    mxc__workers_stop(eng);
     while (eng->oprs) {
         struct engine_op *op = eng->oprs;
         eng->oprs = op->next;

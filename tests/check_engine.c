@@ -1755,6 +1755,31 @@ START_TEST(test_profiler_dump) {
 }
 END_TEST
 
+/* MXC_PROFILER_AUTOSTART records from creation and writes the trace at destroy, while
+ * the workers' buffers still exist. */
+START_TEST(test_profiler_autostart) {
+    char *path = mxct_temp_file("mxc-autoprofile-");
+    setenv("MXC_PROFILER_AUTOSTART", "1", 1);
+    setenv("MXC_PROFILER_OUTPUT", path, 1);
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    unsetenv("MXC_PROFILER_AUTOSTART");
+    unsetenv("MXC_PROFILER_OUTPUT");
+    mxc_var **v = mxct_vars_new(e, 2);
+    push_named(e, v[0], "auto_alpha");
+    push_named(e, v[1], "auto_beta");
+    mxct_engine_finish(e); /* waits, destroys the engine and so writes the file */
+    char *text = mxct_read_file(path, NULL);
+    ck_assert_msg(text != NULL, "destroy wrote no trace to %s", path);
+    ck_assert_msg(mxct_json_valid(text), "%s is not valid JSON:\n%.2000s", path, text);
+    ck_assert_msg(strstr(text, "auto_alpha") && strstr(text, "auto_beta"),
+                  "operation names missing:\n%.2000s", text);
+    free(text);
+    free(v);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
 /* ---- Counters ---------------------------------------------------------------------- */
 
 START_TEST(test_stats_counters) {
@@ -1966,6 +1991,7 @@ static Suite *engine_suite(void) {
 
     tc = engine_tcase(s, "profiler", 20);
     MXCT_ADD_ENGINE_TEST(tc, test_profiler_dump);
+    MXCT_ADD_ENGINE_TEST(tc, test_profiler_autostart);
 
     tc = engine_tcase(s, "stats", 20);
     MXCT_ADD_ENGINE_TEST(tc, test_stats_counters);
