@@ -1,0 +1,13 @@
+/*
+ * mxc/mxc.h — the whole public API of mxc in one include. Each layer's header can also be
+ * included alone.
+ */
+#ifndef MXC_MXC_H
+#define MXC_MXC_H
+
+#include "mxc/base.h"
+#include "mxc/engine.h"
+#include "mxc/ndarray.h"
+#include "mxc/storage.h"
+
+#endif /* MXC_MXC_H */
