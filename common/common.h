@@ -74,6 +74,11 @@ char *mxc__strdup(const char *s);
 void *mxc__aligned_alloc(size_t alignment, size_t size);
 void mxc__aligned_free(void *ptr);
 
+/* ---- Shapes ------------------------------------------------------------------------ */
+
+/* Formats a shape as "(2, 3)" into buf (returns buf). */
+const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size);
+
 /* ---- Logging ----------------------------------------------------------------------- */
 
 void mxc__log(int level, const char *fmt, ...) MXC_PRINTF(2, 3);

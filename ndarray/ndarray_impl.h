@@ -12,6 +12,7 @@
 #include "mxc/storage.h"
 
 #include "common/common.h"
+#include "operator/op.h"
 #include "resource/resource.h"
 
 #include <stdatomic.h>
@@ -35,15 +36,6 @@ struct mxc_ndarray {
     mxc_shape shape;
     int dtype;
     size_t offset; /* bytes from the chunk's start */
-};
-
-/* What a kernel sees of an array while it runs. */
-struct mxc__tensor {
-    void *data;
-    mxc_shape shape;
-    int dtype;
-    mxc_context ctx;
-    int64_t size; /* elements */
 };
 
 /* Everything a kernel receives. */
@@ -97,7 +89,5 @@ int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what);
 /* Size of the array's data in bytes. */
 size_t mxc__nd_nbytes(const mxc_ndarray *a);
 
-/* Formats a shape as "(2, 3)" into buf. */
-const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size);
 
 #endif /* MXC_NDARRAY_IMPL_H */

@@ -144,6 +144,13 @@ typedef struct mxc_shape {
     int64_t dims[MXC_MAX_NDIM];
 } mxc_shape;
 
+/** Makes a shape from `ndim` dimensions (ndim ≤ MXC_MAX_NDIM; extra are ignored). */
+MXC_API mxc_shape mxc_shape_make(int ndim, const int64_t *dims);
+
+/** Number of elements of `shape` (0 for ndim 0, the empty shape), or -1 if a dimension is
+ * negative or the product overflows. */
+MXC_API int64_t mxc_shape_size(const mxc_shape *shape);
+
 /* ---- Hooks ------------------------------------------------------------------------- */
 
 /** An allocator: malloc/realloc/free with an opaque user pointer. All host memory the

@@ -1,0 +1,74 @@
+/*
+ * mxc/op.h — the registered operators: what exists, what each takes, and running any of
+ * them on arrays.
+ *
+ * Operators use MXNet's names and parameter spellings (FORMATS.md): parameters are
+ * given as strings ("(3, 3)", "True", "relu", "0.5") exactly as in a symbol's JSON.
+ *
+ * Thread-safety: every function here may be called from any thread.
+ */
+#ifndef MXC_OP_H
+#define MXC_OP_H
+
+#include "mxc/base.h"
+#include "mxc/ndarray.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A parameter of an operator, for tools and documentation. */
+typedef struct mxc_op_param_info {
+    const char *name;
+    const char *type;          /**< "int", "float", "boolean", "tuple", "enum {a, b}", ... */
+    const char *default_value; /**< as MXNet spells it; NULL for a required parameter */
+    const char *doc;
+} mxc_op_param_info;
+
+/** What an operator is. Every string is static. */
+typedef struct mxc_op_info {
+    const char *name;
+    const char *description;
+    int num_params;
+    const mxc_op_param_info *params;
+    int num_inputs;            /**< -1 when it depends on the parameters (Concat, ...) */
+    const char *const *inputs; /**< NULL-terminated; NULL for variadic operators */
+    int num_outputs;           /**< all outputs; num_visible_outputs are returned to users */
+    int num_visible_outputs;
+    const char *const *outputs;
+    int num_aux;               /**< auxiliary states (BatchNorm's moving statistics) */
+    const char *const *aux;
+    int differentiable;        /**< non-zero if the operator has a backward */
+} mxc_op_info;
+
+/** The names of every registered operator, sorted; `*names` is static. Returns MXC_OK or
+ * MXC_EINVAL (NULL argument). */
+MXC_API int mxc_op_list(size_t *count, const char *const **names);
+
+/** Describes operator `name` into `*out` (static data). Returns MXC_OK, MXC_EINVAL
+ * (unknown operator, with the closest name in the message, or NULL argument). */
+MXC_API int mxc_op_get_info(const char *name, mxc_op_info *out);
+
+/** Non-zero if operator `name` has a kernel for `ctx` and computes in `dtype`. */
+MXC_API int mxc_op_supports(const char *name, mxc_context ctx, int dtype);
+
+/** Runs operator `name` with string parameters on `inputs` (the operator's inputs, then
+ * its auxiliary states, which it may update), pushed to the engine like every array
+ * operation. `outputs` has room for `num_outputs` handles (at least the operator's
+ * visible outputs): a NULL entry receives a new array of the inferred shape (the caller
+ * frees it), a non-NULL entry must have that shape and dtype and is overwritten.
+ * `is_train` selects training behaviour (Dropout drops, BatchNorm uses batch statistics).
+ * Returns MXC_OK, MXC_EINVAL (unknown operator or parameter, wrong input count), MXC_EMISUSE
+ * (bad handle), MXC_ESHAPE / MXC_ETYPE (inference failed, the message names the
+ * argument and both shapes), MXC_ENOTSUP (no kernel for the context or dtype),
+ * MXC_ENOMEM. On failure the entries it created are freed and reset to NULL. */
+MXC_API int mxc_imperative_invoke(const char *name, int num_params, const char *const *keys,
+                                  const char *const *vals, int num_inputs,
+                                  mxc_ndarray *const *inputs, int num_outputs,
+                                  mxc_ndarray **outputs, int is_train);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MXC_OP_H */

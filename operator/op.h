@@ -1,0 +1,191 @@
+/*
+ * operator/op.h — how an operator is defined: one static const struct mxc__op_def with
+ * its parameter table, shape and type inference, backward dependencies, in-place
+ * options, resource requests and kernels, plus one line in operator/op_list.h.
+ *
+ * Kernels see tensors (contiguous, row-major) and a write request per output:
+ *   MXC__REQ_NULL     do not write (the output is not needed)
+ *   MXC__REQ_WRITE    overwrite
+ *   MXC__REQ_INPLACE  overwrite; the output shares memory with an input
+ *   MXC__REQ_ADD      add to what is there (gradient accumulation)
+ * Internal to the library; the public view is include/mxc/op.h.
+ */
+#ifndef MXC_OPERATOR_OP_H
+#define MXC_OPERATOR_OP_H
+
+#include "mxc/engine.h"
+#include "mxc/op.h"
+
+#include "common/common.h"
+#include "resource/resource.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* ---- Tensors ----------------------------------------------------------------------- */
+
+/* What a kernel sees of an array while it runs. */
+struct mxc__tensor {
+    void *data;
+    mxc_shape shape;
+    int dtype;
+    mxc_context ctx;
+    int64_t size; /* elements */
+};
+
+enum mxc__req { MXC__REQ_NULL = 0, MXC__REQ_WRITE, MXC__REQ_INPLACE, MXC__REQ_ADD };
+
+/* ---- Parameters -------------------------------------------------------------------- */
+
+enum mxc__param_type {
+    MXC__PARAM_INT,        /* int */
+    MXC__PARAM_FLOAT,      /* float */
+    MXC__PARAM_DOUBLE,     /* double */
+    MXC__PARAM_BOOL,       /* bool: True/False (also true/false/1/0) */
+    MXC__PARAM_ENUM,       /* int: index into `choices` */
+    MXC__PARAM_TUPLE,      /* mxc_shape: "(3, 3)", "3", "()" */
+    MXC__PARAM_OPT_FLOAT,  /* struct mxc__opt_float: a number or None */
+    MXC__PARAM_OPT_ENUM,   /* int: index into `choices`, or -1 for None */
+};
+
+struct mxc__opt_float {
+    bool has_value;
+    float value;
+};
+
+/* One row of an operator's parameter table. */
+struct mxc__param {
+    const char *name;
+    int type;                   /* an mxc__param_type */
+    size_t offset;              /* in the operator's param struct */
+    const char *default_value;  /* as MXNet spells it; NULL: required */
+    double min, max;            /* bounds for numbers (min > max: unbounded) */
+    const char *const *choices; /* enums: NULL-terminated names */
+    const char *doc;
+};
+
+/* Table rows, for readability: MXC__P_INT(struct, field, default, min, max, doc). */
+#define MXC__P(type_, st, field, def, lo, hi, ch, doc_) \
+    {#field, type_, offsetof(st, field), def, lo, hi, ch, doc_}
+#define MXC__P_INT(st, f, def, lo, hi, doc) MXC__P(MXC__PARAM_INT, st, f, def, lo, hi, NULL, doc)
+#define MXC__P_FLOAT(st, f, def, lo, hi, doc) \
+    MXC__P(MXC__PARAM_FLOAT, st, f, def, lo, hi, NULL, doc)
+#define MXC__P_DOUBLE(st, f, def, doc) MXC__P(MXC__PARAM_DOUBLE, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_BOOL(st, f, def, doc) MXC__P(MXC__PARAM_BOOL, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_ENUM(st, f, def, ch, doc) MXC__P(MXC__PARAM_ENUM, st, f, def, 1, 0, ch, doc)
+#define MXC__P_TUPLE(st, f, def, doc) MXC__P(MXC__PARAM_TUPLE, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_OPT_FLOAT(st, f, doc) MXC__P(MXC__PARAM_OPT_FLOAT, st, f, "None", 1, 0, NULL, doc)
+#define MXC__P_OPT_ENUM(st, f, ch, doc) MXC__P(MXC__PARAM_OPT_ENUM, st, f, "None", 1, 0, ch, doc)
+
+/* ---- Kernels ----------------------------------------------------------------------- */
+
+/* Everything a forward or backward kernel receives. Forward reads in_data (and aux),
+ * writes out_data as req says. Backward reads out_grad and whichever of in_data and
+ * out_data the operator declared it needs, writes in_grad as req says. */
+struct mxc__op_call {
+    const mxc_run_ctx *rctx;
+    bool is_train;
+    const void *params;
+    const struct mxc__tensor *in_data;
+    int num_in;
+    const struct mxc__tensor *out_data;
+    int num_out;
+    const struct mxc__tensor *aux; /* mutable auxiliary states (BatchNorm's moving stats) */
+    int num_aux;
+    const struct mxc__tensor *out_grad; /* backward only */
+    const struct mxc__tensor *in_grad;  /* backward only */
+    const int *req;                     /* per out_data (forward) or in_grad (backward) */
+    struct mxc__resource *const *resources;
+    int num_resources;
+};
+
+typedef int (*mxc__op_kernel)(const struct mxc__op_call *call);
+
+/* What a backward pass needs besides out_grad. */
+enum mxc__backward_dep {
+    MXC__DEP_OUT_GRAD = 1,
+    MXC__DEP_IN_DATA = 2,
+    MXC__DEP_OUT_DATA = 4,
+};
+
+#define MXC__MAX_OP_ARGS 16 /* inputs or outputs of one operator */
+
+/* Shape inference: fills the unknown (ndim 0) shapes it can deduce from the known ones,
+ * in place; checks the known ones. Errors name the operator, the argument and both
+ * shapes (MXC_ESHAPE) and are recorded with mxc__error. */
+typedef int (*mxc__infer_shape_fn)(const void *params, mxc_shape *in, int num_in,
+                                   mxc_shape *out, int num_out, mxc_shape *aux, int num_aux);
+
+/* Type inference, the same way; NULL means every input, output and aux has one dtype. */
+typedef int (*mxc__infer_type_fn)(const void *params, int *in, int num_in, int *out,
+                                  int num_out, int *aux, int num_aux);
+
+/* Argument names that depend on the parameters (variadic operators such as Concat):
+ * writes up to `max` names and returns how many there are. */
+typedef int (*mxc__list_names_fn)(const void *params, const char **names, int max);
+
+struct mxc__op_def {
+    const char *name;
+    const char *description;
+    /* parameters */
+    size_t param_size;
+    const struct mxc__param *params;
+    int num_params;
+    /* arguments: fixed lists, or a function of the parameters */
+    const char *const *inputs; /* NULL-terminated; NULL if list_inputs is set */
+    mxc__list_names_fn list_inputs;
+    const char *const *outputs; /* NULL-terminated */
+    int num_visible_outputs;    /* 0: all outputs are visible */
+    const char *const *aux;     /* NULL-terminated, or NULL */
+    mxc__infer_shape_fn infer_shape;
+    mxc__infer_type_fn infer_type;
+    /* backward */
+    unsigned backward_deps;     /* mxc__backward_dep flags; 0: not differentiable */
+    signed char inplace[2];      /* forward: out[inplace[1]] may share in[inplace[0]]; -1: none */
+    signed char backward_inplace[2]; /* in_grad[i] may share out_grad[j]; -1: none */
+    /* resources (mxc__resource_kind values + 1; 0 ends the list) */
+    unsigned char forward_resources[2];
+    unsigned char backward_resources[2];
+    /* kernels per device (NULL: not supported there) */
+    mxc__op_kernel forward_cpu, backward_cpu;
+    mxc__op_kernel forward_gpu, backward_gpu;
+};
+
+/* ---- Registry ---------------------------------------------------------------------- */
+
+/* The operator named `name`, or NULL. */
+const struct mxc__op_def *mxc__op_find(const char *name);
+
+/* The operator, or MXC_EINVAL "unknown operator" (with a close name if there is one). */
+int mxc__op_lookup(const char *name, const struct mxc__op_def **out);
+
+/* Number of inputs / outputs / aux states of `def` with `params`; names through the
+ * out parameter when not NULL (up to MXC__MAX_OP_ARGS). */
+int mxc__op_num_inputs(const struct mxc__op_def *def, const void *params, const char **names);
+int mxc__op_num_outputs(const struct mxc__op_def *def);
+int mxc__op_num_aux(const struct mxc__op_def *def);
+
+/* ---- Parameters -------------------------------------------------------------------- */
+
+/* Fills `params` (def->param_size bytes) from string key/values: defaults first, then
+ * the given keys. Unknown keys, missing required keys, unparsable values and values out of
+ * bounds are MXC_EINVAL naming the operator, the key and (for unknown keys) every valid
+ * key. Keys starting with "__" (symbol hints such as __shape__) are ignored. */
+int mxc__op_parse_params(const struct mxc__op_def *def, int num, const char *const *keys,
+                         const char *const *vals, void *params);
+
+/* Writes parameter `p` of `params` as MXNet spells it ("(3, 3)", "True", "relu",
+ * "None", "0.5"). Returns the length (like snprintf). */
+int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf,
+                         size_t size);
+
+/* ---- Shape helpers for infer_shape ------------------------------------------------- */
+
+/* Unifies `*have` with `want`: an unknown side takes the other; two known shapes must be
+ * equal, else MXC_ESHAPE naming the operator and argument. */
+int mxc__shape_assign(mxc_shape *have, const mxc_shape *want, const char *op, const char *arg);
+
+/* Same for dtypes (-1: unknown): MXC_ETYPE on conflict. */
+int mxc__type_assign(int *have, int want, const char *op, const char *arg);
+
+#endif /* MXC_OPERATOR_OP_H */

@@ -1,0 +1,36 @@
+/*
+ * operator/op_list.h — every registered operator, one line each. Adding an operator is
+ * one new definition (a `const struct mxc__op_def mxc__op_<ident>`) plus one line here.
+ * MXC__OP(ident) where the definition's .name is the MXNet name.
+ */
+/* element-wise, generated from scalar functions (operator/elemwise.c) */
+MXC__OP(negative)
+MXC__OP(abs)
+MXC__OP(sign)
+MXC__OP(square)
+MXC__OP(sqrt)
+MXC__OP(rsqrt)
+MXC__OP(exp)
+MXC__OP(log)
+MXC__OP(sin)
+MXC__OP(cos)
+MXC__OP(relu)
+MXC__OP(sigmoid)
+MXC__OP(tanh)
+MXC__OP(_plus)
+MXC__OP(_minus)
+MXC__OP(_mul)
+MXC__OP(_div)
+MXC__OP(_maximum)
+MXC__OP(_minimum)
+MXC__OP(_power)
+MXC__OP(_plus_scalar)
+MXC__OP(_minus_scalar)
+MXC__OP(_rminus_scalar)
+MXC__OP(_mul_scalar)
+MXC__OP(_div_scalar)
+MXC__OP(_rdiv_scalar)
+MXC__OP(_maximum_scalar)
+MXC__OP(_minimum_scalar)
+MXC__OP(_power_scalar)
+MXC__OP(smooth_l1)
