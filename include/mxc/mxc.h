@@ -8,6 +8,7 @@
 #include "mxc/base.h"
 #include "mxc/engine.h"
 #include "mxc/ndarray.h"
+#include "mxc/op.h"
 #include "mxc/storage.h"
 
 #endif /* MXC_MXC_H */

@@ -1,0 +1,69 @@
+/*
+ * tests/util/op_check.h — the operator test harness: runs an operator's kernels directly
+ * on host buffers (no engine, no arrays), checks forward values against references with
+ * stated tolerances reporting the worst element, and checks backward against central
+ * finite differences of forward (float64 accumulation), with write and add-to requests,
+ * passing the backward only the data it declared it needs.
+ */
+#ifndef MXC_TEST_OP_CHECK_H
+#define MXC_TEST_OP_CHECK_H
+
+#include "mxc/base.h"
+
+#include <check.h>
+#include <stdbool.h>
+
+/* A host tensor: float32, row-major. The harness allocates outputs it fills (free them
+ * with mxct_tensors_free). */
+struct mxct_tensor {
+    mxc_shape shape;
+    float *data;
+};
+
+/* String parameters, as in a symbol's JSON. */
+struct mxct_params {
+    int num;
+    const char *const *keys;
+    const char *const *vals;
+};
+
+#define MXCT_NO_PARAMS ((struct mxct_params){0, NULL, NULL})
+
+/* MXCT_KV("num_hidden", "10", "no_bias", "True"): keys and values alternate. The result
+ * stays valid for the next 31 calls (a ring of static slots, so nothing leaks). */
+#define MXCT_KV(...) mxct_params_from_pairs((const char *const[]){__VA_ARGS__, NULL})
+struct mxct_params mxct_params_from_pairs(const char *const *kv);
+
+/* A tensor of `shape` filled with uniform values in [lo, hi) from `seed` (deterministic). */
+struct mxct_tensor mxct_tensor_random(mxc_shape shape, float lo, float hi, unsigned seed);
+
+/* A tensor of `shape` holding a copy of `values` (or zeros if NULL). */
+struct mxct_tensor mxct_tensor_from(mxc_shape shape, const float *values);
+
+void mxct_tensors_free(struct mxct_tensor *t, int n);
+
+/* Runs operator `name` forward on `in` (its inputs) and `aux` (its auxiliary states,
+ * updated in place; may be NULL when it has none). Fills `out` (room for every output,
+ * hidden ones included) with new tensors of the inferred shapes. Returns the status of
+ * parsing, inference or the kernel. */
+int mxct_op_forward(const char *name, struct mxct_params params, bool is_train,
+                    const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
+                    struct mxct_tensor *out);
+
+/* Asserts got ≈ want element-wise: |got - want| <= atol + rtol * |want| everywhere, and
+ * reports the worst element (index, both values) otherwise. `what` names the check. */
+void mxct_expect_close(const struct mxct_tensor *got, const float *want, double rtol,
+                       double atol, const char *what);
+
+/* Checks operator `name`'s backward against finite differences of its forward, for the
+ * scalar loss sum_k w_k * visible_output_k with random weights w (so out_grad = w):
+ * every input element x gets (loss(x + eps) - loss(x - eps)) / (2 eps), compared with
+ * the kernel's in_grad within rtol/atol (worst element reported). Then repeats the
+ * backward with add-to requests onto in_grad preset to 1 and expects 1 + gradient.
+ * Inputs listed in `skip` (a bit per input, e.g. labels) are not differentiated.
+ * Auxiliary states are restored before each forward. */
+void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_train,
+                       const struct mxct_tensor *in, int num_in, const struct mxct_tensor *aux,
+                       unsigned skip, double eps, double rtol, double atol);
+
+#endif /* MXC_TEST_OP_CHECK_H */
