@@ -34,3 +34,9 @@ MXC__OP(_maximum_scalar)
 MXC__OP(_minimum_scalar)
 MXC__OP(_power_scalar)
 MXC__OP(smooth_l1)
+/* neural-network layers: operator/fully_connected.c, convolution.c, pooling.c */
+/* end of layers */
+/* activations, normalisation, losses: operator/activation.c, batch_norm.c, ... */
+/* end of activations */
+/* shape and reduction operators, optimizer updates: operator/shape.c, reduce.c, ... */
+/* end of shape */

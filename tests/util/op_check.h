@@ -66,4 +66,9 @@ void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_trai
                        const struct mxct_tensor *in, int num_in, const struct mxct_tensor *aux,
                        unsigned skip, double eps, double rtol, double atol);
 
+/* Reference data: `file` (relative to tests/data, or $MXC_TEST_DATA) is an NDArray list
+ * saved by a generator script (mx.nd.save with named arrays). Loads the float32 array
+ * named `name` into a new tensor (asserting it exists). */
+struct mxct_tensor mxct_ref_load(const char *file, const char *name);
+
 #endif /* MXC_TEST_OP_CHECK_H */
