@@ -49,19 +49,33 @@ static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
 int mxc_imperative_invoke(const char *name, int num_params, const char *const *keys,
                           const char *const *vals, int num_inputs, mxc_ndarray *const *inputs,
                           int num_outputs, mxc_ndarray **outputs, int is_train) {
-    int rc = MXC_OK;
     const struct mxc__op_def *def;
+    _Alignas(16) unsigned char params[MAX_PARAM_BYTES];
+    int rc = mxc__op_lookup(name, &def);
+    if (rc != MXC_OK)
+        return rc;
+    MXC_ASSERT(def->param_size <= MAX_PARAM_BYTES);
+    if (num_params < 0 || (num_params > 0 && (keys == NULL || vals == NULL)))
+        return mxc__error(MXC_EINVAL, "%s: bad parameter arrays", name);
+    rc = mxc__op_parse_params(def, num_params, keys, vals, params);
+    if (rc != MXC_OK)
+        return rc;
+    return mxc__nd_invoke(def, params, num_inputs, inputs, num_outputs, outputs, is_train != 0);
+}
+
+int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_inputs,
+                   mxc_ndarray *const *inputs, int num_outputs, mxc_ndarray **outputs,
+                   bool is_train) {
+    int rc = MXC_OK;
+    const char *name = def->name;
     _Alignas(16) unsigned char buf[sizeof(struct invoke_params) + MAX_PARAM_BYTES];
     struct invoke_params *p = (struct invoke_params *)buf;
     mxc_ndarray *all_out[2 * MXC__MAX_OP_ARGS] = {NULL};
     bool created[MXC__MAX_OP_ARGS] = {false};
     int n_out = 0;
 
-    MXC_TRY(mxc__op_lookup(name, &def));
-    MXC_ASSERT(def->param_size <= MAX_PARAM_BYTES);
-    MXC_CHECK(num_params >= 0 && (num_params == 0 || (keys && vals)), MXC_EINVAL,
-              "%s: bad parameter arrays", name);
-    MXC_TRY(mxc__op_parse_params(def, num_params, keys, vals, p->params));
+    if (def->param_size)
+        memcpy(p->params, params, def->param_size);
     const char *in_names[MXC__MAX_OP_ARGS];
     int n_in = mxc__op_num_inputs(def, p->params, in_names);
     int n_aux = mxc__op_num_aux(def);
@@ -148,7 +162,7 @@ int mxc_imperative_invoke(const char *name, int num_params, const char *const *k
         all_out[n_out + i] = inputs[n_in + i];
 
     p->def = def;
-    p->is_train = is_train != 0;
+    p->is_train = is_train;
     p->num_in = n_in;
     p->num_out = n_out;
     p->num_aux = n_aux;

@@ -78,6 +78,12 @@ struct mxc__nd_op {
 int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, int num_inputs,
                  mxc_ndarray *const *outputs, int num_outputs);
 
+/* Runs operator `def` with already parsed `params` on arrays: mxc_imperative_invoke
+ * without the string parsing, for library code that calls operators. */
+int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_inputs,
+                   mxc_ndarray *const *inputs, int num_outputs, mxc_ndarray **outputs,
+                   bool is_train);
+
 /* Copies `nbytes` between memory on any two contexts; GPU copies are issued on `stream`
  * (the calling worker's) and complete before the worker retires the operation. */
 int mxc__copy_bytes(void *dst, mxc_context dst_ctx, const void *src, mxc_context src_ctx,

@@ -1,8 +1,9 @@
 /*
  * ndarray/ops.c — imperative arithmetic on arrays: element-wise operations with arrays
- * and scalars, fills, dot (BLAS sgemm), sum and random fills. Each function validates
- * its arrays, prepares the output (see the convention in mxc/ndarray.h) and pushes one
- * kernel through mxc__nd_push. Kernels work on contiguous float32 data, row-major.
+ * and scalars (run through the registered operators), fills, dot (BLAS sgemm), sum and
+ * random fills. Each function validates its arrays, prepares the output (see the
+ * convention in mxc/ndarray.h) and pushes one operation. Kernels work on contiguous
+ * float32 data, row-major.
  */
 #include "ndarray/ndarray_impl.h"
 
@@ -59,52 +60,11 @@ static int push_into(const struct mxc__nd_op *op, const mxc_ndarray *const *inpu
     return rc;
 }
 
-/* ---- Element-wise ------------------------------------------------------------------ */
+/* ---- Element-wise: the registered operators ------------------------------------- */
 
-enum ew_op { EW_ADD, EW_SUB, EW_MUL, EW_DIV };
-
-struct ew_params {
-    int op;
-    bool scalar_rhs;
-    float scalar;
-};
-
-#define EW_LOOP(expr)                   \
-    for (int64_t i = 0; i < n; i++)     \
-        o[i] = (expr);
-
-/* out: (n) = a (op) b, or a (op) scalar; out may alias a or b. */
-static int ew_kernel(const struct mxc__nd_call *call) {
-    const struct ew_params *p = call->params;
-    const float *a = call->inputs[0].data;
-    const float *b = p->scalar_rhs ? NULL : call->inputs[1].data;
-    float *o = call->outputs[0].data;
-    const float s = p->scalar;
-    int64_t n = call->outputs[0].size;
-    switch (p->op) {
-    case EW_ADD:
-        if (b) EW_LOOP(a[i] + b[i]) else EW_LOOP(a[i] + s)
-        break;
-    case EW_SUB:
-        if (b) EW_LOOP(a[i] - b[i]) else EW_LOOP(a[i] - s)
-        break;
-    case EW_MUL:
-        if (b) EW_LOOP(a[i] * b[i]) else EW_LOOP(a[i] * s)
-        break;
-    default:
-        if (b) EW_LOOP(a[i] / b[i]) else EW_LOOP(a[i] / s)
-        break;
-    }
-    return MXC_OK;
-}
-
-static const char *const ew_names[] = {"add", "sub", "mul", "div"};
-static const char *const ew_scalar_names[] = {"add_scalar", "sub_scalar", "mul_scalar",
-                                              "div_scalar"};
-
-/* out = a (ew) b, or a (ew) scalar when `scalar_rhs`. */
-static int elemwise(int ew, const mxc_ndarray *a, const mxc_ndarray *b, bool scalar_rhs,
-                    float scalar, mxc_ndarray **out, const char *fn) {
+/* out = a (op) b through operator `op_name`, or a (op) scalar when `scalar_rhs`. */
+static int elemwise(const char *op_name, const mxc_ndarray *a, const mxc_ndarray *b,
+                    bool scalar_rhs, float scalar, mxc_ndarray **out, const char *fn) {
     int rc = mxc__nd_check(a, fn, "a");
     if (rc == MXC_OK && !scalar_rhs)
         rc = mxc__nd_check(b, fn, "b");
@@ -112,53 +72,39 @@ static int elemwise(int ew, const mxc_ndarray *a, const mxc_ndarray *b, bool sca
         rc = require_float32(a, fn, "a");
     if (rc != MXC_OK)
         return rc;
-    if (!scalar_rhs) {
-        char b1[128], b2[128];
-        if (b->dtype != a->dtype)
-            return mxc__error(MXC_ETYPE, "%s: a is %s, b is %s", fn, mxc_dtype_name(a->dtype),
-                              mxc_dtype_name(b->dtype));
-        if (!same_shape(&a->shape, &b->shape))
-            return mxc__error(MXC_ESHAPE, "%s: a is %s, b is %s", fn,
-                              mxc__shape_str(&a->shape, b1, sizeof b1),
-                              mxc__shape_str(&b->shape, b2, sizeof b2));
-    }
-    bool created;
-    rc = prepare_output(fn, a, &a->shape, out, &created);
-    if (rc != MXC_OK)
-        return rc;
-    struct ew_params p = {ew, scalar_rhs, scalar};
-    struct mxc__nd_op op = {.name = scalar_rhs ? ew_scalar_names[ew] : ew_names[ew],
-                            .kernel = ew_kernel,
-                            .params = &p,
-                            .params_size = sizeof p,
-                            .run_ctx = a->chunk->ctx};
-    const mxc_ndarray *inputs[2] = {a, b};
-    return push_into(&op, inputs, scalar_rhs ? 1 : 2, out, created);
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "%s: out is NULL", fn);
+    const struct mxc__op_def *def = mxc__op_find(op_name);
+    MXC_ASSERT(def != NULL); /* the names below are registered */
+    struct mxc__scalar_param p = {scalar};
+    mxc_ndarray *inputs[2] = {(mxc_ndarray *)a, (mxc_ndarray *)b};
+    return mxc__nd_invoke(def, scalar_rhs ? &p : NULL, scalar_rhs ? 1 : 2, inputs, 1, out,
+                          false);
 }
 
 int mxc_nd_add(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_ADD, a, b, false, 0, out, __func__);
+    return elemwise("_plus", a, b, false, 0, out, __func__);
 }
 int mxc_nd_sub(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_SUB, a, b, false, 0, out, __func__);
+    return elemwise("_minus", a, b, false, 0, out, __func__);
 }
 int mxc_nd_mul(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_MUL, a, b, false, 0, out, __func__);
+    return elemwise("_mul", a, b, false, 0, out, __func__);
 }
 int mxc_nd_div(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
-    return elemwise(EW_DIV, a, b, false, 0, out, __func__);
+    return elemwise("_div", a, b, false, 0, out, __func__);
 }
 int mxc_nd_add_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_ADD, a, NULL, true, s, out, __func__);
+    return elemwise("_plus_scalar", a, NULL, true, s, out, __func__);
 }
 int mxc_nd_sub_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_SUB, a, NULL, true, s, out, __func__);
+    return elemwise("_minus_scalar", a, NULL, true, s, out, __func__);
 }
 int mxc_nd_mul_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_MUL, a, NULL, true, s, out, __func__);
+    return elemwise("_mul_scalar", a, NULL, true, s, out, __func__);
 }
 int mxc_nd_div_scalar(const mxc_ndarray *a, float s, mxc_ndarray **out) {
-    return elemwise(EW_DIV, a, NULL, true, s, out, __func__);
+    return elemwise("_div_scalar", a, NULL, true, s, out, __func__);
 }
 
 /* ---- Fill -------------------------------------------------------------------------- */

@@ -53,15 +53,11 @@ static int same_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *
 /* Data pointers of a call; those the operator did not declare are NULL and unused. */
 #define TENSOR(arr, k) ((arr) ? (const float *)(arr)[k].data : NULL)
 
-struct scalar_param {
-    float scalar;
-};
-
 static const struct mxc__param scalar_params[] = {
-    MXC__P_FLOAT(struct scalar_param, scalar, "1", 1, 0, "the scalar operand"),
+    MXC__P_FLOAT(struct mxc__scalar_param, scalar, "1", 1, 0, "the scalar operand"),
 };
 
-#define SCALAR(c) (((const struct scalar_param *)(c)->params)->scalar)
+#define SCALAR(c) (((const struct mxc__scalar_param *)(c)->params)->scalar)
 
 /* ---- Unary ------------------------------------------------------------------------- */
 
@@ -101,7 +97,7 @@ static const struct mxc__param scalar_params[] = {
     const struct mxc__op_def mxc__op_##ident = {                                            \
         .name = opname,                                                                     \
         .description = desc,                                                                \
-        .param_size = (with_scalar) ? sizeof(struct scalar_param) : 0,                      \
+        .param_size = (with_scalar) ? sizeof(struct mxc__scalar_param) : 0,                      \
         .params = (with_scalar) ? scalar_params : NULL,                                     \
         .num_params = (with_scalar) ? 1 : 0,                                                \
         .inputs = in_data,                                                                  \

@@ -77,6 +77,11 @@ struct mxc__param {
 #define MXC__P_OPT_FLOAT(st, f, doc) MXC__P(MXC__PARAM_OPT_FLOAT, st, f, "None", 1, 0, NULL, doc)
 #define MXC__P_OPT_ENUM(st, f, ch, doc) MXC__P(MXC__PARAM_OPT_ENUM, st, f, "None", 1, 0, ch, doc)
 
+/* The parameters of the `_<op>_scalar` operators and smooth_l1. */
+struct mxc__scalar_param {
+    float scalar;
+};
+
 /* ---- Kernels ----------------------------------------------------------------------- */
 
 /* Everything a forward or backward kernel receives. Forward reads in_data (and aux),
