@@ -7,6 +7,7 @@
  */
 #include "ndarray/ndarray_impl.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -271,7 +272,11 @@ static int closure_run(const mxc_run_ctx *rctx, void *arg) {
     return rc;
 }
 
-static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+/* Closure parts start at malloc's alignment, which operator parameter structs may need. */
+static size_t align_part(size_t n) {
+    size_t a = _Alignof(max_align_t);
+    return (n + a - 1) & ~(a - 1);
+}
 
 int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, int num_inputs,
                  mxc_ndarray *const *outputs, int num_outputs) {
@@ -283,9 +288,9 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
     for (int i = 0; i < op->num_resources; i++)
         MXC_TRY(mxc__resource_get(op->run_ctx, op->resources[i], &res[i]));
 
-    size_t views_at = align8(sizeof(struct nd_closure));
-    size_t res_at = views_at + align8((size_t)n * sizeof(struct nd_view));
-    size_t params_at = res_at + align8((size_t)op->num_resources * sizeof(void *));
+    size_t views_at = align_part(sizeof(struct nd_closure));
+    size_t res_at = views_at + align_part((size_t)n * sizeof(struct nd_view));
+    size_t params_at = res_at + align_part((size_t)op->num_resources * sizeof(void *));
     char *mem = mxc__malloc(params_at + op->params_size);
     MXC_CHECK(mem != NULL, MXC_ENOMEM, "%s: out of memory", op->name);
     struct nd_closure *c = (struct nd_closure *)mem;

@@ -104,8 +104,8 @@ static const struct mxc__param scalar_params[] = {
         .outputs = out_output,                                                              \
         .infer_shape = ident##_shape,                                                       \
         .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                        \
-        .inplace = {0, 0},                                                                  \
-        .backward_inplace = {0, 0},                                                         \
+        .inplace = MXC__INPLACE(0, 0),                                                           \
+        .backward_inplace = MXC__INPLACE(0, 0),                                                  \
         .forward_cpu = ident##_forward,                                                     \
         .backward_cpu = ident##_backward,                                                   \
     };
@@ -192,8 +192,8 @@ UNARY_SCALAR(smooth_l1, "smooth_l1", "Smooth L1 loss of x with sigma = scalar",
         .outputs = out_output,                                                              \
         .infer_shape = ident##_shape,                                                       \
         .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                        \
-        .inplace = {0, 0},                                                                  \
-        .backward_inplace = {0, 0},                                                         \
+        .inplace = MXC__INPLACE(0, 0),                                                           \
+        .backward_inplace = MXC__INPLACE(0, 0),                                                  \
         .forward_cpu = ident##_forward,                                                     \
         .backward_cpu = ident##_backward,                                                   \
     };

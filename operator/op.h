@@ -115,6 +115,20 @@ enum mxc__backward_dep {
 
 #define MXC__MAX_OP_ARGS 16 /* inputs or outputs of one operator */
 
+/* An in-place option, written MXC__INPLACE(in, out). Indices are stored plus one so
+ * that a field an operator leaves out (zero) means "never in place", the safe default. */
+struct mxc__inplace {
+    unsigned char in1, out1;
+};
+#define MXC__INPLACE(in, out) {(in) + 1, (out) + 1}
+
+/* Whether `p` is set; its indices through `in` and `out`. */
+static inline bool mxc__inplace_get(struct mxc__inplace p, int *in, int *out) {
+    *in = p.in1 - 1;
+    *out = p.out1 - 1;
+    return p.in1 != 0;
+}
+
 /* Shape inference: fills the unknown (ndim 0) shapes it can deduce from the known ones,
  * in place; checks the known ones. Errors name the operator, the argument and both
  * shapes (MXC_ESHAPE) and are recorded with mxc__error. */
@@ -146,8 +160,8 @@ struct mxc__op_def {
     mxc__infer_type_fn infer_type;
     /* backward */
     unsigned backward_deps;     /* mxc__backward_dep flags; 0: not differentiable */
-    signed char inplace[2];      /* forward: out[inplace[1]] may share in[inplace[0]]; -1: none */
-    signed char backward_inplace[2]; /* in_grad[i] may share out_grad[j]; -1: none */
+    struct mxc__inplace inplace;          /* forward: out_data[out] may share in_data[in] */
+    struct mxc__inplace backward_inplace; /* in_grad[in] may share out_grad[out] */
     /* resources (mxc__resource_kind values + 1; 0 ends the list) */
     unsigned char forward_resources[2];
     unsigned char backward_resources[2];

@@ -35,8 +35,18 @@ MXC__OP(_minimum_scalar)
 MXC__OP(_power_scalar)
 MXC__OP(smooth_l1)
 /* neural-network layers: operator/fully_connected.c, convolution.c, pooling.c */
+MXC__OP(FullyConnected)
+MXC__OP(Convolution)
+MXC__OP(Deconvolution)
+MXC__OP(Pooling)
 /* end of layers */
-/* activations, normalisation, losses: operator/activation.c, batch_norm.c, ... */
+/* activations, normalisation, dropout: operator/activation.c, batch_norm.c, dropout.c */
 /* end of activations */
-/* shape and reduction operators, optimizer updates: operator/shape.c, reduce.c, ... */
+/* softmax and loss outputs: operator/softmax.c, regression.c */
+/* end of losses */
+/* shape, joining and lookup: operator/shape.c, concat.c, embedding.c */
 /* end of shape */
+/* reductions, broadcasting, products, clip: operator/reduce.c, broadcast.c, dot.c, clip.c */
+/* end of reduce */
+/* optimizer updates: operator/optimizer.c */
+/* end of optimizers */

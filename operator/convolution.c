@@ -1,0 +1,595 @@
+/*
+ * operator/convolution.c — Convolution and Deconvolution (1-D and 2-D, NCW / NCHW,
+ * grouped, strided, dilated, padded) through im2col + cblas_sgemm.
+ *
+ * Both operators relate an "image side" (the convolution's input, the deconvolution's
+ * output) to a "column side" (the convolution's output, the deconvolution's input) with a
+ * weight of one layout, (col channels, image channels / groups, KH, KW):
+ *
+ *   columns  = W · im2col(image)         convolution forward, deconvolution data grad
+ *   image   += col2im(Wᵀ · columns)      convolution data grad, deconvolution forward
+ *   dW      += columns · im2col(image)ᵀ  weight grad of both
+ *
+ * so the three helpers below serve both operators. Several images are batched into one
+ * product when they fit the temp space budget (small feature maps make small products);
+ * the temp space comes from the operator's MXC__RES_TEMP resource. float32, row-major.
+ */
+#include "operator/op.h"
+
+#include <cblas.h>
+#include <string.h>
+
+/* Both operators' parameters; Convolution's table leaves adj and target_shape empty. */
+struct conv_param {
+    mxc_shape kernel, stride, dilate, pad, adj, target_shape;
+    int num_filter, num_group, workspace;
+    bool no_bias, cudnn_off;
+    int cudnn_tune, layout;
+};
+
+static const char *const tune_choices[] = {"off", "limited_workspace", "fastest", NULL};
+static const char *const layout_choices[] = {"NCW",  "NCHW", "NCDHW", "NWC",
+                                             "NHWC", "NDHWC", NULL};
+enum { LAYOUT_NCW = 0, LAYOUT_NCHW = 1 };
+
+#define CP struct conv_param
+static const struct mxc__param conv_params[] = {
+    MXC__P_TUPLE(CP, kernel, NULL, "kernel size: (w,) or (h, w)"),
+    MXC__P_TUPLE(CP, stride, "()", "stride per spatial axis (default 1)"),
+    MXC__P_TUPLE(CP, dilate, "()", "dilation per spatial axis (default 1)"),
+    MXC__P_TUPLE(CP, pad, "()", "zero padding per spatial axis (default 0)"),
+    MXC__P_INT(CP, num_filter, NULL, 1, 100000, "number of output channels"),
+    MXC__P_INT(CP, num_group, "1", 1, 100000, "number of channel groups"),
+    MXC__P_INT(CP, workspace, "1024", 0, 1048576, "temp space limit in MB (a hint)"),
+    MXC__P_BOOL(CP, no_bias, "False", "disable the bias"),
+    MXC__P_OPT_ENUM(CP, cudnn_tune, tune_choices, "cuDNN algorithm choice (ignored on CPU)"),
+    MXC__P_BOOL(CP, cudnn_off, "False", "do not use cuDNN (ignored on CPU)"),
+    MXC__P_OPT_ENUM(CP, layout, layout_choices, "data layout; NCW / NCHW (None) supported"),
+};
+
+static const struct mxc__param deconv_params[] = {
+    MXC__P_TUPLE(CP, kernel, NULL, "kernel size: (w,) or (h, w)"),
+    MXC__P_TUPLE(CP, stride, "()", "stride per spatial axis (default 1)"),
+    MXC__P_TUPLE(CP, dilate, "()", "dilation per spatial axis (default 1)"),
+    MXC__P_TUPLE(CP, pad, "()", "padding removed from the output per axis (default 0)"),
+    MXC__P_TUPLE(CP, adj, "()", "extra rows / columns at the output's end (default 0)"),
+    MXC__P_TUPLE(CP, target_shape, "()", "output spatial shape; sets pad and adj"),
+    MXC__P_INT(CP, num_filter, NULL, 1, 100000, "number of output channels"),
+    MXC__P_INT(CP, num_group, "1", 1, 100000, "number of channel groups"),
+    MXC__P_INT(CP, workspace, "512", 0, 1048576, "temp space limit in MB (a hint)"),
+    MXC__P_BOOL(CP, no_bias, "True", "disable the bias"),
+    MXC__P_OPT_ENUM(CP, cudnn_tune, tune_choices, "cuDNN algorithm choice (ignored on CPU)"),
+    MXC__P_BOOL(CP, cudnn_off, "False", "do not use cuDNN (ignored on CPU)"),
+    MXC__P_OPT_ENUM(CP, layout, layout_choices, "data layout; NCW / NCHW (None) supported"),
+};
+#undef CP
+
+static const char *const conv_outputs[] = {"output", NULL};
+
+static int conv_list_inputs(const void *params, const char **names, int max) {
+    const struct conv_param *p = params;
+    static const char *const all[] = {"data", "weight", "bias"};
+    int n = p->no_bias ? 2 : 3;
+    for (int i = 0; i < n && i < max; i++)
+        names[i] = all[i];
+    return n;
+}
+
+/* ---- Geometry ---------------------------------------------------------------------- */
+
+/* One problem: 1-D problems are 2-D ones with height 1 and a (1, k) kernel. */
+struct geom {
+    int64_t batch, groups;
+    int64_t ic, ih, iw;          /* image side: channels, height, width */
+    int64_t oc, oh, ow;          /* column side */
+    int64_t kh, kw, sh, sw, dh, dw, ph, pw;
+    int64_t icg, ocg, krows, pix; /* per group channels; icg*kh*kw; oh*ow */
+};
+
+/* Tuple `t` at spatial axis `i` (of `nsp`) as a (h, w) pair entry; `dflt` when empty. */
+static int64_t axis(const mxc_shape *t, int nsp, int hw, int64_t dflt, int64_t one_d) {
+    if (nsp == 1 && hw == 0)
+        return one_d; /* the height of a 1-D problem */
+    int i = nsp == 1 ? 0 : hw;
+    return t->ndim ? t->dims[i] : dflt;
+}
+
+/* Checks the parameters alone (tuple lengths, values, layout). */
+static int check_params(const struct conv_param *p, bool deconv, const char *op) {
+    int nsp = p->kernel.ndim;
+    if (nsp == 3)
+        return mxc__error(MXC_ENOTSUP, "%s: 3-D kernels are not supported (1-D and 2-D are)",
+                          op);
+    if (nsp != 1 && nsp != 2)
+        return mxc__error(MXC_EINVAL, "%s: kernel must have 1 or 2 axes, not %d", op, nsp);
+    const mxc_shape *tuples[] = {&p->stride, &p->dilate, &p->pad, &p->adj, &p->target_shape};
+    static const char *const names[] = {"stride", "dilate", "pad", "adj", "target_shape"};
+    for (int t = 0; t < 5; t++) {
+        if (tuples[t]->ndim != 0 && tuples[t]->ndim != nsp)
+            return mxc__error(MXC_EINVAL, "%s: %s has %d axes but kernel has %d", op, names[t],
+                              tuples[t]->ndim, nsp);
+        for (int i = 0; i < tuples[t]->ndim; i++) {
+            int64_t v = tuples[t]->dims[i];
+            bool positive = t < 2;
+            if (positive ? v < 1 : v < 0)
+                return mxc__error(MXC_EINVAL, "%s: %s[%d] = %lld must be %s", op, names[t], i,
+                                  (long long)v, positive ? "positive" : "non-negative");
+        }
+    }
+    for (int i = 0; i < nsp; i++)
+        if (p->kernel.dims[i] < 1)
+            return mxc__error(MXC_EINVAL, "%s: kernel[%d] = %lld must be positive", op, i,
+                              (long long)p->kernel.dims[i]);
+    if (deconv && p->target_shape.ndim == 0)
+        for (int i = 0; i < p->adj.ndim; i++)
+            if (p->adj.dims[i] >= (p->stride.ndim ? p->stride.dims[i] : 1))
+                return mxc__error(MXC_EINVAL, "%s: adj[%d] = %lld must be smaller than the "
+                                  "stride", op, i, (long long)p->adj.dims[i]);
+    int want = nsp == 1 ? LAYOUT_NCW : LAYOUT_NCHW;
+    if (p->layout >= 0 && p->layout != want)
+        return mxc__error(MXC_ENOTSUP, "%s: layout %s is not supported (only %s, channels "
+                          "first)", op, layout_choices[p->layout], layout_choices[want]);
+    return MXC_OK;
+}
+
+/* The geometry of `data` (N, C, [H,] W) under `p`; MXC_ESHAPE / MXC_EINVAL on shapes the
+ * parameters cannot apply to. Parameters must have passed check_params. */
+static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *data,
+                     struct geom *g) {
+    const char *op = deconv ? "Deconvolution" : "Convolution";
+    int nsp = p->kernel.ndim;
+    char buf[128];
+    if (data->ndim != nsp + 2)
+        return mxc__error(MXC_ESHAPE, "%s: data has shape %s but a %d-D kernel needs %d "
+                          "axes (N, C, %s)", op, mxc__shape_str(data, buf, sizeof buf), nsp,
+                          nsp + 2, nsp == 1 ? "W" : "H, W");
+    struct geom q = {0};
+    q.batch = data->dims[0];
+    q.groups = p->num_group;
+    int64_t c = data->dims[1];
+    int64_t h = nsp == 1 ? 1 : data->dims[2], w = data->dims[nsp + 1];
+    q.kh = axis(&p->kernel, nsp, 0, 1, 1);
+    q.kw = axis(&p->kernel, nsp, 1, 1, 1);
+    q.sh = axis(&p->stride, nsp, 0, 1, 1);
+    q.sw = axis(&p->stride, nsp, 1, 1, 1);
+    q.dh = axis(&p->dilate, nsp, 0, 1, 1);
+    q.dw = axis(&p->dilate, nsp, 1, 1, 1);
+    q.ph = axis(&p->pad, nsp, 0, 0, 0);
+    q.pw = axis(&p->pad, nsp, 1, 0, 0);
+    int64_t ekh = q.dh * (q.kh - 1) + 1, ekw = q.dw * (q.kw - 1) + 1; /* dilated kernel */
+    if (!deconv) {
+        q.ic = c, q.ih = h, q.iw = w;
+        q.oc = p->num_filter;
+        if (h + 2 * q.ph < ekh || w + 2 * q.pw < ekw)
+            return mxc__error(MXC_ESHAPE, "%s: the dilated kernel (%lld, %lld) is larger "
+                              "than the padded input (%lld, %lld)", op, (long long)ekh,
+                              (long long)ekw, (long long)(h + 2 * q.ph),
+                              (long long)(w + 2 * q.pw));
+        q.oh = (h + 2 * q.ph - ekh) / q.sh + 1;
+        q.ow = (w + 2 * q.pw - ekw) / q.sw + 1;
+    } else {
+        q.oc = c, q.oh = h, q.ow = w;
+        q.ic = p->num_filter;
+        int64_t full_h = q.sh * (h - 1) + ekh, full_w = q.sw * (w - 1) + ekw;
+        bool target = false;
+        for (int i = 0; i < p->target_shape.ndim; i++)
+            target |= p->target_shape.dims[i] != 0;
+        if (target) { /* MXNet: pad = ceil(excess / 2), adj = excess % 2 */
+            int64_t th = axis(&p->target_shape, nsp, 0, 1, 1);
+            int64_t tw = axis(&p->target_shape, nsp, 1, 1, 1);
+            if (th > full_h || tw > full_w)
+                return mxc__error(MXC_EINVAL, "%s: target_shape is larger than the full "
+                                  "output (%lld, %lld)", op, (long long)full_h,
+                                  (long long)full_w);
+            q.ph = (full_h - th + 1) / 2;
+            q.pw = (full_w - tw + 1) / 2;
+            q.ih = th, q.iw = tw;
+        } else {
+            q.ih = full_h - 2 * q.ph + axis(&p->adj, nsp, 0, 0, 0);
+            q.iw = full_w - 2 * q.pw + axis(&p->adj, nsp, 1, 0, 0);
+        }
+        if (q.ih < 1 || q.iw < 1)
+            return mxc__error(MXC_ESHAPE, "%s: the padding leaves an empty output", op);
+    }
+    if (q.ic % q.groups || q.oc % q.groups)
+        return mxc__error(MXC_EINVAL, "%s: num_group %lld must divide the input channels "
+                          "(%lld) and num_filter (%d)", op, (long long)q.groups,
+                          (long long)c, p->num_filter);
+    q.icg = q.ic / q.groups;
+    q.ocg = q.oc / q.groups;
+    q.krows = q.icg * q.kh * q.kw;
+    q.pix = q.oh * q.ow;
+    *g = q;
+    return MXC_OK;
+}
+
+/* data gives weight, bias and output; conv: out (N, F, OH, OW), weight (F, C/g, KH, KW);
+ * deconv: out (N, F, OH, OW), weight (C, F/g, KH, KW); bias (F). */
+static int conv_shape_common(const struct conv_param *p, bool deconv, mxc_shape *in,
+                             mxc_shape *out) {
+    const char *op = deconv ? "Deconvolution" : "Convolution";
+    int rc = check_params(p, deconv, op);
+    if (rc != MXC_OK)
+        return rc;
+    int64_t nf = p->num_filter;
+    if (!p->no_bias) {
+        mxc_shape b = mxc_shape_make(1, &nf);
+        MXC_TRY(mxc__shape_assign(&in[2], &b, op, "bias"));
+    }
+    if (in[0].ndim == 0)
+        return MXC_OK;
+    struct geom g;
+    MXC_TRY(make_geom(p, deconv, &in[0], &g));
+    int nsp = p->kernel.ndim;
+    int64_t wd[4] = {g.oc, g.icg, g.kh, g.kw};
+    if (nsp == 1)
+        wd[2] = g.kw;
+    mxc_shape w = mxc_shape_make(nsp + 2, wd);
+    MXC_TRY(mxc__shape_assign(&in[1], &w, op, "weight"));
+    int64_t od[4] = {g.batch, deconv ? g.ic : g.oc, deconv ? g.ih : g.oh,
+                     deconv ? g.iw : g.ow};
+    if (nsp == 1)
+        od[2] = od[3];
+    mxc_shape o = mxc_shape_make(nsp + 2, od);
+    MXC_TRY(mxc__shape_assign(&out[0], &o, op, "output"));
+fail:
+    return rc;
+}
+
+static int conv_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                      int num_out, mxc_shape *aux, int num_aux) {
+    return conv_shape_common(params, false, in, out);
+}
+
+static int deconv_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                        int num_out, mxc_shape *aux, int num_aux) {
+    return conv_shape_common(params, true, in, out);
+}
+
+/* ---- im2col / col2im --------------------------------------------------------------- */
+
+/* The output columns x in [x0, x1) whose input column x*s + off lies in [0, n). */
+static void valid_range(int64_t off, int64_t s, int64_t n, int64_t out, int64_t *x0,
+                        int64_t *x1) {
+    int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t hi = n - off <= 0 ? 0 : (n - off + s - 1) / s;
+    *x0 = lo < out ? lo : out;
+    *x1 = hi < out ? hi : out;
+    if (*x1 < *x0)
+        *x1 = *x0;
+}
+
+/* img: (icg, ih, iw) of one image and group; col: rows (c, ki, kj) of icg*kh*kw, each
+ * holding this image's oh*ow values at column offset 0 of a row of length `ld`. */
+static void im2col(const struct geom *g, const float *img, float *col, int64_t ld) {
+    for (int64_t c = 0; c < g->icg; c++) {
+        for (int64_t ki = 0; ki < g->kh; ki++) {
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                float *dst = col + ((c * g->kh + ki) * g->kw + kj) * ld;
+                int64_t offw = kj * g->dw - g->pw, x0, x1;
+                valid_range(offw, g->sw, g->iw, g->ow, &x0, &x1);
+                for (int64_t y = 0; y < g->oh; y++) {
+                    float *d = dst + y * g->ow;
+                    int64_t iy = y * g->sh - g->ph + ki * g->dh;
+                    if (iy < 0 || iy >= g->ih) {
+                        memset(d, 0, (size_t)g->ow * sizeof(float));
+                        continue;
+                    }
+                    const float *src = img + (c * g->ih + iy) * g->iw;
+                    for (int64_t x = 0; x < x0; x++)
+                        d[x] = 0.0f;
+                    if (g->sw == 1)
+                        memcpy(d + x0, src + x0 + offw, (size_t)(x1 - x0) * sizeof(float));
+                    else
+                        for (int64_t x = x0; x < x1; x++)
+                            d[x] = src[x * g->sw + offw];
+                    for (int64_t x = x1; x < g->ow; x++)
+                        d[x] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* The adjoint of im2col: img (icg, ih, iw) += the columns scattered back. */
+static void col2im(const struct geom *g, const float *col, int64_t ld, float *img) {
+    for (int64_t c = 0; c < g->icg; c++) {
+        for (int64_t ki = 0; ki < g->kh; ki++) {
+            for (int64_t kj = 0; kj < g->kw; kj++) {
+                const float *srcrow = col + ((c * g->kh + ki) * g->kw + kj) * ld;
+                int64_t offw = kj * g->dw - g->pw, x0, x1;
+                valid_range(offw, g->sw, g->iw, g->ow, &x0, &x1);
+                for (int64_t y = 0; y < g->oh; y++) {
+                    int64_t iy = y * g->sh - g->ph + ki * g->dh;
+                    if (iy < 0 || iy >= g->ih || x1 <= x0)
+                        continue;
+                    const float *s = srcrow + y * g->ow;
+                    float *d = img + (c * g->ih + iy) * g->iw + (x0 * g->sw + offw);
+                    if (g->sw == 1)
+                        for (int64_t x = 0; x < x1 - x0; x++)
+                            d[x] += s[x0 + x];
+                    else
+                        for (int64_t x = 0; x < x1 - x0; x++)
+                            d[x * g->sw] += s[x0 + x];
+                }
+            }
+        }
+    }
+}
+
+/* ---- Batched products -------------------------------------------------------------- */
+
+/* How the images are split into chunks, and the temp space that takes. */
+struct plan {
+    int64_t chunk;       /* images per product */
+    float *col;          /* (krows, chunk * pix) */
+    float *cols;         /* (ocg, chunk * pix): the column side of a chunk, gathered */
+};
+
+static int make_plan(const struct mxc__op_call *c, const struct geom *g,
+                     const struct conv_param *p, struct plan *pl) {
+    size_t per_image = (size_t)((g->krows + g->ocg) * g->pix) * sizeof(float);
+    size_t budget = (size_t)2 << 20; /* chunks that stay in cache */
+    if ((size_t)p->workspace << 20 < budget)
+        budget = (size_t)p->workspace << 20;
+    int64_t chunk = per_image ? (int64_t)(budget / per_image) : 1;
+    if (chunk < 1)
+        chunk = 1;
+    if (chunk > g->batch)
+        chunk = g->batch;
+    pl->chunk = chunk;
+    size_t ncol = (size_t)(g->krows * chunk * g->pix);
+    size_t ncols = chunk > 1 ? (size_t)(g->ocg * chunk * g->pix) : 0;
+    void *space = NULL;
+    if (c->num_resources < 1)
+        return mxc__error(MXC_EINTERNAL, "%s: no temp space resource", "Convolution");
+    int rc = mxc__resource_temp(c->resources[0], (ncol + ncols + 1) * sizeof(float), &space);
+    if (rc != MXC_OK)
+        return rc;
+    pl->col = space;
+    pl->cols = pl->col + ncol;
+    return MXC_OK;
+}
+
+/* The column side of images [n0, n0 + nb), group gi, as a (ocg, nb * pix) matrix: the
+ * tensor itself for one image, else gathered into pl->cols. */
+static const float *gather_cols(const struct geom *g, const struct plan *pl, const float *x,
+                                int64_t n0, int64_t nb, int64_t gi) {
+    const float *base = x + (n0 * g->oc + gi * g->ocg) * g->pix;
+    if (nb == 1)
+        return base;
+    for (int64_t f = 0; f < g->ocg; f++)
+        for (int64_t b = 0; b < nb; b++)
+            memcpy(pl->cols + (f * nb + b) * g->pix, base + (b * g->oc + f) * g->pix,
+                   (size_t)g->pix * sizeof(float));
+    return pl->cols;
+}
+
+/* im2col of images [n0, n0 + nb), group gi, of `img` into pl->col (krows, nb * pix). */
+static void chunk_im2col(const struct geom *g, const struct plan *pl, const float *img,
+                         int64_t n0, int64_t nb, int64_t gi) {
+    for (int64_t b = 0; b < nb; b++)
+        im2col(g, img + ((n0 + b) * g->ic + gi * g->icg) * g->ih * g->iw, pl->col + b * g->pix,
+               nb * g->pix);
+}
+
+/* columns (req) = W · im2col(image) + bias; columns (N, oc, pix), image (N, ic, ih, iw),
+ * w (oc, icg * kh * kw), bias (oc) or NULL. The bias goes in with the product: the output
+ * is filled with it before a beta = 1 product (one image) or added while scattering. */
+static void image_to_columns(const struct geom *g, const struct plan *pl, const float *img,
+                             const float *w, const float *bias, float *cols, int req) {
+    bool add = req == MXC__REQ_ADD;
+    for (int64_t n0 = 0; n0 < g->batch; n0 += pl->chunk) {
+        int64_t nb = g->batch - n0 < pl->chunk ? g->batch - n0 : pl->chunk;
+        int64_t npix = nb * g->pix;
+        for (int64_t gi = 0; gi < g->groups; gi++) {
+            chunk_im2col(g, pl, img, n0, nb, gi);
+            const float *wg = w + gi * g->ocg * g->krows;
+            const float *bg = bias ? bias + gi * g->ocg : NULL;
+            float *dst = cols + (n0 * g->oc + gi * g->ocg) * g->pix;
+            if (nb == 1) {
+                for (int64_t f = 0; bg && f < g->ocg; f++) {
+                    float *d = dst + f * g->pix, v = bg[f];
+                    for (int64_t i = 0; i < g->pix; i++)
+                        d[i] = add ? d[i] + v : v;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->ocg,
+                            (int)npix, (int)g->krows, 1.0f, wg, (int)g->krows, pl->col,
+                            (int)npix, bg || add ? 1.0f : 0.0f, dst, (int)npix);
+                continue;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->ocg, (int)npix,
+                        (int)g->krows, 1.0f, wg, (int)g->krows, pl->col, (int)npix, 0.0f,
+                        pl->cols, (int)npix);
+            for (int64_t f = 0; f < g->ocg; f++) {
+                float v = bg ? bg[f] : 0.0f;
+                for (int64_t b = 0; b < nb; b++) {
+                    const float *s = pl->cols + (f * nb + b) * g->pix;
+                    float *d = dst + (b * g->oc + f) * g->pix;
+                    if (add)
+                        for (int64_t i = 0; i < g->pix; i++)
+                            d[i] += s[i] + v;
+                    else
+                        for (int64_t i = 0; i < g->pix; i++)
+                            d[i] = s[i] + v;
+                }
+            }
+        }
+    }
+}
+
+/* image (req) = col2im(Wᵀ · columns). */
+static void columns_to_image(const struct geom *g, const struct plan *pl, const float *cols,
+                             const float *w, float *img, int req) {
+    if (req != MXC__REQ_ADD)
+        memset(img, 0, (size_t)(g->batch * g->ic * g->ih * g->iw) * sizeof(float));
+    for (int64_t n0 = 0; n0 < g->batch; n0 += pl->chunk) {
+        int64_t nb = g->batch - n0 < pl->chunk ? g->batch - n0 : pl->chunk;
+        int64_t npix = nb * g->pix;
+        for (int64_t gi = 0; gi < g->groups; gi++) {
+            const float *src = gather_cols(g, pl, cols, n0, nb, gi);
+            const float *wg = w + gi * g->ocg * g->krows;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g->krows, (int)npix,
+                        (int)g->ocg, 1.0f, wg, (int)g->krows, src, (int)npix, 0.0f, pl->col,
+                        (int)npix);
+            for (int64_t b = 0; b < nb; b++)
+                col2im(g, pl->col + b * g->pix, npix,
+                       img + ((n0 + b) * g->ic + gi * g->icg) * g->ih * g->iw);
+        }
+    }
+}
+
+/* dw (req) = sum over images of columns · im2col(image)ᵀ; dw (oc, icg * kh * kw). */
+static void weight_grad(const struct geom *g, const struct plan *pl, const float *img,
+                        const float *cols, float *dw, int req) {
+    if (req != MXC__REQ_ADD)
+        memset(dw, 0, (size_t)(g->oc * g->krows) * sizeof(float));
+    for (int64_t n0 = 0; n0 < g->batch; n0 += pl->chunk) {
+        int64_t nb = g->batch - n0 < pl->chunk ? g->batch - n0 : pl->chunk;
+        int64_t npix = nb * g->pix;
+        for (int64_t gi = 0; gi < g->groups; gi++) {
+            chunk_im2col(g, pl, img, n0, nb, gi);
+            const float *src = gather_cols(g, pl, cols, n0, nb, gi);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->ocg, (int)g->krows,
+                        (int)npix, 1.0f, src, (int)npix, pl->col, (int)npix, 1.0f,
+                        dw + gi * g->ocg * g->krows, (int)g->krows);
+        }
+    }
+}
+
+/* x (n, c, pix) += b (c) */
+static void add_bias(float *x, const float *b, int64_t n, int64_t c, int64_t pix) {
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < c; j++) {
+            float *d = x + (i * c + j) * pix, v = b[j];
+            for (int64_t k = 0; k < pix; k++)
+                d[k] += v;
+        }
+}
+
+/* db (c) (req) = sum over n and pix of dy (n, c, pix) */
+static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t pix,
+                      int req) {
+    for (int64_t j = 0; j < c; j++) {
+        double s = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const float *d = dy + (i * c + j) * pix;
+            float part = 0.0f;
+            for (int64_t k = 0; k < pix; k++)
+                part += d[k];
+            s += part;
+        }
+        db[j] = (float)(req == MXC__REQ_ADD ? db[j] + s : s);
+    }
+}
+
+/* ---- Kernels ----------------------------------------------------------------------- */
+
+static int prepare(const struct mxc__op_call *c, bool deconv, struct geom *g,
+                   struct plan *pl) {
+    const struct conv_param *p = c->params;
+    int rc = make_geom(p, deconv, &c->in_data[0].shape, g);
+    if (rc != MXC_OK)
+        return rc;
+    return make_plan(c, g, p, pl);
+}
+
+/* Convolution: data (N, C, H, W) -> out (N, F, OH, OW). */
+static int conv_forward(const struct mxc__op_call *c) {
+    const struct conv_param *p = c->params;
+    struct geom g;
+    struct plan pl;
+    if (c->req[0] == MXC__REQ_NULL)
+        return MXC_OK;
+    int rc = prepare(c, false, &g, &pl);
+    if (rc != MXC_OK)
+        return rc;
+    float *out = c->out_data[0].data;
+    image_to_columns(&g, &pl, c->in_data[0].data, c->in_data[1].data,
+                     p->no_bias ? NULL : c->in_data[2].data, out, c->req[0]);
+    return MXC_OK;
+}
+
+static int conv_backward(const struct mxc__op_call *c) {
+    const struct conv_param *p = c->params;
+    struct geom g;
+    struct plan pl;
+    int rc = prepare(c, false, &g, &pl);
+    if (rc != MXC_OK)
+        return rc;
+    const float *dy = c->out_grad[0].data;
+    if (c->req[0] != MXC__REQ_NULL)
+        columns_to_image(&g, &pl, dy, c->in_data[1].data, c->in_grad[0].data, c->req[0]);
+    if (c->req[1] != MXC__REQ_NULL)
+        weight_grad(&g, &pl, c->in_data[0].data, dy, c->in_grad[1].data, c->req[1]);
+    if (!p->no_bias && c->req[2] != MXC__REQ_NULL)
+        bias_grad(dy, c->in_grad[2].data, g.batch, g.oc, g.pix, c->req[2]);
+    return MXC_OK;
+}
+
+/* Deconvolution: data (N, C, H, W) -> out (N, F, OH, OW); the adjoint of Convolution. */
+static int deconv_forward(const struct mxc__op_call *c) {
+    const struct conv_param *p = c->params;
+    struct geom g;
+    struct plan pl;
+    if (c->req[0] == MXC__REQ_NULL)
+        return MXC_OK;
+    int rc = prepare(c, true, &g, &pl);
+    if (rc != MXC_OK)
+        return rc;
+    float *out = c->out_data[0].data;
+    columns_to_image(&g, &pl, c->in_data[0].data, c->in_data[1].data, out, c->req[0]);
+    if (!p->no_bias)
+        add_bias(out, c->in_data[2].data, g.batch, g.ic, g.ih * g.iw);
+    return MXC_OK;
+}
+
+static int deconv_backward(const struct mxc__op_call *c) {
+    const struct conv_param *p = c->params;
+    struct geom g;
+    struct plan pl;
+    int rc = prepare(c, true, &g, &pl);
+    if (rc != MXC_OK)
+        return rc;
+    const float *dy = c->out_grad[0].data;
+    if (c->req[0] != MXC__REQ_NULL)
+        image_to_columns(&g, &pl, dy, c->in_data[1].data, NULL, c->in_grad[0].data,
+                         c->req[0]);
+    if (c->req[1] != MXC__REQ_NULL)
+        weight_grad(&g, &pl, dy, c->in_data[0].data, c->in_grad[1].data, c->req[1]);
+    if (!p->no_bias && c->req[2] != MXC__REQ_NULL)
+        bias_grad(dy, c->in_grad[2].data, g.batch, g.ic, g.ih * g.iw, c->req[2]);
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_Convolution = {
+    .name = "Convolution",
+    .description = "1-D / 2-D convolution (NCW / NCHW) with groups, stride, dilation, pad",
+    .param_size = sizeof(struct conv_param),
+    .params = conv_params,
+    .num_params = (int)MXC_ARRAY_SIZE(conv_params),
+    .list_inputs = conv_list_inputs,
+    .outputs = conv_outputs,
+    .infer_shape = conv_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = conv_forward,
+    .backward_cpu = conv_backward,
+};
+
+const struct mxc__op_def mxc__op_Deconvolution = {
+    .name = "Deconvolution",
+    .description = "transposed 1-D / 2-D convolution (the adjoint of Convolution)",
+    .param_size = sizeof(struct conv_param),
+    .params = deconv_params,
+    .num_params = (int)MXC_ARRAY_SIZE(deconv_params),
+    .list_inputs = conv_list_inputs,
+    .outputs = conv_outputs,
+    .infer_shape = deconv_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = deconv_forward,
+    .backward_cpu = deconv_backward,
+};

@@ -1,0 +1,279 @@
+/*
+ * operator/pooling.c — Pooling: max, average and sum over 1-D and 2-D windows (NCW /
+ * NCHW), with padding, strides, global pooling and MXNet's "valid" (floor) and "full"
+ * (ceil) output conventions. Backward routes each output's gradient to the first input
+ * of its window equal to the output (max; recomputed from in_data and out_data) or spreads
+ * it over the window (avg, sum). A 1-D problem is a 2-D one of height 1. float32,
+ * row-major.
+ */
+#include "operator/op.h"
+
+#include <float.h>
+#include <string.h>
+
+struct pool_param {
+    mxc_shape kernel;
+    int pool_type;
+    bool global_pool;
+    int pooling_convention;
+    mxc_shape stride, pad;
+    struct mxc__opt_float p_value;
+    int count_include_pad; /* -1: None (include), else the choice index; even: False */
+    bool cudnn_off;
+    int layout;
+};
+
+enum { POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP };
+enum { CONV_FULL, CONV_VALID, CONV_SAME };
+
+static const char *const type_choices[] = {"max", "avg", "sum", "lp", NULL};
+static const char *const convention_choices[] = {"full", "valid", "same", NULL};
+static const char *const bool_choices[] = {"False", "True", "0", "1", "false", "true", NULL};
+static const char *const layout_choices[] = {"NCW",  "NCHW", "NCDHW", "NWC",
+                                             "NHWC", "NDHWC", NULL};
+
+#define PP struct pool_param
+static const struct mxc__param pool_params[] = {
+    MXC__P_TUPLE(PP, kernel, "()", "window size: (w,) or (h, w)"),
+    MXC__P_ENUM(PP, pool_type, "max", type_choices, "max, avg, sum (lp: not supported)"),
+    MXC__P_BOOL(PP, global_pool, "False", "pool over the whole spatial extent"),
+    MXC__P_ENUM(PP, pooling_convention, "valid", convention_choices,
+                "output size: valid (floor) or full (ceil); same: not supported"),
+    MXC__P_TUPLE(PP, stride, "()", "stride per spatial axis (default 1)"),
+    MXC__P_TUPLE(PP, pad, "()", "zero padding per spatial axis (default 0)"),
+    MXC__P_OPT_FLOAT(PP, p_value, "the p of lp pooling (not supported)"),
+    MXC__P_OPT_ENUM(PP, count_include_pad, bool_choices,
+                    "avg: count padding in the divisor (None: True)"),
+    MXC__P_BOOL(PP, cudnn_off, "False", "do not use cuDNN (ignored on CPU)"),
+    MXC__P_OPT_ENUM(PP, layout, layout_choices, "data layout; NCW / NCHW (None) supported"),
+};
+#undef PP
+
+static const char *const pool_inputs[] = {"data", NULL};
+static const char *const pool_outputs[] = {"output", NULL};
+
+/* One problem: planes of (ih, iw) pooled by (kh, kw) windows into (oh, ow). */
+struct pgeom {
+    int64_t planes, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw;
+};
+
+static int64_t pick(const mxc_shape *t, int nsp, int hw, int64_t dflt) {
+    if (nsp == 1 && hw == 0)
+        return dflt == 0 ? 0 : 1;
+    return t->ndim ? t->dims[nsp == 1 ? 0 : hw] : dflt;
+}
+
+static int64_t out_size(int64_t in, int64_t k, int64_t p, int64_t s, bool full) {
+    int64_t span = in + 2 * p - k;
+    return 1 + (full ? (span + s - 1) / s : span / s);
+}
+
+/* Checks the parameters against data (N, C, [H,] W) and fills the geometry. */
+static int make_pgeom(const struct pool_param *p, const mxc_shape *data, struct pgeom *g) {
+    const char *op = "Pooling";
+    char buf[128];
+    if (p->pool_type == POOL_LP)
+        return mxc__error(MXC_ENOTSUP, "%s: pool_type lp is not supported (max, avg, sum "
+                          "are)", op);
+    if (p->pooling_convention == CONV_SAME)
+        return mxc__error(MXC_ENOTSUP, "%s: pooling_convention same is not supported "
+                          "(valid, full are)", op);
+    int nsp = p->global_pool && p->kernel.ndim == 0 ? data->ndim - 2 : p->kernel.ndim;
+    if (nsp == 3)
+        return mxc__error(MXC_ENOTSUP, "%s: 3-D pooling is not supported (1-D and 2-D are)",
+                          op);
+    if (nsp != 1 && nsp != 2)
+        return mxc__error(MXC_EINVAL, "%s: kernel must have 1 or 2 axes, not %d%s", op,
+                          p->kernel.ndim, p->kernel.ndim ? "" : " (or set global_pool)");
+    if (data->ndim != nsp + 2)
+        return mxc__error(MXC_ESHAPE, "%s: data has shape %s but %d-D pooling needs %d axes",
+                          op, mxc__shape_str(data, buf, sizeof buf), nsp, nsp + 2);
+    const mxc_shape *tuples[] = {&p->stride, &p->pad};
+    static const char *const names[] = {"stride", "pad"};
+    for (int t = 0; t < 2; t++) {
+        if (tuples[t]->ndim != 0 && tuples[t]->ndim != nsp)
+            return mxc__error(MXC_EINVAL, "%s: %s has %d axes but the pooling has %d", op,
+                              names[t], tuples[t]->ndim, nsp);
+        for (int i = 0; i < tuples[t]->ndim; i++)
+            if (tuples[t]->dims[i] < (t == 0 ? 1 : 0))
+                return mxc__error(MXC_EINVAL, "%s: %s[%d] = %lld is out of range", op,
+                                  names[t], i, (long long)tuples[t]->dims[i]);
+    }
+    int want = nsp == 1 ? 0 : 1; /* NCW, NCHW */
+    if (p->layout >= 0 && p->layout != want)
+        return mxc__error(MXC_ENOTSUP, "%s: layout %s is not supported (only %s)", op,
+                          layout_choices[p->layout], layout_choices[want]);
+    struct pgeom q;
+    q.planes = data->dims[0] * data->dims[1];
+    q.ih = nsp == 1 ? 1 : data->dims[2];
+    q.iw = data->dims[nsp + 1];
+    if (p->global_pool) {
+        q.kh = q.ih, q.kw = q.iw, q.sh = q.sw = 1, q.ph = q.pw = 0;
+        q.oh = q.ow = 1;
+        *g = q;
+        return MXC_OK;
+    }
+    q.kh = pick(&p->kernel, nsp, 0, 1);
+    q.kw = pick(&p->kernel, nsp, 1, 1);
+    q.sh = pick(&p->stride, nsp, 0, 1);
+    q.sw = pick(&p->stride, nsp, 1, 1);
+    q.ph = pick(&p->pad, nsp, 0, 0);
+    q.pw = pick(&p->pad, nsp, 1, 0);
+    if (q.kh < 1 || q.kw < 1)
+        return mxc__error(MXC_EINVAL, "%s: kernel sizes must be positive", op);
+    if (q.kh > q.ih + 2 * q.ph || q.kw > q.iw + 2 * q.pw)
+        return mxc__error(MXC_ESHAPE, "%s: kernel (%lld, %lld) exceeds the padded input "
+                          "(%lld, %lld)", op, (long long)q.kh, (long long)q.kw,
+                          (long long)(q.ih + 2 * q.ph), (long long)(q.iw + 2 * q.pw));
+    bool full = p->pooling_convention == CONV_FULL;
+    q.oh = out_size(q.ih, q.kh, q.ph, q.sh, full);
+    q.ow = out_size(q.iw, q.kw, q.pw, q.sw, full);
+    *g = q;
+    return MXC_OK;
+}
+
+/* data (N, C, [H,] W) -> out (N, C, [OH,] OW) */
+static int pool_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                      int num_out, mxc_shape *aux, int num_aux) {
+    const struct pool_param *p = params;
+    if (in[0].ndim == 0)
+        return MXC_OK;
+    struct pgeom g;
+    int rc = make_pgeom(p, &in[0], &g);
+    if (rc != MXC_OK)
+        return rc;
+    mxc_shape o = in[0];
+    o.dims[o.ndim - 1] = g.ow;
+    if (o.ndim == 4)
+        o.dims[2] = g.oh;
+    return mxc__shape_assign(&out[0], &o, "Pooling", "output");
+}
+
+/* The window of output (y, x): rows [h0, h1), columns [w0, w1) clipped to the input,
+ * and the divisor of avg (the unclipped window within the padded input, or the clipped
+ * one without count_include_pad). */
+struct window {
+    int64_t h0, h1, w0, w1;
+    float divisor;
+};
+
+static struct window window_of(const struct pgeom *g, bool include_pad, int64_t y,
+                               int64_t x) {
+    int64_t hs = y * g->sh - g->ph, ws = x * g->sw - g->pw;
+    int64_t he = hs + g->kh < g->ih + g->ph ? hs + g->kh : g->ih + g->ph;
+    int64_t we = ws + g->kw < g->iw + g->pw ? ws + g->kw : g->iw + g->pw;
+    int64_t padded = (he - hs) * (we - ws);
+    struct window w;
+    w.h0 = hs > 0 ? hs : 0;
+    w.w0 = ws > 0 ? ws : 0;
+    w.h1 = he < g->ih ? he : g->ih;
+    w.w1 = we < g->iw ? we : g->iw;
+    if (w.h1 < w.h0)
+        w.h1 = w.h0;
+    if (w.w1 < w.w0)
+        w.w1 = w.w0;
+    int64_t count = include_pad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0);
+    w.divisor = count > 0 ? (float)count : 1.0f;
+    return w;
+}
+
+static bool include_pad(const struct pool_param *p) {
+    return p->count_include_pad < 0 || p->count_include_pad % 2 == 1;
+}
+
+static int pool_forward(const struct mxc__op_call *c) {
+    const struct pool_param *p = c->params;
+    int req = c->req[0];
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    struct pgeom g;
+    int rc = make_pgeom(p, &c->in_data[0].shape, &g);
+    if (rc != MXC_OK)
+        return rc;
+    bool incl = include_pad(p);
+    for (int64_t pl = 0; pl < g.planes; pl++) {
+        const float *x = (const float *)c->in_data[0].data + pl * g.ih * g.iw;
+        float *y = (float *)c->out_data[0].data + pl * g.oh * g.ow;
+        for (int64_t oy = 0; oy < g.oh; oy++) {
+            for (int64_t ox = 0; ox < g.ow; ox++) {
+                struct window w = window_of(&g, incl, oy, ox);
+                float v;
+                if (p->pool_type == POOL_MAX) {
+                    v = -FLT_MAX;
+                    for (int64_t i = w.h0; i < w.h1; i++)
+                        for (int64_t j = w.w0; j < w.w1; j++)
+                            v = x[i * g.iw + j] > v ? x[i * g.iw + j] : v;
+                } else {
+                    v = 0.0f;
+                    for (int64_t i = w.h0; i < w.h1; i++)
+                        for (int64_t j = w.w0; j < w.w1; j++)
+                            v += x[i * g.iw + j];
+                    if (p->pool_type == POOL_AVG)
+                        v /= w.divisor;
+                }
+                float *d = &y[oy * g.ow + ox];
+                *d = req == MXC__REQ_ADD ? *d + v : v;
+            }
+        }
+    }
+    return MXC_OK;
+}
+
+static int pool_backward(const struct mxc__op_call *c) {
+    const struct pool_param *p = c->params;
+    int req = c->req[0];
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    struct pgeom g;
+    int rc = make_pgeom(p, &c->in_data[0].shape, &g);
+    if (rc != MXC_OK)
+        return rc;
+    bool incl = include_pad(p);
+    float *dx_all = c->in_grad[0].data;
+    if (req != MXC__REQ_ADD)
+        memset(dx_all, 0, (size_t)c->in_grad[0].size * sizeof(float));
+    for (int64_t pl = 0; pl < g.planes; pl++) {
+        const float *x = (const float *)c->in_data[0].data + pl * g.ih * g.iw;
+        const float *y = (const float *)c->out_data[0].data + pl * g.oh * g.ow;
+        const float *dy = (const float *)c->out_grad[0].data + pl * g.oh * g.ow;
+        float *dx = dx_all + pl * g.ih * g.iw;
+        for (int64_t oy = 0; oy < g.oh; oy++) {
+            for (int64_t ox = 0; ox < g.ow; ox++) {
+                struct window w = window_of(&g, incl, oy, ox);
+                float gv = dy[oy * g.ow + ox];
+                if (p->pool_type == POOL_MAX) {
+                    /* the first input equal to the output, in scan order */
+                    float m = y[oy * g.ow + ox];
+                    bool done = false;
+                    for (int64_t i = w.h0; i < w.h1 && !done; i++)
+                        for (int64_t j = w.w0; j < w.w1 && !done; j++)
+                            if (x[i * g.iw + j] == m) {
+                                dx[i * g.iw + j] += gv;
+                                done = true;
+                            }
+                    continue;
+                }
+                if (p->pool_type == POOL_AVG)
+                    gv /= w.divisor;
+                for (int64_t i = w.h0; i < w.h1; i++)
+                    for (int64_t j = w.w0; j < w.w1; j++)
+                        dx[i * g.iw + j] += gv;
+            }
+        }
+    }
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_Pooling = {
+    .name = "Pooling",
+    .description = "max / average / sum pooling over 1-D or 2-D windows",
+    .param_size = sizeof(struct pool_param),
+    .params = pool_params,
+    .num_params = (int)MXC_ARRAY_SIZE(pool_params),
+    .inputs = pool_inputs,
+    .outputs = pool_outputs,
+    .infer_shape = pool_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA,
+    .forward_cpu = pool_forward,
+    .backward_cpu = pool_backward,
+};

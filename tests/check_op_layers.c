@@ -1,0 +1,649 @@
+/*
+ * tests/check_op_layers.c — the neural-network layer family: FullyConnected,
+ * Convolution, Deconvolution and Pooling. Forward values and input gradients against
+ * MXNet 1.9.1 references (tests/data/ops/layers, made by scripts/gen_op_refs_layers.py),
+ * finite-difference gradient checks with write and add-to requests, shape inference
+ * (deduction both ways where natural, conflicts, unsupported configurations), parameter
+ * tables (defaults, bounds, missing keys) and one run of each through
+ * mxc_imperative_invoke and the engine.
+ */
+#include "mxc/ndarray.h"
+#include "mxc/op.h"
+#include "operator/op.h"
+#include "tests/util/op_check.h"
+#include "tests/util/test_util.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mxc_shape shp(int ndim, int64_t a, int64_t b, int64_t c, int64_t d) {
+    int64_t dims[4] = {a, b, c, d};
+    return mxc_shape_make(ndim, dims);
+}
+
+/* ---- Reference cases (parameters as in scripts/gen_op_refs_layers.py) --------------- */
+
+struct ref_case {
+    const char *file; /* tests/data/ops/layers/<file>.params */
+    const char *op;
+    int num_in;
+    const char *kv[16]; /* key, value, ..., NULL */
+};
+
+static const struct ref_case ref_cases[] = {
+    {"fc_basic", "FullyConnected", 3, {"num_hidden", "5"}},
+    {"fc_flatten4d", "FullyConnected", 3, {"num_hidden", "4"}},
+    {"fc_noflatten_nobias", "FullyConnected", 2,
+     {"num_hidden", "3", "no_bias", "True", "flatten", "False"}},
+    {"conv_basic", "Convolution", 3,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "num_filter", "4"}},
+    /* workspace 0: one image per product (the other code path), same results */
+    {"conv_basic", "Convolution", 3,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "num_filter", "4", "workspace",
+      "0"}},
+    {"conv_group", "Convolution", 3,
+     {"kernel", "(3, 3)", "pad", "(1, 1)", "num_filter", "6", "num_group", "3"}},
+    {"conv_dilate", "Convolution", 2,
+     {"kernel", "(3, 3)", "dilate", "(2, 2)", "num_filter", "3", "no_bias", "True"}},
+    {"conv_rect", "Convolution", 3,
+     {"kernel", "(2, 3)", "stride", "(1, 2)", "pad", "(0, 1)", "num_filter", "2"}},
+    {"conv_1d", "Convolution", 3,
+     {"kernel", "(3,)", "stride", "(2,)", "pad", "(1,)", "num_filter", "4"}},
+    {"deconv_basic", "Deconvolution", 3,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)", "num_filter",
+      "4", "no_bias", "False"}},
+    {"deconv_basic", "Deconvolution", 3,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)", "num_filter",
+      "4", "no_bias", "False", "workspace", "0"}},
+    {"deconv_group", "Deconvolution", 2,
+     {"kernel", "(3, 3)", "num_filter", "2", "num_group", "2"}},
+    {"deconv_target", "Deconvolution", 2,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "target_shape", "(8, 8)", "num_filter", "2"}},
+    {"deconv_dilate", "Deconvolution", 3,
+     {"kernel", "(2, 2)", "dilate", "(2, 2)", "stride", "(2, 1)", "num_filter", "3",
+      "no_bias", "False"}},
+    {"pool_max", "Pooling", 1, {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)"}},
+    {"pool_max_full", "Pooling", 1,
+     {"kernel", "(2, 2)", "stride", "(2, 2)", "pooling_convention", "full"}},
+    {"pool_avg_full", "Pooling", 1,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
+      "pooling_convention", "full"}},
+    {"pool_avg_nopad", "Pooling", 1,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
+      "count_include_pad", "False"}},
+    {"pool_sum", "Pooling", 1,
+     {"kernel", "(2, 3)", "stride", "(2, 1)", "pool_type", "sum"}},
+    {"pool_global_avg", "Pooling", 1,
+     {"kernel", "(1, 1)", "global_pool", "True", "pool_type", "avg"}},
+    {"pool_global_max", "Pooling", 1, {"global_pool", "True"}},
+    {"pool_1d", "Pooling", 1, {"kernel", "(3,)", "stride", "(2,)", "pad", "(1,)"}},
+};
+
+/* Splits the alternating key/value list into the caller's keys and values. */
+static struct mxct_params split(const struct ref_case *c, const char **keys,
+                                const char **vals) {
+    int n = 0;
+    for (; c->kv[2 * n]; n++) {
+        keys[n] = c->kv[2 * n];
+        vals[n] = c->kv[2 * n + 1];
+    }
+    return (struct mxct_params){n, keys, vals};
+}
+
+static void load_inputs(const struct ref_case *c, char *file, struct mxct_tensor *in) {
+    snprintf(file, 256, "ops/layers/%s.params", c->file);
+    for (int i = 0; i < c->num_in; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "in%d", i);
+        in[i] = mxct_ref_load(file, name);
+    }
+}
+
+START_TEST(test_forward_reference) {
+    const struct ref_case *c = &ref_cases[_i];
+    const char *keys[8], *vals[8];
+    struct mxct_params kv = split(c, keys, vals);
+    char file[256], what[128];
+    struct mxct_tensor in[3], out[1];
+    load_inputs(c, file, in);
+    struct mxct_tensor want = mxct_ref_load(file, "out0");
+    int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    ck_assert_int_eq(out[0].shape.ndim, want.shape.ndim);
+    for (int i = 0; i < want.shape.ndim; i++)
+        ck_assert_int_eq(out[0].shape.dims[i], want.shape.dims[i]);
+    snprintf(what, sizeof what, "%s forward vs MXNet", c->file);
+    mxct_expect_close(&out[0], want.data, 1e-5, 1e-5, what);
+    mxct_tensors_free(out, 1);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* Runs the backward kernel directly (as the harness does) with out_grad = og0 and
+ * compares each input gradient with MXNet's. */
+START_TEST(test_backward_reference) {
+    const struct ref_case *c = &ref_cases[_i];
+    const char *keys[8], *vals[8];
+    struct mxct_params kv = split(c, keys, vals);
+    char file[256], what[128];
+    struct mxct_tensor in[3], out[1], grads[3];
+    load_inputs(c, file, in);
+    struct mxct_tensor og = mxct_ref_load(file, "og0");
+    ck_assert_int_eq(mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out), MXC_OK);
+
+    const struct mxc__op_def *def = mxc__op_find(c->op);
+    ck_assert_ptr_nonnull(def);
+    _Alignas(16) unsigned char params[1024];
+    ck_assert_int_eq(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params), MXC_OK);
+    struct mxc__resource *res[2] = {NULL, NULL};
+    int nres = 0;
+    for (int i = 0; i < 2 && def->backward_resources[i]; i++)
+        ck_assert_int_eq(mxc__resource_get(mxc_cpu(), def->backward_resources[i] - 1,
+                                           &res[nres++]),
+                         MXC_OK);
+    struct mxc__tensor tin[3], tig[3], tout, tog;
+    int req[3];
+    for (int i = 0; i < c->num_in; i++) {
+        grads[i] = mxct_tensor_from(in[i].shape, NULL);
+        tin[i] = (struct mxc__tensor){in[i].data, in[i].shape, MXC_FLOAT32, mxc_cpu(),
+                                      mxc_shape_size(&in[i].shape)};
+        tig[i] = (struct mxc__tensor){grads[i].data, in[i].shape, MXC_FLOAT32, mxc_cpu(),
+                                      mxc_shape_size(&in[i].shape)};
+        req[i] = MXC__REQ_WRITE;
+    }
+    tout = (struct mxc__tensor){out[0].data, out[0].shape, MXC_FLOAT32, mxc_cpu(),
+                                mxc_shape_size(&out[0].shape)};
+    tog = (struct mxc__tensor){og.data, og.shape, MXC_FLOAT32, mxc_cpu(),
+                               mxc_shape_size(&og.shape)};
+    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
+    struct mxc__op_call call = {
+        .rctx = &rctx,
+        .is_train = true,
+        .params = params,
+        .in_data = (def->backward_deps & MXC__DEP_IN_DATA) ? tin : NULL,
+        .num_in = c->num_in,
+        .out_data = (def->backward_deps & MXC__DEP_OUT_DATA) ? &tout : NULL,
+        .num_out = 1,
+        .out_grad = &tog,
+        .in_grad = tig,
+        .req = req,
+        .resources = res,
+        .num_resources = nres,
+    };
+    ck_assert_msg(def->backward_cpu(&call) == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    for (int i = 0; i < c->num_in; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "grad%d", i);
+        struct mxct_tensor want = mxct_ref_load(file, name);
+        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
+        mxct_expect_close(&grads[i], want.data, 1e-5, 1e-5, what);
+        mxct_tensors_free(&want, 1);
+    }
+    mxct_tensors_free(grads, c->num_in);
+    mxct_tensors_free(out, 1);
+    mxct_tensors_free(&og, 1);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* ---- Finite-difference gradients ----------------------------------------------------- */
+
+struct grad_case {
+    const char *op;
+    int num_in;
+    bool distinct; /* input 0 without near-ties (max pooling) */
+    mxc_shape shapes[3];
+    const char *kv[16];
+};
+
+static const struct grad_case grad_cases[] = {
+    {"FullyConnected", 3, false, {{2, {3, 4}}, {2, {5, 4}}, {1, {5}}}, {"num_hidden", "5"}},
+    {"FullyConnected", 2, false, {{3, {2, 2, 3}}, {2, {4, 3}}},
+     {"num_hidden", "4", "no_bias", "True", "flatten", "False"}},
+    {"Convolution", 3, false, {{4, {2, 3, 5, 5}}, {4, {4, 3, 3, 3}}, {1, {4}}},
+     {"kernel", "(3, 3)", "pad", "(1, 1)", "stride", "(2, 2)", "num_filter", "4"}},
+    {"Convolution", 3, false, {{4, {2, 3, 5, 5}}, {4, {4, 3, 3, 3}}, {1, {4}}},
+     {"kernel", "(3, 3)", "pad", "(1, 1)", "stride", "(2, 2)", "num_filter", "4", "workspace",
+      "0"}},
+    {"Convolution", 3, false, {{4, {2, 3, 5, 5}}, {4, {6, 1, 3, 3}}, {1, {6}}},
+     {"kernel", "(3, 3)", "pad", "(1, 1)", "num_filter", "6", "num_group", "3"}},
+    {"Convolution", 2, false, {{4, {1, 2, 7, 6}}, {4, {2, 2, 3, 2}}},
+     {"kernel", "(3, 2)", "dilate", "(2, 2)", "num_filter", "2", "no_bias", "True"}},
+    {"Convolution", 3, false, {{3, {2, 2, 7}}, {3, {3, 2, 3}}, {1, {3}}},
+     {"kernel", "(3,)", "stride", "(2,)", "pad", "(1,)", "num_filter", "3"}},
+    {"Deconvolution", 3, false, {{4, {2, 3, 3, 3}}, {4, {3, 2, 3, 3}}, {1, {2}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)",
+      "num_filter", "2", "no_bias", "False"}},
+    {"Deconvolution", 3, false, {{4, {2, 3, 3, 3}}, {4, {3, 2, 3, 3}}, {1, {2}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "num_filter", "2", "no_bias", "False",
+      "workspace", "0"}},
+    {"Deconvolution", 2, false, {{4, {1, 4, 3, 3}}, {4, {4, 1, 3, 3}}},
+     {"kernel", "(3, 3)", "dilate", "(2, 2)", "num_filter", "2", "num_group", "2"}},
+    {"Deconvolution", 2, false, {{4, {1, 2, 3, 3}}, {4, {2, 2, 3, 3}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "target_shape", "(6, 6)", "num_filter", "2"}},
+    {"Pooling", 1, true, {{4, {2, 3, 5, 5}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)"}},
+    {"Pooling", 1, true, {{4, {2, 3, 5, 5}}},
+     {"kernel", "(2, 2)", "stride", "(2, 2)", "pooling_convention", "full"}},
+    {"Pooling", 1, false, {{4, {2, 3, 5, 5}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
+      "pooling_convention", "full"}},
+    {"Pooling", 1, false, {{4, {2, 3, 5, 5}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
+      "count_include_pad", "False"}},
+    {"Pooling", 1, false, {{4, {2, 3, 5, 5}}}, {"kernel", "(2, 3)", "pool_type", "sum"}},
+    {"Pooling", 1, false, {{4, {2, 3, 4, 4}}}, {"global_pool", "True", "pool_type", "avg"}},
+    {"Pooling", 1, true, {{3, {2, 2, 9}}}, {"kernel", "(3,)", "stride", "(2,)"}},
+};
+
+START_TEST(test_gradients) {
+    const struct grad_case *c = &grad_cases[_i];
+    const char *keys[8], *vals[8];
+    int n = 0;
+    for (; c->kv[2 * n]; n++) {
+        keys[n] = c->kv[2 * n];
+        vals[n] = c->kv[2 * n + 1];
+    }
+    struct mxct_params kv = {n, keys, vals};
+    struct mxct_tensor in[3];
+    for (int i = 0; i < c->num_in; i++)
+        in[i] = mxct_tensor_random(c->shapes[i], -1, 1, 10u + (unsigned)i);
+    if (c->distinct) {
+        /* a shuffled ladder with steps of 0.05: no two values within 2 eps */
+        int64_t m = mxc_shape_size(&in[0].shape);
+        struct mxct_rng r;
+        mxct_rng_seed(&r, 7);
+        for (int64_t j = 0; j < m; j++)
+            in[0].data[j] = (float)j * 0.05f;
+        for (int64_t j = m - 1; j > 0; j--) {
+            int64_t k = mxct_rng_below(&r, (uint32_t)(j + 1));
+            float t = in[0].data[j];
+            in[0].data[j] = in[0].data[k];
+            in[0].data[k] = t;
+        }
+    }
+    mxct_op_gradcheck(c->op, kv, true, in, c->num_in, NULL, 0, 1e-2, 5e-2, 5e-3);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* ---- Shape inference ------------------------------------------------------------------ */
+
+static const struct mxc__op_def *def_of(const char *name) {
+    const struct mxc__op_def *d = mxc__op_find(name);
+    ck_assert_msg(d != NULL, "%s is not registered", name);
+    return d;
+}
+
+/* Parses `kv` for `op` and runs its shape inference on `in` (num_in) and out[0]. */
+static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in,
+                 mxc_shape *out) {
+    const struct mxc__op_def *d = def_of(op);
+    _Alignas(16) unsigned char params[1024];
+    int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
+    if (rc != MXC_OK)
+        return rc;
+    ck_assert_int_eq(mxc__op_num_inputs(d, params, NULL), num_in);
+    return d->infer_shape(params, in, num_in, out, 1, NULL, 0);
+}
+
+static void expect_shape(const mxc_shape *got, mxc_shape want, const char *what) {
+    char a[128], b[128];
+    bool same = got->ndim == want.ndim;
+    for (int i = 0; same && i < want.ndim; i++)
+        same = got->dims[i] == want.dims[i];
+    ck_assert_msg(same, "%s: got %s, expected %s", what, mxc__shape_str(got, a, sizeof a),
+                  mxc__shape_str(&want, b, sizeof b));
+}
+
+static void expect_error(int rc, int code, const char *const *needles) {
+    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code),
+                  mxc_err_name(rc), mxc_last_error());
+    for (int i = 0; needles[i]; i++)
+        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
+                      mxc_last_error(), needles[i]);
+}
+
+#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+START_TEST(test_shape_fc) {
+    mxc_shape in[3] = {shp(4, 8, 3, 2, 2)}, out = {0};
+    ck_assert_int_eq(infer("FullyConnected", MXCT_KV("num_hidden", "10"), in, 3, &out),
+                     MXC_OK);
+    expect_shape(&in[1], shp(2, 10, 12, 0, 0), "fc weight");
+    expect_shape(&in[2], shp(1, 10, 0, 0, 0), "fc bias");
+    expect_shape(&out, shp(2, 8, 10, 0, 0), "fc output");
+
+    mxc_shape nf[2] = {shp(3, 8, 3, 6, 0)};
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("FullyConnected", MXCT_KV("num_hidden", "5", "flatten", "False",
+                                                     "no_bias", "True"),
+                           nf, 2, &out),
+                     MXC_OK);
+    expect_shape(&nf[1], shp(2, 5, 6, 0, 0), "fc weight (no flatten)");
+    expect_shape(&out, shp(3, 8, 3, 5, 0), "fc output (no flatten)");
+
+    /* unknown data: the bias is still deduced, nothing else, no error */
+    mxc_shape unk[3] = {{0}}, uo = {0};
+    ck_assert_int_eq(infer("FullyConnected", MXCT_KV("num_hidden", "7"), unk, 3, &uo), MXC_OK);
+    expect_shape(&unk[2], shp(1, 7, 0, 0, 0), "fc bias from params");
+    ck_assert_int_eq(unk[0].ndim, 0);
+    ck_assert_int_eq(uo.ndim, 0);
+
+    mxc_shape bad[3] = {shp(2, 8, 12, 0, 0), shp(2, 10, 13, 0, 0)};
+    out = (mxc_shape){0};
+    expect_error(infer("FullyConnected", MXCT_KV("num_hidden", "10"), bad, 3, &out),
+                 MXC_ESHAPE, NEEDLES("FullyConnected", "weight", "(10, 13)", "(10, 12)"));
+    mxc_shape bad_out[3] = {shp(2, 8, 12, 0, 0)};
+    out = shp(2, 8, 9, 0, 0);
+    expect_error(infer("FullyConnected", MXCT_KV("num_hidden", "10"), bad_out, 3, &out),
+                 MXC_ESHAPE, NEEDLES("output", "(8, 9)", "(8, 10)"));
+}
+END_TEST
+
+START_TEST(test_shape_conv) {
+    mxc_shape in[3] = {shp(4, 2, 6, 9, 9)}, out = {0};
+    ck_assert_int_eq(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
+                                                  "pad", "(1, 1)", "num_filter", "4",
+                                                  "num_group", "2"),
+                           in, 3, &out),
+                     MXC_OK);
+    expect_shape(&in[1], shp(4, 4, 3, 3, 3), "conv weight");
+    expect_shape(&in[2], shp(1, 4, 0, 0, 0), "conv bias");
+    expect_shape(&out, shp(4, 2, 4, 5, 5), "conv output");
+
+    /* dilation: (9 + 0 - 2*(3-1) - 1) / 1 + 1 = 5 */
+    mxc_shape d[2] = {shp(4, 1, 1, 9, 9)};
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "dilate", "(2, 2)",
+                                                  "num_filter", "2", "no_bias", "True"),
+                           d, 2, &out),
+                     MXC_OK);
+    expect_shape(&out, shp(4, 1, 2, 5, 5), "dilated conv output");
+
+    mxc_shape bad[3] = {shp(4, 2, 6, 9, 9), shp(4, 4, 6, 3, 3)};
+    out = (mxc_shape){0};
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4",
+                                              "num_group", "2"),
+                       bad, 3, &out),
+                 MXC_ESHAPE, NEEDLES("Convolution", "weight", "(4, 6, 3, 3)", "(4, 3, 3, 3)"));
+    mxc_shape g[3] = {shp(4, 2, 5, 9, 9)};
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4",
+                                              "num_group", "2"),
+                       g, 3, &out),
+                 MXC_EINVAL, NEEDLES("num_group"));
+    mxc_shape big[3] = {shp(4, 2, 1, 2, 2)};
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4"), big, 3,
+                       &out),
+                 MXC_ESHAPE, NEEDLES("larger than the padded input"));
+    mxc_shape nd[3] = {shp(3, 2, 1, 9, 0)};
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4"), nd, 3,
+                       &out),
+                 MXC_ESHAPE, NEEDLES("Convolution", "(2, 1, 9)"));
+    mxc_shape any[3] = {{0}};
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3, 3)", "num_filter", "4"), any,
+                       3, &out),
+                 MXC_ENOTSUP, NEEDLES("3-D"));
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "layout",
+                                              "NHWC"),
+                       any, 3, &out),
+                 MXC_ENOTSUP, NEEDLES("NHWC"));
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "stride",
+                                              "(1, 1, 1)"),
+                       any, 3, &out),
+                 MXC_EINVAL, NEEDLES("stride"));
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "stride",
+                                              "(0, 1)"),
+                       any, 3, &out),
+                 MXC_EINVAL, NEEDLES("stride[0]"));
+}
+END_TEST
+
+START_TEST(test_shape_deconv) {
+    /* s (H - 1) + d (k - 1) + 1 - 2p + adj = 2*3 + 3 - 2 + 1 = 8 */
+    mxc_shape in[3] = {shp(4, 2, 3, 4, 4)}, out = {0};
+    ck_assert_int_eq(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
+                                                    "pad", "(1, 1)", "adj", "(1, 1)",
+                                                    "num_filter", "6", "num_group", "3",
+                                                    "no_bias", "False"),
+                           in, 3, &out),
+                     MXC_OK);
+    expect_shape(&in[1], shp(4, 3, 2, 3, 3), "deconv weight");
+    expect_shape(&in[2], shp(1, 6, 0, 0, 0), "deconv bias");
+    expect_shape(&out, shp(4, 2, 6, 8, 8), "deconv output");
+
+    mxc_shape t[2] = {shp(4, 1, 2, 4, 4)};
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
+                                                    "target_shape", "(8, 7)", "num_filter",
+                                                    "2"),
+                           t, 2, &out),
+                     MXC_OK);
+    expect_shape(&out, shp(4, 1, 2, 8, 7), "deconv output (target_shape)");
+    expect_error(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
+                                                "target_shape", "(10, 7)", "num_filter", "2"),
+                       t, 2, &out),
+                 MXC_EINVAL, NEEDLES("target_shape"));
+    mxc_shape a[2] = {shp(4, 1, 2, 4, 4)};
+    out = (mxc_shape){0};
+    expect_error(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)", "adj",
+                                                "(2, 2)", "num_filter", "2"),
+                       a, 2, &out),
+                 MXC_EINVAL, NEEDLES("adj"));
+}
+END_TEST
+
+START_TEST(test_shape_pool) {
+    mxc_shape in[1] = {shp(4, 2, 3, 7, 7)}, out = {0};
+    ck_assert_int_eq(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)"), in, 1,
+                           &out),
+                     MXC_OK);
+    expect_shape(&out, shp(4, 2, 3, 3, 3), "pool valid");
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)",
+                                              "pooling_convention", "full"),
+                           in, 1, &out),
+                     MXC_OK);
+    expect_shape(&out, shp(4, 2, 3, 4, 4), "pool full");
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("Pooling", MXCT_KV("global_pool", "True"), in, 1, &out), MXC_OK);
+    expect_shape(&out, shp(4, 2, 3, 1, 1), "global pool");
+
+    mxc_shape unk[1] = {{0}};
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("Pooling", MXCT_KV("kernel", "(2, 2)"), unk, 1, &out), MXC_OK);
+    ck_assert_int_eq(out.ndim, 0);
+
+    out = shp(4, 2, 3, 2, 2);
+    expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)"), in, 1,
+                       &out),
+                 MXC_ESHAPE, NEEDLES("Pooling", "output", "(2, 3, 2, 2)", "(2, 3, 3, 3)"));
+    out = (mxc_shape){0};
+    expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "pool_type", "lp"), in, 1, &out),
+                 MXC_ENOTSUP, NEEDLES("lp"));
+    expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "pooling_convention", "same"),
+                       in, 1, &out),
+                 MXC_ENOTSUP, NEEDLES("same"));
+    expect_error(infer("Pooling", MXCT_KV("kernel", "(9, 9)"), in, 1, &out), MXC_ESHAPE,
+                 NEEDLES("exceeds"));
+    expect_error(infer("Pooling", MXCT_KV("stride", "(2, 2)"), in, 1, &out), MXC_EINVAL,
+                 NEEDLES("kernel"));
+    expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "layout", "NHWC"), in, 1, &out),
+                 MXC_ENOTSUP, NEEDLES("NHWC"));
+}
+END_TEST
+
+/* ---- Parameters ------------------------------------------------------------------------ */
+
+static void format_of(const char *op, struct mxct_params kv, const char *key, char *buf) {
+    const struct mxc__op_def *d = def_of(op);
+    _Alignas(16) unsigned char params[1024];
+    ck_assert_msg(mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params) == MXC_OK, "%s",
+                  mxc_last_error());
+    for (int i = 0; i < d->num_params; i++)
+        if (strcmp(d->params[i].name, key) == 0) {
+            mxc__op_format_param(&d->params[i], params, buf, 64);
+            return;
+        }
+    ck_abort_msg("%s has no parameter %s", op, key);
+}
+
+static void expect_param(const char *op, struct mxct_params kv, const char *key,
+                         const char *want) {
+    char buf[64];
+    format_of(op, kv, key, buf);
+    ck_assert_msg(strcmp(buf, want) == 0, "%s.%s = %s, expected %s", op, key, buf, want);
+}
+
+START_TEST(test_params) {
+    struct mxct_params fc = MXCT_KV("num_hidden", "3");
+    expect_param("FullyConnected", fc, "no_bias", "False");
+    expect_param("FullyConnected", fc, "flatten", "True");
+    struct mxct_params cv = MXCT_KV("kernel", "(3, 3)", "num_filter", "8");
+    expect_param("Convolution", cv, "stride", "()");
+    expect_param("Convolution", cv, "num_group", "1");
+    expect_param("Convolution", cv, "workspace", "1024");
+    expect_param("Convolution", cv, "no_bias", "False");
+    expect_param("Convolution", cv, "cudnn_tune", "None");
+    expect_param("Convolution", cv, "layout", "None");
+    expect_param("Deconvolution", cv, "no_bias", "True");
+    expect_param("Deconvolution", cv, "workspace", "512");
+    expect_param("Deconvolution", cv, "target_shape", "()");
+    struct mxct_params pl = MXCT_NO_PARAMS;
+    expect_param("Pooling", pl, "pool_type", "max");
+    expect_param("Pooling", pl, "pooling_convention", "valid");
+    expect_param("Pooling", pl, "global_pool", "False");
+    expect_param("Pooling", pl, "p_value", "None");
+    expect_param("Pooling", pl, "count_include_pad", "None");
+    expect_param("Pooling", MXCT_KV("count_include_pad", "False"), "count_include_pad",
+                 "False");
+    expect_param("Convolution",
+                 MXCT_KV("kernel", "(3, 3)", "num_filter", "8", "cudnn_tune", "fastest"),
+                 "cudnn_tune", "fastest");
+
+    mxc_shape in[3] = {{0}}, out = {0};
+    expect_error(infer("FullyConnected", MXCT_NO_PARAMS, in, 3, &out), MXC_EINVAL,
+                 NEEDLES("FullyConnected", "num_hidden"));
+    expect_error(infer("FullyConnected", MXCT_KV("num_hidden", "0"), in, 3, &out), MXC_EINVAL,
+                 NEEDLES("num_hidden"));
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)"), in, 3, &out), MXC_EINVAL,
+                 NEEDLES("num_filter"));
+    expect_error(infer("Convolution", MXCT_KV("num_filter", "2"), in, 3, &out), MXC_EINVAL,
+                 NEEDLES("kernel"));
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "2",
+                                              "num_group", "0"),
+                       in, 3, &out),
+                 MXC_EINVAL, NEEDLES("num_group"));
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "2",
+                                              "cudnn_tune", "slowest"),
+                       in, 3, &out),
+                 MXC_EINVAL, NEEDLES("cudnn_tune", "fastest"));
+    expect_error(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "2",
+                                                "stride_", "1"),
+                       in, 2, &out),
+                 MXC_EINVAL, NEEDLES("stride_", "target_shape"));
+    mxc_shape p[1] = {{0}};
+    expect_error(infer("Pooling", MXCT_KV("pool_type", "min"), p, 1, &out), MXC_EINVAL,
+                 NEEDLES("pool_type", "avg"));
+    expect_error(infer("Pooling", MXCT_KV("count_include_pad", "maybe"), p, 1, &out),
+                 MXC_EINVAL, NEEDLES("count_include_pad"));
+}
+END_TEST
+
+/* ---- Through the engine ---------------------------------------------------------------- */
+
+static mxc_ndarray *array_of(const struct mxct_tensor *t) {
+    mxc_ndarray *a = NULL;
+    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
+    ck_assert_int_eq(mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) *
+                                                               sizeof(float)),
+                     MXC_OK);
+    return a;
+}
+
+/* fc_basic, conv_basic, deconv_basic, pool_max through mxc_imperative_invoke. */
+START_TEST(test_invoke) {
+    static const char *const picks[] = {"fc_basic", "conv_basic", "deconv_basic", "pool_max"};
+    const struct ref_case *c = ref_cases;
+    while (strcmp(c->file, picks[_i]) != 0)
+        c++;
+    const char *keys[8], *vals[8];
+    struct mxct_params kv = split(c, keys, vals);
+    char file[256], what[128];
+    struct mxct_tensor in[3];
+    load_inputs(c, file, in);
+    struct mxct_tensor want = mxct_ref_load(file, "out0");
+    mxc_ndarray *arrays[3], *out[1] = {NULL};
+    for (int i = 0; i < c->num_in; i++)
+        arrays[i] = array_of(&in[i]);
+    int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out,
+                                   0);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
+    mxc_shape s;
+    mxc_nd_get_shape(out[0], &s);
+    expect_shape(&s, want.shape, c->file);
+    ck_assert_int_eq(mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) *
+                                                                 sizeof(float)),
+                     MXC_OK);
+    snprintf(what, sizeof what, "%s through mxc_imperative_invoke", c->file);
+    mxct_expect_close(&got, want.data, 1e-5, 1e-5, what);
+
+    /* a wrong weight is an error naming both shapes, not a crash */
+    if (c->num_in >= 2) {
+        struct mxct_tensor w = mxct_tensor_from(shp(2, 1, 1, 0, 0), NULL);
+        mxc_ndarray *bad_w = array_of(&w), *saved = arrays[1], *none[1] = {NULL};
+        arrays[1] = bad_w;
+        rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1,
+                                   none, 0);
+        ck_assert_int_eq(rc, MXC_ESHAPE);
+        ck_assert_msg(strstr(mxc_last_error(), "weight") && strstr(mxc_last_error(), "(1, 1)"),
+                      "%s", mxc_last_error());
+        ck_assert_ptr_null(none[0]);
+        arrays[1] = saved;
+        mxc_nd_free(bad_w);
+        mxct_tensors_free(&w, 1);
+    }
+    for (int i = 0; i < c->num_in; i++)
+        mxc_nd_free(arrays[i]);
+    mxc_nd_free(out[0]);
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    mxct_tensors_free(&got, 1);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("op_layers");
+    TCase *tc = tcase_create("reference");
+    tcase_set_timeout(tc, mxct_timeout(20));
+    tcase_add_loop_test(tc, test_forward_reference, 0, (int)MXC_ARRAY_SIZE(ref_cases));
+    tcase_add_loop_test(tc, test_backward_reference, 0, (int)MXC_ARRAY_SIZE(ref_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("gradients");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("inference");
+    tcase_add_test(tc, test_shape_fc);
+    tcase_add_test(tc, test_shape_conv);
+    tcase_add_test(tc, test_shape_deconv);
+    tcase_add_test(tc, test_shape_pool);
+    tcase_add_test(tc, test_params);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("invoke");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_loop_test(tc, test_invoke, 0, 4);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return mxct_run_suite(suite()); }
