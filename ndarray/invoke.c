@@ -79,8 +79,9 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
     const char *in_names[MXC__MAX_OP_ARGS];
     int n_in = mxc__op_num_inputs(def, p->params, in_names);
     int n_aux = mxc__op_num_aux(def);
-    n_out = mxc__op_num_outputs(def);
-    int n_visible = def->num_visible_outputs ? def->num_visible_outputs : n_out;
+    const char *out_names[MXC__MAX_OP_ARGS];
+    n_out = mxc__op_num_outputs(def, p->params, out_names);
+    int n_visible = mxc__op_num_visible_outputs(def, p->params);
     MXC_CHECK(num_inputs == n_in + n_aux, MXC_EINVAL,
               "%s: takes %d inputs (%d arguments and %d auxiliary states), %d given", name,
               n_in + n_aux, n_in, n_aux, num_inputs);
@@ -91,7 +92,7 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
         MXC_TRY(mxc__nd_check(inputs[i], name, i < n_in ? in_names[i] : def->aux[i - n_in]));
     for (int i = 0; i < n_visible; i++)
         if (outputs[i])
-            MXC_TRY(mxc__nd_check(outputs[i], name, def->outputs[i]));
+            MXC_TRY(mxc__nd_check(outputs[i], name, out_names[i]));
     MXC_CHECK(num_inputs > 0, MXC_EINVAL, "%s: operators without inputs are not supported "
               "imperatively yet", name);
 
@@ -125,7 +126,7 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
         for (int i = 1; i < n_in; i++)
             MXC_TRY(mxc__type_assign(&in_t[i], in_t[0], name, in_names[i]));
         for (int i = 0; i < n_out; i++)
-            MXC_TRY(mxc__type_assign(&out_t[i], in_t[0], name, def->outputs[i]));
+            MXC_TRY(mxc__type_assign(&out_t[i], in_t[0], name, out_names[i]));
         for (int i = 0; i < n_aux; i++)
             MXC_TRY(mxc__type_assign(&aux_t[i], in_t[0], name, def->aux[i]));
     }
@@ -140,16 +141,16 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
         if (given) {
             char b1[128], b2[128];
             MXC_CHECK(same_shape(&outputs[i]->shape, &out_s[i]), MXC_ESHAPE,
-                      "%s: output %s has shape %s but the result is %s", name, def->outputs[i],
+                      "%s: output %s has shape %s but the result is %s", name, out_names[i],
                       mxc__shape_str(&outputs[i]->shape, b1, sizeof b1),
                       mxc__shape_str(&out_s[i], b2, sizeof b2));
             MXC_CHECK(outputs[i]->dtype == out_t[i], MXC_ETYPE,
-                      "%s: output %s is %s but the result is %s", name, def->outputs[i],
+                      "%s: output %s is %s but the result is %s", name, out_names[i],
                       mxc_dtype_name(outputs[i]->dtype), mxc_dtype_name(out_t[i]));
             all_out[i] = outputs[i];
         } else {
             MXC_CHECK(out_s[i].ndim > 0, MXC_EINTERNAL, "%s: could not infer the shape of "
-                      "output %s", name, def->outputs[i]);
+                      "output %s", name, out_names[i]);
             MXC_TRY(mxc_nd_create(&out_s[i], out_t[i], ctx, 1, &all_out[i]));
             created[i] = true;
         }

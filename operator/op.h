@@ -153,7 +153,8 @@ struct mxc__op_def {
     /* arguments: fixed lists, or a function of the parameters */
     const char *const *inputs; /* NULL-terminated; NULL if list_inputs is set */
     mxc__list_names_fn list_inputs;
-    const char *const *outputs; /* NULL-terminated */
+    const char *const *outputs; /* NULL-terminated; NULL if list_outputs is set */
+    mxc__list_names_fn list_outputs; /* variadic outputs (SliceChannel), all visible */
     int num_visible_outputs;    /* 0: all outputs are visible */
     const char *const *aux;     /* NULL-terminated, or NULL */
     mxc__infer_shape_fn infer_shape;
@@ -181,7 +182,9 @@ int mxc__op_lookup(const char *name, const struct mxc__op_def **out);
 /* Number of inputs / outputs / aux states of `def` with `params`; names through the
  * out parameter when not NULL (up to MXC__MAX_OP_ARGS). */
 int mxc__op_num_inputs(const struct mxc__op_def *def, const void *params, const char **names);
-int mxc__op_num_outputs(const struct mxc__op_def *def);
+int mxc__op_num_outputs(const struct mxc__op_def *def, const void *params, const char **names);
+/* How many of the outputs callers see (the rest are hidden, e.g. BatchNorm's mean). */
+int mxc__op_num_visible_outputs(const struct mxc__op_def *def, const void *params);
 int mxc__op_num_aux(const struct mxc__op_def *def);
 
 /* ---- Parameters -------------------------------------------------------------------- */

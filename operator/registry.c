@@ -103,17 +103,30 @@ static int count(const char *const *names) {
     return n;
 }
 
-int mxc__op_num_inputs(const struct mxc__op_def *def, const void *params, const char **names) {
+/* Names from a fixed list or, for variadic operators, from the parameters. */
+static int list_names(const char *const *fixed, mxc__list_names_fn fn, const void *params,
+                      const char **names) {
     const char *tmp[MXC__MAX_OP_ARGS];
-    if (def->list_inputs)
-        return def->list_inputs(params, names ? names : tmp, MXC__MAX_OP_ARGS);
-    int n = count(def->inputs);
+    if (fn)
+        return fn(params, names ? names : tmp, MXC__MAX_OP_ARGS);
+    int n = count(fixed);
     for (int i = 0; names && i < n; i++)
-        names[i] = def->inputs[i];
+        names[i] = fixed[i];
     return n;
 }
 
-int mxc__op_num_outputs(const struct mxc__op_def *def) { return count(def->outputs); }
+int mxc__op_num_inputs(const struct mxc__op_def *def, const void *params, const char **names) {
+    return list_names(def->inputs, def->list_inputs, params, names);
+}
+
+int mxc__op_num_outputs(const struct mxc__op_def *def, const void *params, const char **names) {
+    return list_names(def->outputs, def->list_outputs, params, names);
+}
+
+int mxc__op_num_visible_outputs(const struct mxc__op_def *def, const void *params) {
+    return def->num_visible_outputs ? def->num_visible_outputs
+                                    : mxc__op_num_outputs(def, params, NULL);
+}
 
 int mxc__op_num_aux(const struct mxc__op_def *def) { return count(def->aux); }
 
@@ -172,9 +185,10 @@ int mxc_op_get_info(const char *name, mxc_op_info *out) {
         .params = param_infos[idx],
         .num_inputs = def->list_inputs ? -1 : count(def->inputs),
         .inputs = def->list_inputs ? NULL : def->inputs,
-        .num_outputs = count(def->outputs),
-        .num_visible_outputs = def->num_visible_outputs ? def->num_visible_outputs
-                                                        : count(def->outputs),
+        .num_outputs = def->list_outputs ? -1 : count(def->outputs),
+        .num_visible_outputs = def->list_outputs ? -1
+                               : def->num_visible_outputs ? def->num_visible_outputs
+                                                          : count(def->outputs),
         .outputs = def->outputs,
         .num_aux = count(def->aux),
         .aux = def->aux,

@@ -33,9 +33,10 @@ typedef struct mxc_op_info {
     const mxc_op_param_info *params;
     int num_inputs;            /**< -1 when it depends on the parameters (Concat, ...) */
     const char *const *inputs; /**< NULL-terminated; NULL for variadic operators */
-    int num_outputs;           /**< all outputs; num_visible_outputs are returned to users */
-    int num_visible_outputs;
-    const char *const *outputs;
+    int num_outputs;           /**< all outputs, -1 when they depend on the parameters
+                                    (SliceChannel); num_visible_outputs are returned to users */
+    int num_visible_outputs;   /**< -1 with num_outputs */
+    const char *const *outputs; /**< NULL-terminated; NULL for variadic outputs */
     int num_aux;               /**< auxiliary states (BatchNorm's moving statistics) */
     const char *const *aux;
     int differentiable;        /**< non-zero if the operator has a backward */

@@ -91,8 +91,8 @@ static int prepare(const char *name, struct mxct_params params, const struct mxc
     if (rc != MXC_OK)
         return rc;
     p->num_in = mxc__op_num_inputs(p->def, p->params, NULL);
-    p->num_out = mxc__op_num_outputs(p->def);
-    p->num_visible = p->def->num_visible_outputs ? p->def->num_visible_outputs : p->num_out;
+    p->num_out = mxc__op_num_outputs(p->def, p->params, NULL);
+    p->num_visible = mxc__op_num_visible_outputs(p->def, p->params);
     p->num_aux = mxc__op_num_aux(p->def);
     ck_assert_msg(num_in == p->num_in, "%s takes %d inputs, the test gives %d", name,
                   p->num_in, num_in);
