@@ -64,7 +64,8 @@ endif
 NVCCFLAGS := -O2 -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a))
 ifeq ($(USE_CUDA),1)
   CFLAGS  += -DMXC_USE_CUDA -I$(CUDA_HOME)/include
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+  # -lstdc++: the .cu objects are C++ (kernel registration uses its runtime)
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
   ifeq ($(USE_CUDNN),1)
     CFLAGS += -DMXC_USE_CUDNN
     LDLIBS += -lcudnn

@@ -96,4 +96,11 @@ int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what);
 size_t mxc__nd_nbytes(const mxc_ndarray *a);
 
 
+#ifdef MXC_USE_CUDA
+/* Queues on CUDA stream `stream` the fill of n elements of `size` bytes (1, 2, 4 or 8) at
+ * GPU memory `data`, each the low bytes of `bits` (ndarray/fill_gpu.cu). Returns MXC_OK or
+ * MXC_EDEVICE. */
+int mxc__fill_gpu(void *data, int64_t n, int size, uint64_t bits, void *stream);
+#endif
+
 #endif /* MXC_NDARRAY_IMPL_H */

@@ -147,35 +147,63 @@ struct fill_params {
     double value;
 };
 
-#define FILL_AS(type, v)                        \
-    do {                                        \
-        type *o_ = out->data;                   \
-        const type v_ = (type)(v);              \
-        for (int64_t i = 0; i < out->size; i++) \
-            o_[i] = v_;                         \
+/* One element of `dtype` holding `v`, as bits in the low bytes (little-endian). */
+static uint64_t element_bits(int dtype, double v) {
+    float f = (float)v;
+    uint32_t fbits;
+    memcpy(&fbits, &f, 4);
+    uint64_t bits = 0;
+#define AS(type, x)                                                                            \
+    do {                                                                                       \
+        type x_ = (type)(x);                                                                   \
+        memcpy(&bits, &x_, sizeof x_);                                                         \
     } while (0)
+    switch (dtype) {
+    case MXC_FLOAT32: AS(float, v); break;
+    case MXC_FLOAT64: AS(double, v); break;
+    case MXC_FLOAT16: AS(uint16_t, float_to_half(f)); break;
+    case MXC_BFLOAT16: AS(uint16_t, float_to_bfloat16(fbits)); break;
+    case MXC_UINT8: AS(uint8_t, v); break;
+    case MXC_INT8: AS(int8_t, v); break;
+    case MXC_BOOL: AS(uint8_t, v != 0); break;
+    case MXC_INT16: AS(int16_t, v); break;
+    case MXC_UINT16: AS(uint16_t, v); break;
+    case MXC_INT32: AS(int32_t, v); break;
+    case MXC_UINT32: AS(uint32_t, v); break;
+    case MXC_INT64: AS(int64_t, v); break;
+    default: AS(uint64_t, v); break;
+    }
+#undef AS
+    return bits;
+}
+
+#define FILL_AS(type)                                                                          \
+    do {                                                                                       \
+        type *o_ = data;                                                                       \
+        for (int64_t i = 0; i < n; i++)                                                        \
+            o_[i] = (type)bits;                                                                \
+    } while (0)
+
+/* Writes n elements of `size` bytes, each holding the low bytes of `bits`. */
+static void fill_bits(void *data, int64_t n, int size, uint64_t bits) {
+    switch (size) {
+    case 1: memset(data, (int)(bits & 0xff), (size_t)n); break;
+    case 2: FILL_AS(uint16_t); break;
+    case 4: FILL_AS(uint32_t); break;
+    default: FILL_AS(uint64_t); break;
+    }
+}
 
 static int fill_kernel(const struct mxc__nd_call *call) {
     const struct mxc__tensor *out = &call->outputs[0];
     double v = ((const struct fill_params *)call->params)->value;
-    float f = (float)v;
-    uint32_t fbits;
-    memcpy(&fbits, &f, 4);
-    switch (out->dtype) {
-    case MXC_FLOAT32: FILL_AS(float, v); break;
-    case MXC_FLOAT64: FILL_AS(double, v); break;
-    case MXC_FLOAT16: FILL_AS(uint16_t, float_to_half(f)); break;
-    case MXC_BFLOAT16: FILL_AS(uint16_t, float_to_bfloat16(fbits)); break;
-    case MXC_UINT8: FILL_AS(uint8_t, v); break;
-    case MXC_INT8: FILL_AS(int8_t, v); break;
-    case MXC_BOOL: FILL_AS(uint8_t, v != 0); break;
-    case MXC_INT16: FILL_AS(int16_t, v); break;
-    case MXC_UINT16: FILL_AS(uint16_t, v); break;
-    case MXC_INT32: FILL_AS(int32_t, v); break;
-    case MXC_UINT32: FILL_AS(uint32_t, v); break;
-    case MXC_INT64: FILL_AS(int64_t, v); break;
-    default: FILL_AS(uint64_t, v); break;
-    }
+    uint64_t bits = element_bits(out->dtype, v);
+    int size = (int)mxc_dtype_size(out->dtype);
+#ifdef MXC_USE_CUDA
+    if (call->rctx->ctx.dev_type == MXC_GPU)
+        return mxc__fill_gpu(out->data, out->size, size, bits, call->rctx->stream);
+#endif
+    fill_bits(out->data, out->size, size, bits);
     return MXC_OK;
 }
 
@@ -184,11 +212,6 @@ int mxc_nd_full(const mxc_shape *shape, int dtype, mxc_context ctx, double value
     int rc = mxc_nd_create(shape, dtype, ctx, 1, out);
     if (rc != MXC_OK)
         return rc;
-    if (ctx.dev_type == MXC_GPU) {
-        mxc_nd_free(*out);
-        *out = NULL;
-        return mxc__error(MXC_ENOTSUP, "mxc_nd_full: GPU fills are not implemented yet");
-    }
     struct fill_params p = {value};
     struct mxc__nd_op op = {.name = "full", .kernel = fill_kernel, .params = &p,
                             .params_size = sizeof p, .run_ctx = (*out)->chunk->ctx};
@@ -288,6 +311,11 @@ static int random_kernel(const struct mxc__nd_call *call) {
     const struct random_params *p = call->params;
     const struct mxc__tensor *out = &call->outputs[0];
     struct mxc__philox *rng = &call->resources[0]->rng;
+#ifdef MXC_USE_CUDA
+    if (call->rctx->ctx.dev_type == MXC_GPU)
+        return mxc__philox_fill_gpu(rng, out->data, out->size, p->normal, p->a, p->b,
+                                    call->rctx->stream);
+#endif
     return p->normal ? mxc__philox_normal(rng, out->data, out->size, p->a, p->b)
                      : mxc__philox_uniform(rng, out->data, out->size, p->a, p->b);
 }
@@ -302,8 +330,6 @@ static int random_fill(mxc_ndarray *a, bool normal, float x, float y, const char
         return mxc__error(MXC_EINVAL, "%s: low %g is above high %g", fn, x, y);
     if (normal && !(y >= 0))
         return mxc__error(MXC_EINVAL, "%s: std %g is negative", fn, y);
-    if (a->chunk->ctx.dev_type == MXC_GPU)
-        return mxc__error(MXC_ENOTSUP, "%s: GPU random fills are not implemented yet", fn);
     struct random_params p = {normal, x, y};
     static const int kinds[] = {MXC__RES_RANDOM};
     struct mxc__nd_op op = {.name = normal ? "random_normal" : "random_uniform",

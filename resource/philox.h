@@ -40,6 +40,7 @@
 #ifndef MXC_PHILOX_H
 #define MXC_PHILOX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Philox-4x32 multipliers and Weyl-sequence key increments (Random123). */
@@ -82,5 +83,19 @@ int mxc__philox_uniform(struct mxc__philox *g, float *out, int64_t n, float lo, 
  * written or advanced) for a NULL g, n < 0, NULL out with n > 0, a non-finite mean, or a
  * std that is negative or not finite. */
 int mxc__philox_normal(struct mxc__philox *g, float *out, int64_t n, float mean, float std);
+
+#ifdef MXC_USE_CUDA
+/* The uniform (normal = false: a = lo, b = hi) or normal (a = mean, b = std) fill of n
+ * values into GPU memory `out`, queued on CUDA stream `stream` (the values are there once
+ * the stream is synchronised): the same values as the CPU fills, under the same rules and
+ * errors, plus MXC_EDEVICE if the launch fails. Advances the position by n. */
+int mxc__philox_fill_gpu(struct mxc__philox *g, float *out, int64_t n, bool normal, float a,
+                         float b, void *stream);
+
+/* The kernel launch behind mxc__philox_fill_gpu (resource/philox_gpu.cu): no checks, does
+ * not advance the position. */
+int mxc__philox_launch_gpu(const struct mxc__philox *g, float *out, int64_t n, bool normal,
+                           float a, float b, void *stream);
+#endif
 
 #endif /* MXC_PHILOX_H */

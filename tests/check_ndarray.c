@@ -28,30 +28,6 @@
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* A shape from its dimensions: SHAPE(2, 3) is (2, 3); an lvalue, so &SHAPE(2, 3) works. */
-#define SHAPE(...)                                                                     \
-    ((mxc_shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),        \
-                 {__VA_ARGS__}})
-
-/* Asserts that `call` returns MXC_OK, showing the code and message otherwise. */
-#define CK_OK(call)                                                                    \
-    do {                                                                               \
-        int rc_ = (call);                                                              \
-        ck_assert_msg(rc_ == MXC_OK, "%s = %s: %s", #call, mxc_err_name(rc_),          \
-                      mxc_last_error());                                               \
-    } while (0)
-
-/* Asserts that `call` fails with `code` and leaves a message in mxc_last_error(). */
-#define CK_ERR(code, call)                                                             \
-    do {                                                                               \
-        mxc_clear_error();                                                             \
-        int rc_ = (call);                                                              \
-        ck_assert_msg(rc_ == (code), "%s = %s (%s), expected %s", #call,               \
-                      mxc_err_name(rc_), mxc_last_error(), mxc_err_name(code));        \
-        ck_assert_msg(mxc_last_error()[0] != '\0', "%s: %s without a message", #call,  \
-                      mxc_err_name(rc_));                                              \
-    } while (0)
-
 typedef int (*binary_fn)(const mxc_ndarray *, const mxc_ndarray *, mxc_ndarray **);
 typedef int (*scalar_fn)(const mxc_ndarray *, float, mxc_ndarray **);
 
