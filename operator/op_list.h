@@ -41,6 +41,10 @@ MXC__OP(Deconvolution)
 MXC__OP(Pooling)
 /* end of layers */
 /* activations, normalisation, dropout: operator/activation.c, batch_norm.c, dropout.c */
+MXC__OP(Activation)
+MXC__OP(LeakyReLU)
+MXC__OP(BatchNorm)
+MXC__OP(Dropout)
 /* end of activations */
 /* softmax and loss outputs: operator/softmax.c, regression.c */
 /* end of losses */
@@ -50,3 +54,5 @@ MXC__OP(Pooling)
 /* end of reduce */
 /* optimizer updates: operator/optimizer.c */
 /* end of optimizers */
+/* testing the scheduler: operator/debug.c */
+MXC__OP(_sleep)

@@ -238,6 +238,19 @@ int mxc__op_parse_params(const struct mxc__op_def *def, int num, const char *con
     return MXC_OK;
 }
 
+/* The shortest %g spelling of `v` that reads back to the same value (as a float when
+ * `as_float`), so defaults print as MXNet writes them ("0.9", not "0.899999976"). */
+static int format_number(char *buf, size_t size, double v, bool as_float) {
+    char tmp[64];
+    for (int digits = 1; digits <= 17; digits++) {
+        snprintf(tmp, sizeof tmp, "%.*g", digits, v);
+        double back = strtod(tmp, NULL);
+        if (as_float ? (float)back == (float)v : back == v)
+            break;
+    }
+    return snprintf(buf, size, "%s", tmp);
+}
+
 int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf,
                          size_t size) {
     const void *f = cfield(params, p);
@@ -245,12 +258,12 @@ int mxc__op_format_param(const struct mxc__param *p, const void *params, char *b
     case MXC__PARAM_INT:
         return snprintf(buf, size, "%d", *(const int *)f);
     case MXC__PARAM_FLOAT:
-        return snprintf(buf, size, "%.9g", (double)*(const float *)f);
+        return format_number(buf, size, (double)*(const float *)f, true);
     case MXC__PARAM_DOUBLE:
-        return snprintf(buf, size, "%.17g", *(const double *)f);
+        return format_number(buf, size, *(const double *)f, false);
     case MXC__PARAM_OPT_FLOAT: {
         const struct mxc__opt_float *o = f;
-        return o->has_value ? snprintf(buf, size, "%.9g", (double)o->value)
+        return o->has_value ? format_number(buf, size, (double)o->value, true)
                             : snprintf(buf, size, "None");
     }
     case MXC__PARAM_BOOL:

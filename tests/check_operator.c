@@ -151,6 +151,10 @@ START_TEST(test_params_print_back) {
     ck_assert_int_eq(parse(MXCT_KV("req", "1", "t", "(5,)"), &one), MXC_OK);
     mxc__op_format_param(&every_params[5], &one, bufs[0], sizeof bufs[0]);
     ck_assert_str_eq(bufs[0], "(5,)");
+    /* the shortest spelling that reads back: 0.9f is "0.9", not "0.899999976" */
+    ck_assert_int_eq(parse(MXCT_KV("req", "1", "f", "0.9"), &one), MXC_OK);
+    mxc__op_format_param(&every_params[1], &one, bufs[0], sizeof bufs[0]);
+    ck_assert_str_eq(bufs[0], "0.9");
 }
 END_TEST
 

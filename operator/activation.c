@@ -1,0 +1,290 @@
+/*
+ * operator/activation.c — element-wise activations: Activation (relu, sigmoid, tanh,
+ * softrelu, softsign) and LeakyReLU (leaky, prelu, elu, selu, gelu; rrelu is not
+ * supported). Activation's gradients are all written with the output y, so its backward
+ * reads only out_grad and out_data and the forward may run in place. LeakyReLU's
+ * gradients read the input x (and prelu's per-channel gamma, broadcast along axis 1).
+ * float32, row-major.
+ */
+#include "operator/op.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const act_inputs[] = {"data", NULL};
+static const char *const act_outputs[] = {"output", NULL};
+
+/* out (n) = expr of element i, written as req asks (ADD accumulates). */
+#define STORE(req, o, n, expr)                \
+    do {                                      \
+        if ((req) == MXC__REQ_ADD) {          \
+            for (int64_t i = 0; i < (n); i++) \
+                (o)[i] += (expr);             \
+        } else if ((req) != MXC__REQ_NULL) {  \
+            for (int64_t i = 0; i < (n); i++) \
+                (o)[i] = (expr);              \
+        }                                     \
+    } while (0)
+
+/* data and output share one shape, deduced in either direction. */
+static int same_shape(mxc_shape *data, mxc_shape *out, const char *op) {
+    int rc = mxc__shape_assign(data, out, op, "data");
+    if (rc != MXC_OK)
+        return rc;
+    return mxc__shape_assign(out, data, op, "output");
+}
+
+/* ---- Activation -------------------------------------------------------------------- */
+
+enum { ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTRELU, ACT_SOFTSIGN };
+
+struct act_param {
+    int act_type;
+};
+
+static const char *const act_choices[] = {"relu", "sigmoid", "tanh", "softrelu", "softsign", NULL};
+
+static const struct mxc__param act_params[] = {
+    MXC__P_ENUM(struct act_param, act_type, NULL, act_choices, "the activation function"),
+};
+
+static int act_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                     mxc_shape *aux, int num_aux) {
+    (void)params, (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    return same_shape(&in[0], &out[0], "Activation");
+}
+
+/* softrelu(x) = log(1 + e^x), computed as x above 20 where the two agree in float. */
+static inline float softrelu(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
+/* y (n) = f(x (n)); y may be x (in place). */
+static int act_forward(const struct mxc__op_call *c) {
+    const struct act_param *p = c->params;
+    const float *x = c->in_data[0].data;
+    float *y = c->out_data[0].data;
+    int64_t n = c->out_data[0].size;
+    int req = c->req[0];
+    switch (p->act_type) {
+    case ACT_RELU: STORE(req, y, n, x[i] > 0.0f ? x[i] : 0.0f); break;
+    case ACT_SIGMOID: STORE(req, y, n, 1.0f / (1.0f + expf(-x[i]))); break;
+    case ACT_TANH: STORE(req, y, n, tanhf(x[i])); break;
+    case ACT_SOFTRELU: STORE(req, y, n, softrelu(x[i])); break;
+    default: STORE(req, y, n, x[i] / (1.0f + fabsf(x[i]))); break;
+    }
+    return MXC_OK;
+}
+
+/* dx (n) = dy (n) * f'(x), with f' written through y = f(x):
+ * relu 1[y > 0], sigmoid y (1 - y), tanh 1 - y², softrelu 1 - e^-y (= sigmoid(x)),
+ * softsign (1 - |y|)² (= 1 / (1 + |x|)²). dx may be dy (in place). */
+static int act_backward(const struct mxc__op_call *c) {
+    const struct act_param *p = c->params;
+    const float *g = c->out_grad[0].data, *y = c->out_data[0].data;
+    float *dx = c->in_grad[0].data;
+    int64_t n = c->in_grad[0].size;
+    int req = c->req[0];
+    switch (p->act_type) {
+    case ACT_RELU: STORE(req, dx, n, y[i] > 0.0f ? g[i] : 0.0f); break;
+    case ACT_SIGMOID: STORE(req, dx, n, g[i] * y[i] * (1.0f - y[i])); break;
+    case ACT_TANH: STORE(req, dx, n, g[i] * (1.0f - y[i] * y[i])); break;
+    case ACT_SOFTRELU: STORE(req, dx, n, g[i] * -expm1f(-y[i])); break;
+    default: STORE(req, dx, n, g[i] * (1.0f - fabsf(y[i])) * (1.0f - fabsf(y[i]))); break;
+    }
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_Activation = {
+    .name = "Activation",
+    .description = "element-wise relu, sigmoid, tanh, softrelu (log(1 + e^x)) or softsign "
+                   "(x / (1 + |x|))",
+    .param_size = sizeof(struct act_param),
+    .params = act_params,
+    .num_params = (int)MXC_ARRAY_SIZE(act_params),
+    .inputs = act_inputs,
+    .outputs = act_outputs,
+    .infer_shape = act_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_OUT_DATA,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_cpu = act_forward,
+    .backward_cpu = act_backward,
+};
+
+/* ---- LeakyReLU --------------------------------------------------------------------- */
+
+enum { LR_RRELU, LR_LEAKY, LR_PRELU, LR_ELU, LR_SELU, LR_GELU };
+
+struct leaky_param {
+    int act_type;
+    float slope;
+    float lower_bound;
+    float upper_bound;
+};
+
+static const char *const leaky_choices[] = {"rrelu", "leaky", "prelu", "elu", "selu", "gelu", NULL};
+
+#define LP struct leaky_param
+static const struct mxc__param leaky_params[] = {
+    MXC__P_ENUM(LP, act_type, "leaky", leaky_choices,
+                "leaky, prelu (learned gamma per channel), elu, selu, gelu (rrelu: not "
+                "supported)"),
+    MXC__P_FLOAT(LP, slope, "0.25", 1, 0, "the negative slope (leaky) or alpha (elu)"),
+    MXC__P_FLOAT(LP, lower_bound, "0.125", 1, 0, "rrelu: lower bound of the random slope"),
+    MXC__P_FLOAT(LP, upper_bound, "0.334", 1, 0, "rrelu: upper bound of the random slope"),
+};
+#undef LP
+
+/* SELU's constants (Klambauer et al. 2017), as MXNet uses them. */
+#define SELU_ALPHA  1.6732632423543772848170429916717f
+#define SELU_LAMBDA 1.0507009873554804934193349852946f
+
+static int leaky_list_inputs(const void *params, const char **names, int max) {
+    const struct leaky_param *p = params;
+    static const char *const all[] = {"data", "gamma"};
+    int n = p->act_type == LR_PRELU ? 2 : 1;
+    for (int i = 0; i < n && i < max; i++)
+        names[i] = all[i];
+    return n;
+}
+
+/* data (N, C, ...) -> output of the same shape; prelu's gamma (C,) (or (1,): one slope
+ * for every channel). */
+static int leaky_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                       mxc_shape *aux, int num_aux) {
+    const struct leaky_param *p = params;
+    const char *op = "LeakyReLU";
+    char buf[128];
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    if (p->act_type == LR_RRELU)
+        return mxc__error(MXC_ENOTSUP,
+                          "%s: act_type rrelu is not supported (leaky, prelu, "
+                          "elu, selu, gelu are)",
+                          op);
+    int rc = same_shape(&in[0], &out[0], op);
+    if (rc != MXC_OK || p->act_type != LR_PRELU || in[0].ndim == 0)
+        return rc;
+    if (in[0].ndim < 2)
+        return mxc__error(MXC_ESHAPE,
+                          "%s: prelu needs data with a channel axis (N, C, ...), "
+                          "got %s",
+                          op, mxc__shape_str(&in[0], buf, sizeof buf));
+    if (in[1].ndim == 1 && in[1].dims[0] == 1)
+        return MXC_OK; /* one shared slope */
+    int64_t c = in[0].dims[1];
+    mxc_shape g = mxc_shape_make(1, &c);
+    return mxc__shape_assign(&in[1], &g, op, "gamma");
+}
+
+/* The layout prelu broadcasts gamma over: data (outer, C, inner), gamma (C) or (1). */
+static void prelu_dims(const struct mxc__op_call *c, int64_t *outer, int64_t *ch, int64_t *inner,
+                       int64_t *gstride) {
+    const mxc_shape *s = &c->in_data[0].shape;
+    *outer = s->dims[0];
+    *ch = s->dims[1];
+    *inner = 1;
+    for (int d = 2; d < s->ndim; d++)
+        *inner *= s->dims[d];
+    *gstride = c->in_data[1].size == 1 ? 0 : 1;
+}
+
+#define SQRT1_2 0.70710678118654752f /* 1 / sqrt(2) */
+
+static inline float gelu(float x) { return 0.5f * x * (1.0f + erff(x * SQRT1_2)); }
+
+/* Derivative of gelu: Φ(x) + x φ(x). */
+static inline float gelu_grad(float x) {
+    const float inv_sqrt_2pi = 0.3989422804014327f;
+    return 0.5f * (1.0f + erff(x * SQRT1_2)) + x * inv_sqrt_2pi * expf(-0.5f * x * x);
+}
+
+/* y = f(x), element-wise over data (N, C, ...). */
+static int leaky_forward(const struct mxc__op_call *c) {
+    const struct leaky_param *p = c->params;
+    const float *x = c->in_data[0].data;
+    float *y = c->out_data[0].data;
+    int64_t n = c->out_data[0].size;
+    int req = c->req[0];
+    const float a = p->slope;
+    switch (p->act_type) {
+    case LR_LEAKY: STORE(req, y, n, x[i] > 0.0f ? x[i] : a * x[i]); break;
+    case LR_ELU: STORE(req, y, n, x[i] > 0.0f ? x[i] : a * expm1f(x[i])); break;
+    case LR_SELU:
+        STORE(req, y, n, SELU_LAMBDA * (x[i] > 0.0f ? x[i] : SELU_ALPHA * expm1f(x[i])));
+        break;
+    case LR_GELU: STORE(req, y, n, gelu(x[i])); break;
+    case LR_PRELU: {
+        int64_t outer, ch, inner, gs;
+        prelu_dims(c, &outer, &ch, &inner, &gs);
+        const float *gamma = c->in_data[1].data;
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k < ch; k++) {
+                const float *xr = x + (o * ch + k) * inner;
+                float *yr = y + (o * ch + k) * inner;
+                const float gk = gamma[k * gs];
+                STORE(req, yr, inner, xr[i] > 0.0f ? xr[i] : gk * xr[i]);
+            }
+        break;
+    }
+    default: return mxc__error(MXC_ENOTSUP, "LeakyReLU: act_type rrelu is not supported");
+    }
+    return MXC_OK;
+}
+
+/* dx = dy * f'(x); prelu also d_gamma (C) = sum over (outer, inner) of dy * x where x <= 0
+ * (summed over every element for a shared gamma (1)). */
+static int leaky_backward(const struct mxc__op_call *c) {
+    const struct leaky_param *p = c->params;
+    const float *x = c->in_data[0].data, *g = c->out_grad[0].data;
+    float *dx = c->in_grad[0].data;
+    int64_t n = c->in_grad[0].size;
+    int req = c->req[0];
+    const float a = p->slope;
+    switch (p->act_type) {
+    case LR_LEAKY: STORE(req, dx, n, x[i] > 0.0f ? g[i] : a * g[i]); break;
+    case LR_ELU: STORE(req, dx, n, x[i] > 0.0f ? g[i] : a * expf(x[i]) * g[i]); break;
+    case LR_SELU:
+        STORE(req, dx, n, SELU_LAMBDA * (x[i] > 0.0f ? g[i] : SELU_ALPHA * expf(x[i]) * g[i]));
+        break;
+    case LR_GELU: STORE(req, dx, n, gelu_grad(x[i]) * g[i]); break;
+    case LR_PRELU: {
+        int64_t outer, ch, inner, gs;
+        prelu_dims(c, &outer, &ch, &inner, &gs);
+        const float *gamma = c->in_data[1].data;
+        float *dgamma = c->in_grad[1].data;
+        int greq = c->req[1];
+        if (greq == MXC__REQ_WRITE || greq == MXC__REQ_INPLACE)
+            memset(dgamma, 0, (size_t)c->in_grad[1].size * sizeof(float));
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k < ch; k++) {
+                const float *xr = x + (o * ch + k) * inner, *gr = g + (o * ch + k) * inner;
+                float *dr = dx + (o * ch + k) * inner;
+                const float gk = gamma[k * gs];
+                if (greq != MXC__REQ_NULL) {
+                    float s = 0.0f;
+                    for (int64_t i = 0; i < inner; i++)
+                        s += xr[i] > 0.0f ? 0.0f : xr[i] * gr[i];
+                    dgamma[k * gs] += s;
+                }
+                STORE(req, dr, inner, xr[i] > 0.0f ? gr[i] : gk * gr[i]);
+            }
+        break;
+    }
+    default: return mxc__error(MXC_ENOTSUP, "LeakyReLU: act_type rrelu is not supported");
+    }
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_LeakyReLU = {
+    .name = "LeakyReLU",
+    .description = "leaky ReLU family: leaky (x or slope x), prelu (per-channel learned "
+                   "slope gamma), elu, selu, gelu",
+    .param_size = sizeof(struct leaky_param),
+    .params = leaky_params,
+    .num_params = (int)MXC_ARRAY_SIZE(leaky_params),
+    .list_inputs = leaky_list_inputs,
+    .outputs = act_outputs,
+    .infer_shape = leaky_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_cpu = leaky_forward,
+    .backward_cpu = leaky_backward,
+};

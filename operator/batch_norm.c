@@ -1,0 +1,236 @@
+/*
+ * operator/batch_norm.c — BatchNorm over the channel axis `axis` of data, seen as
+ * (outer, C, inner), row-major float32:
+ *   out = (x - mean_c) * invstd_c * gamma_c + beta_c,   invstd = 1 / sqrt(var + eps)
+ * Training (is_train and not use_global_stats) uses the batch's mean and biased variance
+ * and moves the auxiliary states in place: moving = moving * momentum + batch * (1 -
+ * momentum), the biased batch variance included (as MXNet 1.9 does). Otherwise the moving
+ * statistics are used. The hidden outputs mean and var hold, as in MXNet, the mean and the
+ * inverse standard deviation actually used; backward reads them instead of recomputing.
+ * fix_gamma reads gamma as 1 and gives it a zero gradient.
+ */
+#include "operator/op.h"
+
+#include <math.h>
+#include <string.h>
+
+struct bn_param {
+    double eps;
+    float momentum;
+    bool fix_gamma;
+    bool use_global_stats;
+    bool output_mean_var;
+    int axis;
+    bool cudnn_off;
+};
+
+#define BP struct bn_param
+static const struct mxc__param bn_params[] = {
+    MXC__P(MXC__PARAM_DOUBLE, BP, eps, "0.001", 0, 1e300, NULL,
+           "added to the variance before the square root"),
+    MXC__P_FLOAT(BP, momentum, "0.9", 0, 1, "decay of the moving averages"),
+    MXC__P_BOOL(BP, fix_gamma, "True", "read gamma as 1 (its gradient is 0)"),
+    MXC__P_BOOL(BP, use_global_stats, "False", "use the moving statistics in training too"),
+    MXC__P_BOOL(BP, output_mean_var, "False",
+                "accepted; mean and inverse std are always the hidden outputs"),
+    MXC__P_INT(BP, axis, "1", -32, 31, "the channel axis (negative: from the end)"),
+    MXC__P_BOOL(BP, cudnn_off, "False", "do not use cuDNN (ignored on CPU)"),
+};
+#undef BP
+
+static const char *const bn_inputs[] = {"data", "gamma", "beta", NULL};
+static const char *const bn_outputs[] = {"output", "mean", "var", NULL};
+static const char *const bn_aux[] = {"moving_mean", "moving_var", NULL};
+
+/* The channel axis of an ndim-D data, or -1 if `axis` is out of range. */
+static int bn_axis(const struct bn_param *p, int ndim) {
+    int a = p->axis < 0 ? p->axis + ndim : p->axis;
+    return a >= 0 && a < ndim ? a : -1;
+}
+
+/* data (.., C at axis, ..) -> output like data; gamma, beta, mean, var and the moving
+ * statistics (C). C comes from data, else from any known per-channel shape. */
+static int bn_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                    mxc_shape *aux, int num_aux) {
+    const struct bn_param *p = params;
+    const char *op = "BatchNorm";
+    int rc = MXC_OK;
+    char buf[128];
+    (void)num_in;
+    MXC_TRY(mxc__shape_assign(&in[0], &out[0], op, "data"));
+    mxc_shape c = {0};
+    if (in[0].ndim > 0) {
+        int a = bn_axis(p, in[0].ndim);
+        MXC_CHECK(a >= 0, MXC_EINVAL, "%s: axis %d is out of range for data of shape %s", op,
+                  p->axis, mxc__shape_str(&in[0], buf, sizeof buf));
+        c = mxc_shape_make(1, &in[0].dims[a]);
+    }
+    /* every per-channel argument, in the order they are checked against C */
+    mxc_shape *per[6] = {&in[1], &in[2], NULL, NULL, NULL, NULL};
+    const char *names[6] = {"gamma", "beta", "mean", "var", "moving_mean", "moving_var"};
+    for (int i = 1; i < 3 && i < num_out; i++)
+        per[1 + i] = &out[i];
+    for (int i = 0; i < 2 && i < num_aux && aux; i++)
+        per[4 + i] = &aux[i];
+    for (int pass = 0; pass < 2; pass++) /* gather C, then hand it to the unknown ones */
+        for (int i = 0; i < 6; i++) {
+            if (per[i] == NULL)
+                continue;
+            MXC_TRY(mxc__shape_assign(per[i], &c, op, names[i]));
+            MXC_TRY(mxc__shape_assign(&c, per[i], op, names[i]));
+        }
+    MXC_TRY(mxc__shape_assign(&out[0], &in[0], op, "output"));
+fail:
+    return rc;
+}
+
+/* data seen as (outer, C, inner) */
+static void bn_dims(const struct bn_param *p, const mxc_shape *s, int64_t *outer, int64_t *ch,
+                    int64_t *inner) {
+    int a = bn_axis(p, s->ndim);
+    *outer = *inner = 1;
+    for (int d = 0; d < a; d++)
+        *outer *= s->dims[d];
+    *ch = s->dims[a];
+    for (int d = a + 1; d < s->ndim; d++)
+        *inner *= s->dims[d];
+}
+
+/* Writes v (n) into o as req asks. */
+static void store(int req, float *o, const float *v, int64_t n) {
+    if (req == MXC__REQ_ADD)
+        for (int64_t i = 0; i < n; i++)
+            o[i] += v[i];
+    else if (req != MXC__REQ_NULL && o != v)
+        memcpy(o, v, (size_t)n * sizeof(float));
+}
+
+static bool bn_training(const struct mxc__op_call *c) {
+    return c->is_train && !((const struct bn_param *)c->params)->use_global_stats;
+}
+
+/* Forward. x, y: (outer, C, inner); gamma, beta, moving stats, mean, invstd: (C). */
+static int bn_forward(const struct mxc__op_call *c) {
+    const struct bn_param *p = c->params;
+    int64_t outer, ch, inner;
+    bn_dims(p, &c->in_data[0].shape, &outer, &ch, &inner);
+    const float *x = c->in_data[0].data, *gamma = c->in_data[1].data;
+    const float *beta = c->in_data[2].data;
+    float *mmean = c->aux[0].data, *mvar = c->aux[1].data;
+    float *y = c->out_data[0].data;
+    float *stats;
+    int rc =
+        mxc__resource_temp(c->resources[0], (size_t)(2 * ch + 1) * sizeof(float), (void **)&stats);
+    if (rc != MXC_OK)
+        return rc;
+    float *mean = stats, *invstd = stats + ch;
+    const int64_t m = outer * inner;
+    const bool train = bn_training(c);
+    for (int64_t k = 0; k < ch; k++) {
+        double mu, var;
+        if (train) {
+            double s = 0, ss = 0;
+            for (int64_t o = 0; o < outer; o++) {
+                const float *xr = x + (o * ch + k) * inner;
+                for (int64_t i = 0; i < inner; i++)
+                    s += xr[i];
+            }
+            mu = m ? s / (double)m : 0.0;
+            for (int64_t o = 0; o < outer; o++) {
+                const float *xr = x + (o * ch + k) * inner;
+                for (int64_t i = 0; i < inner; i++)
+                    ss += ((double)xr[i] - mu) * ((double)xr[i] - mu);
+            }
+            var = m ? ss / (double)m : 0.0;
+            mmean[k] = mmean[k] * p->momentum + (float)mu * (1.0f - p->momentum);
+            mvar[k] = mvar[k] * p->momentum + (float)var * (1.0f - p->momentum);
+        } else {
+            mu = mmean[k];
+            var = mvar[k];
+        }
+        mean[k] = (float)mu;
+        invstd[k] = (float)(1.0 / sqrt(var + p->eps));
+    }
+    int req = c->req[0];
+    for (int64_t o = 0; o < outer && req != MXC__REQ_NULL; o++)
+        for (int64_t k = 0; k < ch; k++) {
+            const float *xr = x + (o * ch + k) * inner;
+            float *yr = y + (o * ch + k) * inner;
+            const float scale = (p->fix_gamma ? 1.0f : gamma[k]) * invstd[k];
+            const float shift = beta[k] - mean[k] * scale;
+            if (req == MXC__REQ_ADD)
+                for (int64_t i = 0; i < inner; i++)
+                    yr[i] += xr[i] * scale + shift;
+            else
+                for (int64_t i = 0; i < inner; i++)
+                    yr[i] = xr[i] * scale + shift;
+        }
+    if (c->num_out > 2) {
+        store(c->req[1], c->out_data[1].data, mean, ch);
+        store(c->req[2], c->out_data[2].data, invstd, ch);
+    }
+    return MXC_OK;
+}
+
+/* Backward, with m = outer * inner elements per channel, xh = x - mean:
+ *   training:  dx = (dy - sum(dy) / m - xh * invstd² * sum(dy xh) / m) * invstd * gamma
+ *   otherwise: dx = dy * invstd * gamma          (the statistics are constants)
+ *   d_gamma = sum(dy xh) * invstd (0 with fix_gamma), d_beta = sum(dy). */
+static int bn_backward(const struct mxc__op_call *c) {
+    const struct bn_param *p = c->params;
+    int64_t outer, ch, inner;
+    bn_dims(p, &c->in_data[0].shape, &outer, &ch, &inner);
+    const float *x = c->in_data[0].data, *gamma = c->in_data[1].data;
+    const float *mean = c->out_data[1].data, *invstd = c->out_data[2].data;
+    const float *dy = c->out_grad[0].data;
+    float *dx = c->in_grad[0].data, *dgamma = c->in_grad[1].data, *dbeta = c->in_grad[2].data;
+    const int64_t m = outer * inner;
+    const bool train = bn_training(c);
+    for (int64_t k = 0; k < ch; k++) {
+        double sg = 0, dot = 0;
+        for (int64_t o = 0; o < outer; o++) {
+            const float *xr = x + (o * ch + k) * inner, *gr = dy + (o * ch + k) * inner;
+            for (int64_t i = 0; i < inner; i++) {
+                sg += gr[i];
+                dot += (double)gr[i] * ((double)xr[i] - mean[k]);
+            }
+        }
+        const float w = p->fix_gamma ? 1.0f : gamma[k];
+        const float is = invstd[k], mu = mean[k];
+        const float iw = is * w;
+        const float gmean = train && m ? (float)(sg / (double)m) : 0.0f;
+        const float kk = train && m ? (float)(dot / (double)m) * is * is : 0.0f;
+        int req = c->req[0];
+        for (int64_t o = 0; o < outer && req != MXC__REQ_NULL; o++) {
+            const float *xr = x + (o * ch + k) * inner, *gr = dy + (o * ch + k) * inner;
+            float *dr = dx + (o * ch + k) * inner;
+            if (req == MXC__REQ_ADD)
+                for (int64_t i = 0; i < inner; i++)
+                    dr[i] += (gr[i] - gmean - (xr[i] - mu) * kk) * iw;
+            else
+                for (int64_t i = 0; i < inner; i++)
+                    dr[i] = (gr[i] - gmean - (xr[i] - mu) * kk) * iw;
+        }
+        const float dg = p->fix_gamma ? 0.0f : (float)dot * is, db = (float)sg;
+        store(c->req[1], dgamma + k, &dg, 1);
+        store(c->req[2], dbeta + k, &db, 1);
+    }
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_BatchNorm = {
+    .name = "BatchNorm",
+    .description = "batch normalisation over the channel axis, with moving statistics",
+    .param_size = sizeof(struct bn_param),
+    .params = bn_params,
+    .num_params = (int)MXC_ARRAY_SIZE(bn_params),
+    .inputs = bn_inputs,
+    .outputs = bn_outputs,
+    .num_visible_outputs = 1,
+    .aux = bn_aux,
+    .infer_shape = bn_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA,
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = bn_forward,
+    .backward_cpu = bn_backward,
+};
