@@ -51,8 +51,21 @@ MXC__OP(Dropout)
 /* shape, joining and lookup: operator/shape.c, concat.c, embedding.c */
 /* end of shape */
 /* reductions, broadcasting, products, clip: operator/reduce.c, broadcast.c, dot.c, clip.c */
+MXC__OP(sum)
+MXC__OP(mean)
+MXC__OP(max)
+MXC__OP(broadcast_add)
+MXC__OP(broadcast_sub)
+MXC__OP(broadcast_mul)
+MXC__OP(broadcast_div)
+MXC__OP(dot)
+MXC__OP(batch_dot)
+MXC__OP(clip)
 /* end of reduce */
 /* optimizer updates: operator/optimizer.c */
+MXC__OP(sgd_update)
+MXC__OP(sgd_mom_update)
+MXC__OP(adam_update)
 /* end of optimizers */
 /* testing the scheduler: operator/debug.c */
 MXC__OP(_sleep)

@@ -1,0 +1,254 @@
+/*
+ * operator/dot.c — dot and batch_dot, matrix products through cblas_sgemm.
+ * dot follows MXNet: lhs (d0, ..., dk) is the matrix (d0*...*d(k-1), dk) — or with
+ * transpose_a (d0, d1*...*dk) transposed — and rhs (e0, ..., el) is (e0, e1*...*el), or
+ * with transpose_b (e0*...*e(l-1), el) transposed; the output's shape is lhs's free axes
+ * followed by rhs's; 1-D · 1-D is the inner product, of shape (1,). batch_dot multiplies
+ * (..., M, K) by (..., K, N) (each optionally transposed in its last two axes) for every
+ * index of the equal leading batch axes. float32, row-major.
+ */
+#include "operator/op.h"
+
+#include <cblas.h>
+#include <string.h>
+
+struct dot_param {
+    bool transpose_a;
+    bool transpose_b;
+    int forward_stype; /* -1 None; only dense ("default") output is supported */
+};
+
+static const char *const stype_choices[] = {"csr", "default", "row_sparse", NULL};
+
+static const struct mxc__param dot_params[] = {
+    MXC__P_BOOL(struct dot_param, transpose_a, "False", "use lhs transposed"),
+    MXC__P_BOOL(struct dot_param, transpose_b, "False", "use rhs transposed"),
+    MXC__P_OPT_ENUM(struct dot_param, forward_stype, stype_choices,
+                    "output storage type (only default, dense, is supported)"),
+};
+
+static const char *const dot_inputs[] = {"lhs", "rhs", NULL};
+static const char *const dot_outputs[] = {"output", NULL};
+
+/* One product op(A) (m, k) · op(B) (k, n) = C (m, n), `batch` times. */
+struct gemm_dims {
+    int64_t batch, m, n, k;
+    int64_t ka, kb; /* the inner sizes each side offers (must be equal) */
+};
+
+static int64_t prod(const mxc_shape *s, int from, int to) {
+    int64_t p = 1;
+    for (int i = from; i < to; i++)
+        p *= s->dims[i];
+    return p;
+}
+
+/* dot: lhs, rhs as matrices (MXNet's DotShape). */
+static void dot_dims(const struct dot_param *p, const mxc_shape *l, const mxc_shape *r,
+                     struct gemm_dims *g) {
+    int nl = l->ndim, nr = r->ndim;
+    g->batch = 1;
+    if (p->transpose_a) {
+        g->ka = l->dims[0];
+        g->m = prod(l, 1, nl);
+    } else {
+        g->m = prod(l, 0, nl - 1);
+        g->ka = l->dims[nl - 1];
+    }
+    if (p->transpose_b) {
+        g->n = prod(r, 0, nr - 1);
+        g->kb = r->dims[nr - 1];
+    } else {
+        g->kb = r->dims[0];
+        g->n = prod(r, 1, nr);
+    }
+    g->k = g->ka;
+}
+
+/* batch_dot: leading axes are the batch, the last two the matrices. */
+static void batch_dims(const struct dot_param *p, const mxc_shape *l, const mxc_shape *r,
+                       struct gemm_dims *g) {
+    int nl = l->ndim, nr = r->ndim;
+    g->batch = prod(l, 0, nl - 2);
+    g->m = l->dims[nl - (p->transpose_a ? 1 : 2)];
+    g->ka = l->dims[nl - (p->transpose_a ? 2 : 1)];
+    g->kb = r->dims[nr - (p->transpose_b ? 1 : 2)];
+    g->n = r->dims[nr - (p->transpose_b ? 2 : 1)];
+    g->k = g->ka;
+}
+
+/* ---- Shapes ------------------------------------------------------------------------ */
+
+static int check_stype(const char *op, const struct dot_param *p) {
+    if (p->forward_stype >= 0 && strcmp(stype_choices[p->forward_stype], "default") != 0)
+        return mxc__error(MXC_ENOTSUP, "%s: forward_stype %s is not supported (only default)", op,
+                          stype_choices[p->forward_stype]);
+    return MXC_OK;
+}
+
+static int mismatch(const char *op, const mxc_shape *l, const mxc_shape *r,
+                    const struct dot_param *p, const char *what) {
+    char a[128], b[128];
+    return mxc__error(MXC_ESHAPE, "%s: lhs %s and rhs %s (transpose_a=%s, transpose_b=%s) %s", op,
+                      mxc__shape_str(l, a, sizeof a), mxc__shape_str(r, b, sizeof b),
+                      p->transpose_a ? "True" : "False", p->transpose_b ? "True" : "False", what);
+}
+
+static int dot_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                     mxc_shape *aux, int num_aux) {
+    const struct dot_param *p = params;
+    const char *op = "dot";
+    int rc = check_stype(op, p);
+    if (rc != MXC_OK || in[0].ndim == 0 || in[1].ndim == 0)
+        return rc;
+    const mxc_shape *l = &in[0], *r = &in[1];
+    mxc_shape o = {0};
+    if (l->ndim == 1 && r->ndim == 1) {
+        if (p->transpose_a || p->transpose_b)
+            return mxc__error(MXC_EINVAL, "%s: cannot transpose vectors (lhs and rhs are 1-D)", op);
+        if (l->dims[0] != r->dims[0])
+            return mismatch(op, l, r, p, "differ in length");
+        o = mxc_shape_make(1, (const int64_t[]){1});
+        return mxc__shape_assign(&out[0], &o, op, "output");
+    }
+    struct gemm_dims g;
+    dot_dims(p, l, r, &g);
+    if (g.ka != g.kb)
+        return mismatch(op, l, r, p, "do not match on the summed axis");
+    int fl = l->ndim > 1 ? l->ndim - 1 : 0, fr = r->ndim > 1 ? r->ndim - 1 : 0;
+    if (fl + fr > MXC_MAX_NDIM)
+        return mismatch(op, l, r, p, "give an output with too many axes");
+    for (int i = 0; i < fl; i++)
+        o.dims[o.ndim++] = l->dims[p->transpose_a ? i + 1 : i];
+    for (int i = 0; i < fr; i++)
+        o.dims[o.ndim++] = r->dims[p->transpose_b ? i : i + 1];
+    return mxc__shape_assign(&out[0], &o, op, "output");
+}
+
+static int batch_dot_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                           int num_out, mxc_shape *aux, int num_aux) {
+    const struct dot_param *p = params;
+    const char *op = "batch_dot";
+    int rc = check_stype(op, p);
+    if (rc != MXC_OK || in[0].ndim == 0 || in[1].ndim == 0)
+        return rc;
+    const mxc_shape *l = &in[0], *r = &in[1];
+    if (l->ndim < 3 || l->ndim != r->ndim)
+        return mismatch(op, l, r, p, "must both have the same number (at least 3) of axes");
+    for (int i = 0; i < l->ndim - 2; i++)
+        if (l->dims[i] != r->dims[i])
+            return mismatch(op, l, r, p, "differ in the leading batch axes");
+    struct gemm_dims g;
+    batch_dims(p, l, r, &g);
+    if (g.ka != g.kb)
+        return mismatch(op, l, r, p, "do not match on the summed axis");
+    mxc_shape o = *l;
+    o.dims[o.ndim - 2] = g.m;
+    o.dims[o.ndim - 1] = g.n;
+    return mxc__shape_assign(&out[0], &o, op, "output");
+}
+
+/* ---- Kernels ----------------------------------------------------------------------- */
+
+static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
+
+/* c (m, n) (+)= op(a) · op(b): a stored (m, k), or (k, m) with ta; b (k, n), or (n, k). */
+static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                 float *c, int req) {
+    if (req == MXC__REQ_NULL || m == 0 || n == 0)
+        return;
+    if (k == 0) {
+        if (req != MXC__REQ_ADD)
+            memset(c, 0, (size_t)(m * n) * sizeof(float));
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, 1.0f, a, (int)max1(ta ? m : k), b, (int)max1(tb ? k : n),
+                req == MXC__REQ_ADD ? 1.0f : 0.0f, c, (int)max1(n));
+}
+
+/* out (batch, m, n) = op(lhs) · op(rhs), per batch */
+static int products_forward(const struct mxc__op_call *c, const struct gemm_dims *g) {
+    const struct dot_param *p = c->params;
+    const float *a = c->in_data[0].data, *b = c->in_data[1].data;
+    float *y = c->out_data[0].data;
+    for (int64_t i = 0; i < g->batch; i++)
+        gemm(p->transpose_a, p->transpose_b, g->m, g->n, g->k, a + i * g->m * g->k,
+             b + i * g->k * g->n, y + i * g->m * g->n, c->req[0]);
+    return MXC_OK;
+}
+
+/* With C = op(A) op(B) and dC (m, n):
+ *   d op(A) = dC · op(B)ᵀ, so dA (m, k) = dC · op(B)ᵀ, or dA (k, m) = op(B) · dCᵀ;
+ *   d op(B) = op(A)ᵀ · dC, so dB (k, n) = op(A)ᵀ · dC, or dB (n, k) = dCᵀ · op(A). */
+static int products_backward(const struct mxc__op_call *c, const struct gemm_dims *g) {
+    const struct dot_param *p = c->params;
+    bool ta = p->transpose_a, tb = p->transpose_b;
+    const float *a = c->in_data[0].data, *b = c->in_data[1].data, *dc = c->out_grad[0].data;
+    float *da = c->in_grad[0].data, *db = c->in_grad[1].data;
+    int64_t m = g->m, n = g->n, k = g->k;
+    for (int64_t i = 0; i < g->batch; i++) {
+        const float *ai = a + i * m * k, *bi = b + i * k * n, *dci = dc + i * m * n;
+        if (!ta)
+            gemm(false, !tb, m, k, n, dci, bi, da + i * m * k, c->req[0]);
+        else
+            gemm(tb, true, k, m, n, bi, dci, da + i * m * k, c->req[0]);
+        if (!tb)
+            gemm(!ta, false, k, n, m, ai, dci, db + i * k * n, c->req[1]);
+        else
+            gemm(true, ta, n, k, m, dci, ai, db + i * k * n, c->req[1]);
+    }
+    return MXC_OK;
+}
+
+static int dot_forward(const struct mxc__op_call *c) {
+    struct gemm_dims g;
+    dot_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
+    return products_forward(c, &g);
+}
+
+static int dot_backward(const struct mxc__op_call *c) {
+    struct gemm_dims g;
+    dot_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
+    return products_backward(c, &g);
+}
+
+static int batch_dot_forward(const struct mxc__op_call *c) {
+    struct gemm_dims g;
+    batch_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
+    return products_forward(c, &g);
+}
+
+static int batch_dot_backward(const struct mxc__op_call *c) {
+    struct gemm_dims g;
+    batch_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
+    return products_backward(c, &g);
+}
+
+const struct mxc__op_def mxc__op_dot = {
+    .name = "dot",
+    .description = "matrix product of lhs and rhs flattened to matrices",
+    .param_size = sizeof(struct dot_param),
+    .params = dot_params,
+    .num_params = (int)MXC_ARRAY_SIZE(dot_params),
+    .inputs = dot_inputs,
+    .outputs = dot_outputs,
+    .infer_shape = dot_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_cpu = dot_forward,
+    .backward_cpu = dot_backward,
+};
+
+const struct mxc__op_def mxc__op_batch_dot = {
+    .name = "batch_dot",
+    .description = "matrix products over the leading batch axes",
+    .param_size = sizeof(struct dot_param),
+    .params = dot_params,
+    .num_params = (int)MXC_ARRAY_SIZE(dot_params),
+    .inputs = dot_inputs,
+    .outputs = dot_outputs,
+    .infer_shape = batch_dot_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_cpu = batch_dot_forward,
+    .backward_cpu = batch_dot_backward,
+};

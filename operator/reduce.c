@@ -1,0 +1,328 @@
+/*
+ * operator/reduce.c — sum, mean and max over a tuple of axes (MXNet's ReduceAxes: axis ()
+ * reduces everything, exclude reduces the axes not listed, keepdims keeps reduced axes as
+ * size 1). All three run on one reduction view (operator/reduce.h): the input as runs of
+ * reduced and kept axes, walked one contiguous row at a time. Backward broadcasts the head
+ * gradient back (mean divides by the count); max gives it to every input equal to the
+ * maximum, ties included, as MXNet does. float32, row-major.
+ */
+#include "operator/reduce.h"
+
+#include <math.h>
+#include <string.h>
+
+/* ---- The view ---------------------------------------------------------------------- */
+
+void mxc__reduce_view_make(const mxc_shape *in, const bool *reduced, struct mxc__reduce_view *v) {
+    bool red[MXC_MAX_NDIM];
+    memset(v, 0, sizeof *v);
+    v->in_size = mxc_shape_size(in);
+    v->count = 1;
+    for (int a = 0; a < in->ndim; a++) {
+        if (reduced[a])
+            v->count *= in->dims[a];
+        if (in->dims[a] == 1)
+            continue;
+        if (v->ndim > 0 && red[v->ndim - 1] == reduced[a]) {
+            v->dims[v->ndim - 1] *= in->dims[a];
+        } else {
+            red[v->ndim] = reduced[a];
+            v->dims[v->ndim++] = in->dims[a];
+        }
+    }
+    int64_t stride = 1;
+    for (int d = v->ndim - 1; d >= 0; d--) {
+        v->out_stride[d] = red[d] ? 0 : stride;
+        if (!red[d])
+            stride *= v->dims[d];
+    }
+    v->out_size = stride;
+    v->last_reduced = v->ndim > 0 && red[v->ndim - 1];
+}
+
+/* The rows of a view: row r is in[r * len, (r + 1) * len) and meets the output at `off`
+ * (one element if the row is reduced, else `len` contiguous ones). */
+struct row_walk {
+    int64_t len, rows, off;
+    int64_t idx[MXC_MAX_NDIM];
+};
+
+static void walk_init(const struct mxc__reduce_view *v, struct row_walk *w) {
+    memset(w, 0, sizeof *w);
+    w->len = v->ndim ? v->dims[v->ndim - 1] : 1;
+    w->rows = w->len ? v->in_size / w->len : 0;
+}
+
+static void walk_next(const struct mxc__reduce_view *v, struct row_walk *w) {
+    for (int d = v->ndim - 2; d >= 0; d--) {
+        w->off += v->out_stride[d];
+        if (++w->idx[d] < v->dims[d])
+            return;
+        w->off -= v->out_stride[d] * v->dims[d];
+        w->idx[d] = 0;
+    }
+}
+
+void mxc__reduce_sum(const struct mxc__reduce_view *v, const float *in, float *out, float scale,
+                     int req) {
+    if (req == MXC__REQ_NULL)
+        return;
+    if (req != MXC__REQ_ADD)
+        memset(out, 0, (size_t)v->out_size * sizeof(float));
+    struct row_walk w;
+    walk_init(v, &w);
+    for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
+        const float *p = in + r * w.len;
+        if (v->last_reduced) {
+            float s = 0.0f;
+            for (int64_t i = 0; i < w.len; i++)
+                s += p[i];
+            out[w.off] += scale * s;
+        } else {
+            float *o = out + w.off;
+            for (int64_t i = 0; i < w.len; i++)
+                o[i] += scale * p[i];
+        }
+    }
+}
+
+/* dst (out_size) = max of in over the reduced axes (-inf where nothing is reduced in). */
+static void reduce_max(const struct mxc__reduce_view *v, const float *in, float *dst) {
+    for (int64_t o = 0; o < v->out_size; o++)
+        dst[o] = -INFINITY;
+    struct row_walk w;
+    walk_init(v, &w);
+    for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
+        const float *p = in + r * w.len;
+        if (v->last_reduced) {
+            float m = dst[w.off];
+            for (int64_t i = 0; i < w.len; i++)
+                m = p[i] > m ? p[i] : m;
+            dst[w.off] = m;
+        } else {
+            float *o = dst + w.off;
+            for (int64_t i = 0; i < w.len; i++)
+                o[i] = p[i] > o[i] ? p[i] : o[i];
+        }
+    }
+}
+
+/* gi (in_size, req) = scale * g broadcast back over the reduced axes. */
+static void broadcast_back(const struct mxc__reduce_view *v, const float *g, float *gi, float scale,
+                           int req) {
+    struct row_walk w;
+    walk_init(v, &w);
+    for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
+        float *q = gi + r * w.len;
+        if (v->last_reduced) {
+            const float gv = scale * g[w.off];
+            MXC__ROW_STORE(req, q, w.len, gv);
+        } else {
+            const float *go = g + w.off;
+            MXC__ROW_STORE(req, q, w.len, scale * go[i]);
+        }
+    }
+}
+
+/* gi (in_size, req) = g where x equals the maximum y, else 0. */
+static void max_back(const struct mxc__reduce_view *v, const float *x, const float *y,
+                     const float *g, float *gi, int req) {
+    struct row_walk w;
+    walk_init(v, &w);
+    for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
+        const float *p = x + r * w.len;
+        float *q = gi + r * w.len;
+        if (v->last_reduced) {
+            const float yv = y[w.off], gv = g[w.off];
+            MXC__ROW_STORE(req, q, w.len, p[i] == yv ? gv : 0.0f);
+        } else {
+            const float *yo = y + w.off, *go = g + w.off;
+            MXC__ROW_STORE(req, q, w.len, p[i] == yo[i] ? go[i] : 0.0f);
+        }
+    }
+}
+
+/* ---- Parameters and shapes ----------------------------------------------------------- */
+
+struct reduce_param {
+    mxc_shape axis;
+    bool keepdims;
+    bool exclude;
+};
+
+static const struct mxc__param reduce_params[] = {
+    MXC__P_TUPLE(struct reduce_param, axis, "()",
+                 "axes to reduce (negative count from the end); () reduces all"),
+    MXC__P_BOOL(struct reduce_param, keepdims, "False", "keep reduced axes with size 1"),
+    MXC__P_BOOL(struct reduce_param, exclude, "False", "reduce the axes not in axis"),
+};
+
+static const char *const reduce_inputs[] = {"data", NULL};
+static const char *const reduce_outputs[] = {"output", NULL};
+
+/* Which axes of `in` the parameters reduce; MXC_EINVAL for bad or repeated axes. */
+static int reduce_mask(const char *op, const struct reduce_param *p, const mxc_shape *in,
+                       bool *mask) {
+    char buf[128];
+    bool listed[MXC_MAX_NDIM] = {false};
+    for (int i = 0; i < p->axis.ndim; i++) {
+        int64_t a = p->axis.dims[i];
+        if (a < -in->ndim || a >= in->ndim)
+            return mxc__error(MXC_EINVAL, "%s: axis %lld is out of range for data of shape %s", op,
+                              (long long)a, mxc__shape_str(in, buf, sizeof buf));
+        a = a < 0 ? a + in->ndim : a;
+        if (listed[a])
+            return mxc__error(MXC_EINVAL, "%s: axis lists axis %lld more than once", op,
+                              (long long)a);
+        listed[a] = true;
+    }
+    for (int a = 0; a < in->ndim; a++)
+        mask[a] = p->axis.ndim == 0 || (listed[a] != p->exclude);
+    return MXC_OK;
+}
+
+static int reduce_shape(const char *op, const void *params, mxc_shape *in, mxc_shape *out) {
+    const struct reduce_param *p = params;
+    bool mask[MXC_MAX_NDIM];
+    if (in[0].ndim == 0)
+        return MXC_OK; /* the output's rank depends on data's */
+    int rc = reduce_mask(op, p, &in[0], mask);
+    if (rc != MXC_OK)
+        return rc;
+    mxc_shape o = {0};
+    for (int a = 0; a < in[0].ndim; a++) {
+        if (!mask[a])
+            o.dims[o.ndim++] = in[0].dims[a];
+        else if (p->keepdims)
+            o.dims[o.ndim++] = 1;
+    }
+    if (o.ndim == 0)
+        o = mxc_shape_make(1, (const int64_t[]){1}); /* MXNet's legacy scalar: (1,) */
+    return mxc__shape_assign(&out[0], &o, op, "output");
+}
+
+/* The view of a call's data (forward: in_data, backward: in_grad, both data's shape). */
+static int call_view(const char *op, const struct mxc__op_call *c, const mxc_shape *data,
+                     struct mxc__reduce_view *v) {
+    bool mask[MXC_MAX_NDIM];
+    int rc = reduce_mask(op, c->params, data, mask);
+    if (rc == MXC_OK)
+        mxc__reduce_view_make(data, mask, v);
+    return rc;
+}
+
+/* ---- Kernels ------------------------------------------------------------------------- */
+
+/* sum, mean: out = scale * sum over the axes, scale 1 or 1 / count */
+static int sum_forward(const char *op, const struct mxc__op_call *c, bool mean) {
+    struct mxc__reduce_view v;
+    int rc = call_view(op, c, &c->in_data[0].shape, &v);
+    if (rc != MXC_OK)
+        return rc;
+    float scale = mean ? 1.0f / (float)v.count : 1.0f;
+    mxc__reduce_sum(&v, c->in_data[0].data, c->out_data[0].data, scale, c->req[0]);
+    return MXC_OK;
+}
+
+/* d_data (data's shape) = scale * out_grad broadcast back */
+static int sum_backward(const char *op, const struct mxc__op_call *c, bool mean) {
+    struct mxc__reduce_view v;
+    if (c->req[0] == MXC__REQ_NULL)
+        return MXC_OK;
+    int rc = call_view(op, c, &c->in_grad[0].shape, &v);
+    if (rc != MXC_OK)
+        return rc;
+    float scale = mean ? 1.0f / (float)v.count : 1.0f;
+    broadcast_back(&v, c->out_grad[0].data, c->in_grad[0].data, scale, c->req[0]);
+    return MXC_OK;
+}
+
+/* out = max over the axes; add-to goes through temp space */
+static int max_forward_impl(const char *op, const struct mxc__op_call *c) {
+    struct mxc__reduce_view v;
+    int req = c->req[0];
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    int rc = call_view(op, c, &c->in_data[0].shape, &v);
+    if (rc != MXC_OK)
+        return rc;
+    float *out = c->out_data[0].data, *dst = out;
+    if (req == MXC__REQ_ADD) {
+        void *tmp;
+        rc = mxc__resource_temp(c->resources[0], (size_t)v.out_size * sizeof(float), &tmp);
+        if (rc != MXC_OK)
+            return rc;
+        dst = tmp;
+    }
+    reduce_max(&v, c->in_data[0].data, dst);
+    if (req == MXC__REQ_ADD)
+        for (int64_t o = 0; o < v.out_size; o++)
+            out[o] += dst[o];
+    return MXC_OK;
+}
+
+static int max_backward_impl(const char *op, const struct mxc__op_call *c) {
+    struct mxc__reduce_view v;
+    if (c->req[0] == MXC__REQ_NULL)
+        return MXC_OK;
+    int rc = call_view(op, c, &c->in_grad[0].shape, &v);
+    if (rc != MXC_OK)
+        return rc;
+    max_back(&v, c->in_data[0].data, c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
+             c->req[0]);
+    return MXC_OK;
+}
+
+/* ---- Definitions --------------------------------------------------------------------- */
+
+static int sum_fwd(const struct mxc__op_call *c) { return sum_forward("sum", c, false); }
+static int sum_bwd(const struct mxc__op_call *c) { return sum_backward("sum", c, false); }
+static int mean_fwd(const struct mxc__op_call *c) { return sum_forward("mean", c, true); }
+static int mean_bwd(const struct mxc__op_call *c) { return sum_backward("mean", c, true); }
+static int max_fwd(const struct mxc__op_call *c) { return max_forward_impl("max", c); }
+static int max_bwd(const struct mxc__op_call *c) { return max_backward_impl("max", c); }
+
+#define REDUCE_SHAPE_FN(ident)                                                             \
+    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no, \
+                             mxc_shape *aux, int na) {                                     \
+        return reduce_shape(#ident, p, in, out);                                           \
+    }
+REDUCE_SHAPE_FN(sum)
+REDUCE_SHAPE_FN(mean)
+REDUCE_SHAPE_FN(max)
+
+#define REDUCE_COMMON                                                          \
+    .param_size = sizeof(struct reduce_param), .params = reduce_params,        \
+    .num_params = (int)MXC_ARRAY_SIZE(reduce_params), .inputs = reduce_inputs, \
+    .outputs = reduce_outputs
+
+const struct mxc__op_def mxc__op_sum = {
+    .name = "sum",
+    .description = "sum over axes",
+    REDUCE_COMMON,
+    .infer_shape = sum_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .forward_cpu = sum_fwd,
+    .backward_cpu = sum_bwd,
+};
+
+const struct mxc__op_def mxc__op_mean = {
+    .name = "mean",
+    .description = "mean over axes",
+    REDUCE_COMMON,
+    .infer_shape = mean_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .forward_cpu = mean_fwd,
+    .backward_cpu = mean_bwd,
+};
+
+const struct mxc__op_def mxc__op_max = {
+    .name = "max",
+    .description = "maximum over axes; the gradient goes to every maximal element",
+    REDUCE_COMMON,
+    .infer_shape = max_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA,
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = max_fwd,
+    .backward_cpu = max_bwd,
+};

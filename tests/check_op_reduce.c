@@ -1,0 +1,625 @@
+/*
+ * tests/check_op_reduce.c — the reduce family: sum, mean, max, broadcast_add/sub/mul/div,
+ * dot, batch_dot and clip. Forward values and input gradients against MXNet 1.9.1
+ * references (tests/data/ops/reduce, made by scripts/gen_op_refs_reduce.py), forward
+ * add-to requests, finite-difference gradient checks with write and add-to requests, shape
+ * inference (deduction, conflicts, bad axes), parameter tables (defaults, bounds, missing
+ * keys) and one run of each operator through mxc_imperative_invoke and the engine.
+ */
+#include "mxc/ndarray.h"
+#include "mxc/op.h"
+#include "operator/op.h"
+#include "tests/util/op_check.h"
+#include "tests/util/test_util.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mxc_shape shp(int ndim, int64_t a, int64_t b, int64_t c, int64_t d) {
+    int64_t dims[4] = {a, b, c, d};
+    return mxc_shape_make(ndim, dims);
+}
+
+/* ---- Reference cases (parameters as in scripts/gen_op_refs_reduce.py) ---------------- */
+
+struct ref_case {
+    const char *file; /* tests/data/ops/reduce/<file>.params */
+    const char *op;
+    int num_in;
+    const char *kv[8]; /* key, value, ..., NULL */
+};
+
+static const struct ref_case ref_cases[] = {
+    {"sum_all", "sum", 1, {NULL}},
+    {"sum_axis1_keep", "sum", 1, {"axis", "1", "keepdims", "True"}},
+    {"sum_axes02", "sum", 1, {"axis", "(0, 2)"}},
+    {"sum_exclude", "sum", 1, {"axis", "1", "exclude", "True"}},
+    {"sum_neg", "sum", 1, {"axis", "-1"}},
+    {"mean_all_keep", "mean", 1, {"keepdims", "True"}},
+    {"mean_axes12", "mean", 1, {"axis", "(1, 2)"}},
+    {"mean_axis0", "mean", 1, {"axis", "0"}},
+    {"max_axis1", "max", 1, {"axis", "1"}},
+    {"max_all", "max", 1, {NULL}},
+    {"max_exclude_keep", "max", 1, {"axis", "(0, 2)", "exclude", "True", "keepdims", "True"}},
+    {"max_ties", "max", 1, {"axis", "1"}},
+    {"badd", "broadcast_add", 2, {NULL}},
+    {"badd_same", "broadcast_add", 2, {NULL}},
+    {"bsub", "broadcast_sub", 2, {NULL}},
+    {"bmul_pad", "broadcast_mul", 2, {NULL}},
+    {"bmul_same", "broadcast_mul", 2, {NULL}},
+    {"bdiv", "broadcast_div", 2, {NULL}},
+    {"bdiv_lhs", "broadcast_div", 2, {NULL}},
+    {"dot_2d", "dot", 2, {NULL}},
+    {"dot_t", "dot", 2, {"transpose_a", "True", "transpose_b", "True"}},
+    {"dot_nd", "dot", 2, {NULL}},
+    {"dot_nd_t", "dot", 2, {"transpose_a", "True", "transpose_b", "True"}},
+    {"dot_vv", "dot", 2, {NULL}},
+    {"dot_vm", "dot", 2, {NULL}},
+    {"dot_mv_t", "dot", 2, {"transpose_a", "True"}},
+    {"bdot", "batch_dot", 2, {NULL}},
+    {"bdot_t", "batch_dot", 2, {"transpose_a", "True", "transpose_b", "True"}},
+    {"bdot_4d", "batch_dot", 2, {"transpose_b", "True"}},
+    {"clip", "clip", 1, {"a_min", "-1", "a_max", "1"}},
+    {"clip_inverted", "clip", 1, {"a_min", "0.5", "a_max", "-0.5"}},
+};
+
+static struct mxct_params split(const char *const *kv, const char **keys, const char **vals) {
+    int n = 0;
+    for (; kv[2 * n]; n++) {
+        keys[n] = kv[2 * n];
+        vals[n] = kv[2 * n + 1];
+    }
+    return (struct mxct_params){n, keys, vals};
+}
+
+static void load_inputs(const struct ref_case *c, char *file, struct mxct_tensor *in) {
+    snprintf(file, 256, "ops/reduce/%s.params", c->file);
+    for (int i = 0; i < c->num_in; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "in%d", i);
+        in[i] = mxct_ref_load(file, name);
+    }
+}
+
+static void expect_same_shape(const mxc_shape *got, const mxc_shape *want, const char *what) {
+    char a[128], b[128];
+    bool same = got->ndim == want->ndim;
+    for (int i = 0; same && i < want->ndim; i++)
+        same = got->dims[i] == want->dims[i];
+    ck_assert_msg(same, "%s: got %s, expected %s", what, mxc__shape_str(got, a, sizeof a),
+                  mxc__shape_str(want, b, sizeof b));
+}
+
+static struct mxc__tensor view_of(const struct mxct_tensor *t) {
+    return (struct mxc__tensor){t->data, t->shape, MXC_FLOAT32, mxc_cpu(),
+                                mxc_shape_size(&t->shape)};
+}
+
+/* The resources `kinds` lists, as a kernel gets them. */
+static int get_res(const unsigned char *kinds, struct mxc__resource **res) {
+    int n = 0;
+    for (int i = 0; i < 2 && kinds[i]; i++)
+        ck_assert_int_eq(mxc__resource_get(mxc_cpu(), kinds[i] - 1, &res[n++]), MXC_OK);
+    return n;
+}
+
+START_TEST(test_forward_reference) {
+    const struct ref_case *c = &ref_cases[_i];
+    const char *keys[4], *vals[4];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    char file[256], what[128];
+    struct mxct_tensor in[2], out[1];
+    load_inputs(c, file, in);
+    struct mxct_tensor want = mxct_ref_load(file, "out0");
+    int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    expect_same_shape(&out[0].shape, &want.shape, c->file);
+    snprintf(what, sizeof what, "%s forward vs MXNet", c->file);
+    mxct_expect_close(&out[0], want.data, 1e-5, 1e-5, what);
+    mxct_tensors_free(out, 1);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* The forward kernel with an add-to request onto an output preset to 1 gives 1 + out0. */
+START_TEST(test_forward_add) {
+    const struct ref_case *c = &ref_cases[_i];
+    const char *keys[4], *vals[4];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    char file[256], what[128];
+    struct mxct_tensor in[2];
+    load_inputs(c, file, in);
+    struct mxct_tensor want = mxct_ref_load(file, "out0");
+    const struct mxc__op_def *def = mxc__op_find(c->op);
+    ck_assert_ptr_nonnull(def);
+    _Alignas(16) unsigned char params[256];
+    ck_assert_int_eq(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params), MXC_OK);
+    struct mxc__resource *res[2] = {NULL, NULL};
+    int nres = get_res(def->forward_resources, res);
+    int64_t n = mxc_shape_size(&want.shape);
+    struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
+    for (int64_t i = 0; i < n; i++) {
+        got.data[i] = 1.0f;
+        want.data[i] += 1.0f;
+    }
+    struct mxc__tensor tin[2];
+    for (int i = 0; i < c->num_in; i++)
+        tin[i] = view_of(&in[i]);
+    struct mxc__tensor tout = view_of(&got);
+    int req = MXC__REQ_ADD;
+    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
+    struct mxc__op_call call = {.rctx = &rctx,
+                                .params = params,
+                                .in_data = tin,
+                                .num_in = c->num_in,
+                                .out_data = &tout,
+                                .num_out = 1,
+                                .req = &req,
+                                .resources = res,
+                                .num_resources = nres};
+    ck_assert_msg(def->forward_cpu(&call) == MXC_OK, "%s", mxc_last_error());
+    snprintf(what, sizeof what, "%s forward add-to", c->file);
+    mxct_expect_close(&got, want.data, 1e-5, 1e-5, what);
+    mxct_tensors_free(&got, 1);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* Runs the backward kernel directly with out_grad = og0 (passing only what the operator
+ * declared it needs) and compares each input gradient with MXNet's. */
+START_TEST(test_backward_reference) {
+    const struct ref_case *c = &ref_cases[_i];
+    const char *keys[4], *vals[4];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    char file[256], what[128];
+    struct mxct_tensor in[2], out[1], grads[2];
+    load_inputs(c, file, in);
+    struct mxct_tensor og = mxct_ref_load(file, "og0");
+    ck_assert_int_eq(mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out), MXC_OK);
+    const struct mxc__op_def *def = mxc__op_find(c->op);
+    _Alignas(16) unsigned char params[256];
+    ck_assert_int_eq(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params), MXC_OK);
+    struct mxc__resource *res[2] = {NULL, NULL};
+    int nres = get_res(def->backward_resources, res);
+    struct mxc__tensor tin[2], tig[2];
+    int req[2];
+    for (int i = 0; i < c->num_in; i++) {
+        grads[i] = mxct_tensor_from(in[i].shape, NULL);
+        tin[i] = view_of(&in[i]);
+        tig[i] = view_of(&grads[i]);
+        req[i] = MXC__REQ_WRITE;
+    }
+    struct mxc__tensor tout = view_of(&out[0]), tog = view_of(&og);
+    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
+    struct mxc__op_call call = {
+        .rctx = &rctx,
+        .is_train = true,
+        .params = params,
+        .in_data = (def->backward_deps & MXC__DEP_IN_DATA) ? tin : NULL,
+        .num_in = c->num_in,
+        .out_data = (def->backward_deps & MXC__DEP_OUT_DATA) ? &tout : NULL,
+        .num_out = 1,
+        .out_grad = &tog,
+        .in_grad = tig,
+        .req = req,
+        .resources = res,
+        .num_resources = nres,
+    };
+    ck_assert_msg(def->backward_cpu(&call) == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    for (int i = 0; i < c->num_in; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "grad%d", i);
+        struct mxct_tensor want = mxct_ref_load(file, name);
+        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
+        mxct_expect_close(&grads[i], want.data, 1e-5, 1e-5, what);
+        mxct_tensors_free(&want, 1);
+    }
+    mxct_tensors_free(grads, c->num_in);
+    mxct_tensors_free(out, 1);
+    mxct_tensors_free(&og, 1);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* ---- Finite-difference gradients ----------------------------------------------------- */
+
+enum { RANDOM, LADDER, AWAY_FROM_ONE, POSITIVE_RHS };
+
+struct grad_case {
+    const char *op;
+    int num_in;
+    int fill; /* how input 0 (or, POSITIVE_RHS, input 1) is filled */
+    mxc_shape shapes[2];
+    const char *kv[8];
+};
+
+static const struct grad_case grad_cases[] = {
+    {"sum", 1, RANDOM, {{3, {2, 3, 4}}}, {NULL}},
+    {"sum", 1, RANDOM, {{4, {2, 3, 4, 2}}}, {"axis", "(0, 2)", "keepdims", "True"}},
+    {"sum", 1, RANDOM, {{3, {2, 3, 4}}}, {"axis", "(1,)", "exclude", "True"}},
+    {"mean", 1, RANDOM, {{3, {3, 1, 4}}}, {"axis", "-1"}},
+    {"mean", 1, RANDOM, {{4, {2, 3, 4, 2}}}, {"axis", "(1, 3)"}},
+    {"max", 1, LADDER, {{3, {3, 4, 5}}}, {"axis", "1"}},
+    {"max", 1, LADDER, {{4, {2, 3, 2, 3}}}, {"axis", "(0, 2)", "keepdims", "True"}},
+    {"max", 1, LADDER, {{2, {4, 5}}}, {NULL}},
+    {"broadcast_add", 2, RANDOM, {{3, {2, 3, 4}}, {3, {1, 3, 1}}}, {NULL}},
+    {"broadcast_add", 2, RANDOM, {{2, {3, 4}}, {2, {3, 4}}}, {NULL}},
+    {"broadcast_sub", 2, RANDOM, {{2, {3, 1}}, {2, {1, 4}}}, {NULL}},
+    {"broadcast_sub", 2, RANDOM, {{1, {4}}, {3, {2, 3, 4}}}, {NULL}},
+    {"broadcast_mul", 2, RANDOM, {{3, {2, 1, 3}}, {2, {4, 1}}}, {NULL}},
+    {"broadcast_mul", 2, RANDOM, {{2, {3, 4}}, {2, {3, 4}}}, {NULL}},
+    {"broadcast_div", 2, POSITIVE_RHS, {{3, {2, 3, 4}}, {3, {2, 1, 4}}}, {NULL}},
+    {"broadcast_div", 2, POSITIVE_RHS, {{2, {1, 4}}, {2, {3, 1}}}, {NULL}},
+    {"broadcast_div", 2, POSITIVE_RHS, {{2, {3, 4}}, {2, {3, 4}}}, {NULL}},
+    {"dot", 2, RANDOM, {{2, {3, 4}}, {2, {4, 5}}}, {NULL}},
+    {"dot", 2, RANDOM, {{2, {4, 3}}, {2, {5, 4}}}, {"transpose_a", "True", "transpose_b", "True"}},
+    {"dot", 2, RANDOM, {{3, {2, 3, 4}}, {3, {4, 2, 3}}}, {NULL}},
+    {"dot",
+     2,
+     RANDOM,
+     {{3, {3, 2, 4}}, {2, {5, 3}}},
+     {"transpose_a", "True", "transpose_b", "True"}},
+    {"dot", 2, RANDOM, {{1, {6}}, {1, {6}}}, {NULL}},
+    {"dot", 2, RANDOM, {{1, {4}}, {2, {5, 4}}}, {"transpose_b", "True"}},
+    {"batch_dot", 2, RANDOM, {{3, {2, 3, 4}}, {3, {2, 4, 5}}}, {NULL}},
+    {"batch_dot",
+     2,
+     RANDOM,
+     {{3, {2, 4, 3}}, {3, {2, 5, 4}}},
+     {"transpose_a", "True", "transpose_b", "True"}},
+    {"batch_dot", 2, RANDOM, {{4, {2, 2, 4, 3}}, {4, {2, 2, 4, 5}}}, {"transpose_a", "True"}},
+    {"clip", 1, AWAY_FROM_ONE, {{2, {4, 5}}}, {"a_min", "-1", "a_max", "1"}},
+};
+
+/* Shuffles t's elements (deterministically). */
+static void shuffle(struct mxct_tensor *t) {
+    int64_t m = mxc_shape_size(&t->shape);
+    struct mxct_rng r;
+    mxct_rng_seed(&r, 7);
+    for (int64_t j = m - 1; j > 0; j--) {
+        int64_t k = mxct_rng_below(&r, (uint32_t)(j + 1));
+        float v = t->data[j];
+        t->data[j] = t->data[k];
+        t->data[k] = v;
+    }
+}
+
+START_TEST(test_gradients) {
+    const struct grad_case *c = &grad_cases[_i];
+    const char *keys[4], *vals[4];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_tensor in[2];
+    for (int i = 0; i < c->num_in; i++)
+        in[i] = mxct_tensor_random(c->shapes[i], -1, 1, 10u + (unsigned)i);
+    int64_t m = mxc_shape_size(&in[0].shape);
+    if (c->fill == LADDER || c->fill == AWAY_FROM_ONE) {
+        /* LADDER: steps of 0.05, no two values within 2 eps (a unique maximum);
+         * AWAY_FROM_ONE: steps of 0.15 from -1.52, none within 0.03 of ±1 (clip's bounds) */
+        for (int64_t j = 0; j < m; j++)
+            in[0].data[j] = c->fill == LADDER ? (float)j * 0.05f : -1.52f + (float)j * 0.15f;
+        shuffle(&in[0]);
+    }
+    if (c->fill == POSITIVE_RHS)
+        for (int64_t j = 0; j < mxc_shape_size(&in[1].shape); j++)
+            in[1].data[j] = 1.0f + 0.5f * in[1].data[j];
+    mxct_op_gradcheck(c->op, kv, true, in, c->num_in, NULL, 0, 1e-2, 5e-2, 5e-3);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* ---- Shape inference ------------------------------------------------------------------ */
+
+static const struct mxc__op_def *def_of(const char *name) {
+    const struct mxc__op_def *d = mxc__op_find(name);
+    ck_assert_msg(d != NULL, "%s is not registered", name);
+    return d;
+}
+
+/* Parses `kv` for `op` and runs its shape inference on `in` (num_in) and out[0]. */
+static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out) {
+    const struct mxc__op_def *d = def_of(op);
+    _Alignas(16) unsigned char params[256];
+    int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
+    if (rc != MXC_OK)
+        return rc;
+    ck_assert_int_eq(mxc__op_num_inputs(d, params, NULL), num_in);
+    return d->infer_shape(params, in, num_in, out, 1, NULL, 0);
+}
+
+static void expect_shape(const mxc_shape *got, mxc_shape want, const char *what) {
+    expect_same_shape(got, &want, what);
+}
+
+static void expect_error(int rc, int code, const char *const *needles) {
+    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
+                  mxc_last_error());
+    for (int i = 0; needles[i]; i++)
+        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
+                      mxc_last_error(), needles[i]);
+}
+
+#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* out of `op` with `kv` on data `in`, expected `want` */
+static void expect_reduced(const char *op, struct mxct_params kv, mxc_shape in, mxc_shape want) {
+    mxc_shape out = {0};
+    ck_assert_msg(infer(op, kv, &in, 1, &out) == MXC_OK, "%s", mxc_last_error());
+    expect_shape(&out, want, op);
+}
+
+START_TEST(test_shape_reduce) {
+    mxc_shape x = shp(3, 2, 3, 4, 0);
+    expect_reduced("sum", MXCT_NO_PARAMS, x, shp(1, 1, 0, 0, 0));
+    expect_reduced("sum", MXCT_KV("keepdims", "True"), x, shp(3, 1, 1, 1, 0));
+    expect_reduced("mean", MXCT_KV("axis", "(0, 2)"), x, shp(1, 3, 0, 0, 0));
+    expect_reduced("max", MXCT_KV("axis", "-1", "keepdims", "True"), x, shp(3, 2, 3, 1, 0));
+    expect_reduced("sum", MXCT_KV("axis", "1", "exclude", "True"), x, shp(1, 3, 0, 0, 0));
+    expect_reduced("sum", MXCT_KV("axis", "(0, 1, 2)", "exclude", "True"), x, shp(3, 2, 3, 4, 0));
+    expect_reduced("sum", MXCT_KV("axis", "()", "exclude", "True"), x, shp(1, 1, 0, 0, 0));
+
+    /* unknown data: nothing deduced, no error */
+    mxc_shape unk = {0}, out = {0};
+    ck_assert_int_eq(infer("sum", MXCT_KV("axis", "1"), &unk, 1, &out), MXC_OK);
+    ck_assert_int_eq(out.ndim, 0);
+
+    out = shp(2, 2, 3, 0, 0);
+    expect_error(infer("mean", MXCT_KV("axis", "1"), &x, 1, &out), MXC_ESHAPE,
+                 NEEDLES("mean", "output", "(2, 3)", "(2, 4)"));
+    out = (mxc_shape){0};
+    expect_error(infer("sum", MXCT_KV("axis", "3"), &x, 1, &out), MXC_EINVAL,
+                 NEEDLES("sum", "axis 3", "(2, 3, 4)"));
+    expect_error(infer("max", MXCT_KV("axis", "-4"), &x, 1, &out), MXC_EINVAL,
+                 NEEDLES("max", "axis -4"));
+    expect_error(infer("sum", MXCT_KV("axis", "(2, -1)"), &x, 1, &out), MXC_EINVAL,
+                 NEEDLES("sum", "more than once"));
+}
+END_TEST
+
+START_TEST(test_shape_broadcast) {
+    mxc_shape in[2] = {shp(3, 2, 1, 3, 0), shp(2, 4, 1, 0, 0)}, out = {0};
+    ck_assert_int_eq(infer("broadcast_mul", MXCT_NO_PARAMS, in, 2, &out), MXC_OK);
+    expect_shape(&out, shp(3, 2, 4, 3, 0), "left-padded broadcast");
+    mxc_shape same[2] = {shp(2, 3, 4, 0, 0), shp(2, 3, 4, 0, 0)};
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("broadcast_add", MXCT_NO_PARAMS, same, 2, &out), MXC_OK);
+    expect_shape(&out, shp(2, 3, 4, 0, 0), "same shapes");
+
+    mxc_shape half[2] = {shp(2, 3, 4, 0, 0)};
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("broadcast_sub", MXCT_NO_PARAMS, half, 2, &out), MXC_OK);
+    ck_assert_int_eq(out.ndim, 0);
+    ck_assert_int_eq(half[1].ndim, 0);
+
+    mxc_shape bad[2] = {shp(2, 2, 3, 0, 0), shp(2, 4, 3, 0, 0)};
+    expect_error(infer("broadcast_div", MXCT_NO_PARAMS, bad, 2, &out), MXC_ESHAPE,
+                 NEEDLES("broadcast_div", "lhs", "(2, 3)", "rhs", "(4, 3)"));
+    out = shp(2, 3, 5, 0, 0);
+    expect_error(infer("broadcast_add", MXCT_NO_PARAMS, same, 2, &out), MXC_ESHAPE,
+                 NEEDLES("broadcast_add", "output", "(3, 5)", "(3, 4)"));
+}
+END_TEST
+
+static void expect_product(const char *op, struct mxct_params kv, mxc_shape l, mxc_shape r,
+                           mxc_shape want) {
+    mxc_shape in[2] = {l, r}, out = {0};
+    ck_assert_msg(infer(op, kv, in, 2, &out) == MXC_OK, "%s", mxc_last_error());
+    expect_shape(&out, want, op);
+}
+
+START_TEST(test_shape_dot) {
+    struct mxct_params tt = MXCT_KV("transpose_a", "True", "transpose_b", "True");
+    expect_product("dot", MXCT_NO_PARAMS, shp(2, 3, 4, 0, 0), shp(2, 4, 5, 0, 0),
+                   shp(2, 3, 5, 0, 0));
+    expect_product("dot", MXCT_NO_PARAMS, shp(3, 2, 3, 4, 0), shp(3, 4, 5, 6, 0),
+                   shp(4, 2, 3, 5, 6));
+    expect_product("dot", tt, shp(3, 3, 2, 4, 0), shp(2, 5, 3, 0, 0), shp(3, 2, 4, 5, 0));
+    expect_product("dot", MXCT_NO_PARAMS, shp(1, 4, 0, 0, 0), shp(1, 4, 0, 0, 0),
+                   shp(1, 1, 0, 0, 0));
+    expect_product("dot", MXCT_NO_PARAMS, shp(1, 4, 0, 0, 0), shp(2, 4, 5, 0, 0),
+                   shp(1, 5, 0, 0, 0));
+    expect_product("batch_dot", MXCT_NO_PARAMS, shp(3, 2, 3, 4, 0), shp(3, 2, 4, 5, 0),
+                   shp(3, 2, 3, 5, 0));
+    expect_product("batch_dot", tt, shp(4, 2, 2, 4, 3), shp(4, 2, 2, 5, 4), shp(4, 2, 2, 3, 5));
+
+    mxc_shape unk[2] = {shp(2, 3, 4, 0, 0)}, out = {0};
+    ck_assert_int_eq(infer("dot", MXCT_NO_PARAMS, unk, 2, &out), MXC_OK);
+    ck_assert_int_eq(out.ndim, 0);
+
+    mxc_shape bad[2] = {shp(2, 2, 3, 0, 0), shp(2, 4, 3, 0, 0)};
+    expect_error(infer("dot", MXCT_NO_PARAMS, bad, 2, &out), MXC_ESHAPE,
+                 NEEDLES("dot", "lhs (2, 3)", "rhs (4, 3)"));
+    mxc_shape vv[2] = {shp(1, 4, 0, 0, 0), shp(1, 4, 0, 0, 0)};
+    expect_error(infer("dot", MXCT_KV("transpose_a", "True"), vv, 2, &out), MXC_EINVAL,
+                 NEEDLES("dot", "transpose"));
+    mxc_shape b2[2] = {shp(2, 3, 4, 0, 0), shp(2, 4, 5, 0, 0)};
+    expect_error(infer("batch_dot", MXCT_NO_PARAMS, b2, 2, &out), MXC_ESHAPE,
+                 NEEDLES("batch_dot", "(3, 4)", "at least 3"));
+    mxc_shape bb[2] = {shp(3, 1, 3, 4, 0), shp(3, 2, 4, 5, 0)};
+    expect_error(infer("batch_dot", MXCT_NO_PARAMS, bb, 2, &out), MXC_ESHAPE,
+                 NEEDLES("batch_dot", "(1, 3, 4)", "(2, 4, 5)", "batch"));
+    mxc_shape bk[2] = {shp(3, 2, 3, 4, 0), shp(3, 2, 5, 5, 0)};
+    expect_error(infer("batch_dot", MXCT_NO_PARAMS, bk, 2, &out), MXC_ESHAPE,
+                 NEEDLES("batch_dot", "summed axis"));
+    mxc_shape good[2] = {shp(2, 3, 4, 0, 0), shp(2, 4, 5, 0, 0)};
+    out = shp(2, 3, 4, 0, 0);
+    expect_error(infer("dot", MXCT_NO_PARAMS, good, 2, &out), MXC_ESHAPE,
+                 NEEDLES("dot", "output", "(3, 4)", "(3, 5)"));
+    out = (mxc_shape){0};
+    expect_error(infer("dot", MXCT_KV("forward_stype", "csr"), good, 2, &out), MXC_ENOTSUP,
+                 NEEDLES("forward_stype", "csr"));
+}
+END_TEST
+
+START_TEST(test_shape_clip) {
+    struct mxct_params kv = MXCT_KV("a_min", "0", "a_max", "1");
+    mxc_shape in = shp(2, 3, 4, 0, 0), out = {0};
+    ck_assert_int_eq(infer("clip", kv, &in, 1, &out), MXC_OK);
+    expect_shape(&out, shp(2, 3, 4, 0, 0), "clip output");
+    in = (mxc_shape){0};
+    ck_assert_int_eq(infer("clip", kv, &in, 1, &out), MXC_OK);
+    expect_shape(&in, shp(2, 3, 4, 0, 0), "clip data from output");
+    in = shp(2, 3, 5, 0, 0);
+    expect_error(infer("clip", kv, &in, 1, &out), MXC_ESHAPE, NEEDLES("clip", "(3, 5)", "(3, 4)"));
+}
+END_TEST
+
+/* ---- Parameters ------------------------------------------------------------------------ */
+
+static void expect_param(const char *op, struct mxct_params kv, const char *key, const char *want) {
+    const struct mxc__op_def *d = def_of(op);
+    _Alignas(16) unsigned char params[256];
+    char buf[64] = "";
+    ck_assert_msg(mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params) == MXC_OK, "%s",
+                  mxc_last_error());
+    int found = 0;
+    for (int i = 0; i < d->num_params; i++)
+        if (strcmp(d->params[i].name, key) == 0) {
+            mxc__op_format_param(&d->params[i], params, buf, sizeof buf);
+            found = 1;
+        }
+    ck_assert_msg(found, "%s has no parameter %s", op, key);
+    ck_assert_msg(strcmp(buf, want) == 0, "%s.%s = %s, expected %s", op, key, buf, want);
+}
+
+START_TEST(test_params) {
+    static const char *const reducers[] = {"sum", "mean", "max"};
+    for (int i = 0; i < 3; i++) {
+        expect_param(reducers[i], MXCT_NO_PARAMS, "axis", "()");
+        expect_param(reducers[i], MXCT_NO_PARAMS, "keepdims", "False");
+        expect_param(reducers[i], MXCT_NO_PARAMS, "exclude", "False");
+    }
+    expect_param("sum", MXCT_KV("axis", "(0, -1)"), "axis", "(0, -1)");
+    expect_param("sum", MXCT_KV("axis", "2"), "axis", "(2,)");
+    expect_param("dot", MXCT_NO_PARAMS, "transpose_a", "False");
+    expect_param("dot", MXCT_NO_PARAMS, "transpose_b", "False");
+    expect_param("dot", MXCT_NO_PARAMS, "forward_stype", "None");
+    expect_param("batch_dot", MXCT_KV("transpose_b", "True"), "transpose_b", "True");
+    expect_param("clip", MXCT_KV("a_min", "-1.5", "a_max", "2"), "a_min", "-1.5");
+    const struct mxc__op_def *d = def_of("broadcast_add");
+    ck_assert_int_eq(d->num_params, 0);
+
+    mxc_shape in[2] = {{0}}, out = {0};
+    expect_error(infer("clip", MXCT_KV("a_max", "1"), in, 1, &out), MXC_EINVAL,
+                 NEEDLES("clip", "a_min"));
+    expect_error(infer("clip", MXCT_KV("a_min", "1"), in, 1, &out), MXC_EINVAL,
+                 NEEDLES("clip", "a_max"));
+    expect_error(infer("clip", MXCT_KV("a_min", "x", "a_max", "1"), in, 1, &out), MXC_EINVAL,
+                 NEEDLES("a_min"));
+    expect_error(infer("sum", MXCT_KV("axes", "1"), in, 1, &out), MXC_EINVAL,
+                 NEEDLES("axes", "keepdims"));
+    expect_error(infer("sum", MXCT_KV("axis", "(1, x)"), in, 1, &out), MXC_EINVAL, NEEDLES("axis"));
+    expect_error(infer("dot", MXCT_KV("transpose_a", "maybe"), in, 2, &out), MXC_EINVAL,
+                 NEEDLES("transpose_a"));
+    expect_error(infer("dot", MXCT_KV("forward_stype", "dense"), in, 2, &out), MXC_EINVAL,
+                 NEEDLES("forward_stype", "row_sparse"));
+    expect_error(infer("broadcast_mul", MXCT_KV("scalar", "1"), in, 2, &out), MXC_EINVAL,
+                 NEEDLES("scalar"));
+}
+END_TEST
+
+/* ---- Through the engine ---------------------------------------------------------------- */
+
+static mxc_ndarray *array_of(const struct mxct_tensor *t) {
+    mxc_ndarray *a = NULL;
+    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
+    ck_assert_int_eq(
+        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
+        MXC_OK);
+    return a;
+}
+
+/* One reference case per operator through mxc_imperative_invoke. */
+static const char *const invoke_picks[] = {
+    "sum_axes02", "mean_axes12", "max_exclude_keep", "badd",    "bsub",
+    "bmul_pad",   "bdiv",        "dot_nd_t",         "bdot_4d", "clip"};
+
+START_TEST(test_invoke) {
+    const struct ref_case *c = ref_cases;
+    while (strcmp(c->file, invoke_picks[_i]) != 0)
+        c++;
+    const char *keys[4], *vals[4];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    char file[256], what[128];
+    struct mxct_tensor in[2];
+    load_inputs(c, file, in);
+    struct mxct_tensor want = mxct_ref_load(file, "out0");
+    mxc_ndarray *arrays[2], *out[1] = {NULL};
+    for (int i = 0; i < c->num_in; i++)
+        arrays[i] = array_of(&in[i]);
+    int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
+    mxc_shape s;
+    mxc_nd_get_shape(out[0], &s);
+    expect_same_shape(&s, &want.shape, c->file);
+    ck_assert_int_eq(
+        mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
+        MXC_OK);
+    snprintf(what, sizeof what, "%s through mxc_imperative_invoke", c->file);
+    mxct_expect_close(&got, want.data, 1e-5, 1e-5, what);
+    for (int i = 0; i < c->num_in; i++)
+        mxc_nd_free(arrays[i]);
+    mxc_nd_free(out[0]);
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    mxct_tensors_free(&got, 1);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* A shape error through the engine is a status and a message, not a crash. */
+START_TEST(test_invoke_error) {
+    struct mxct_tensor a = mxct_tensor_from(shp(2, 2, 3, 0, 0), NULL);
+    struct mxct_tensor b = mxct_tensor_from(shp(2, 4, 3, 0, 0), NULL);
+    mxc_ndarray *arrays[2] = {array_of(&a), array_of(&b)}, *out[1] = {NULL};
+    int rc = mxc_imperative_invoke("dot", 0, NULL, NULL, 2, arrays, 1, out, 0);
+    ck_assert_int_eq(rc, MXC_ESHAPE);
+    ck_assert_msg(strstr(mxc_last_error(), "(4, 3)"), "%s", mxc_last_error());
+    ck_assert_ptr_null(out[0]);
+    rc = mxc_imperative_invoke("broadcast_add", 0, NULL, NULL, 2, arrays, 1, out, 0);
+    ck_assert_int_eq(rc, MXC_ESHAPE);
+    ck_assert_ptr_null(out[0]);
+    mxc_nd_free(arrays[0]);
+    mxc_nd_free(arrays[1]);
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    mxct_tensors_free(&a, 1);
+    mxct_tensors_free(&b, 1);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("op_reduce");
+    TCase *tc = tcase_create("reference");
+    tcase_set_timeout(tc, mxct_timeout(20));
+    tcase_add_loop_test(tc, test_forward_reference, 0, (int)MXC_ARRAY_SIZE(ref_cases));
+    tcase_add_loop_test(tc, test_forward_add, 0, (int)MXC_ARRAY_SIZE(ref_cases));
+    tcase_add_loop_test(tc, test_backward_reference, 0, (int)MXC_ARRAY_SIZE(ref_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("gradients");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("inference");
+    tcase_add_test(tc, test_shape_reduce);
+    tcase_add_test(tc, test_shape_broadcast);
+    tcase_add_test(tc, test_shape_dot);
+    tcase_add_test(tc, test_shape_clip);
+    tcase_add_test(tc, test_params);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("invoke");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_loop_test(tc, test_invoke, 0, (int)MXC_ARRAY_SIZE(invoke_picks));
+    tcase_add_test(tc, test_invoke_error);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return mxct_run_suite(suite()); }
