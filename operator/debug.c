@@ -5,7 +5,6 @@
  */
 #include "operator/op.h"
 
-#include <string.h>
 #include <time.h>
 
 struct sleep_param {
@@ -26,27 +25,15 @@ static void nap(const void *params) {
     }
 }
 
-/* dst (req) = src, both `n` floats */
-static void pass(float *dst, const float *src, int64_t n, int req) {
-    if (req == MXC__REQ_NULL)
-        return;
-    if (req == MXC__REQ_ADD) {
-        for (int64_t i = 0; i < n; i++)
-            dst[i] += src[i];
-    } else if (dst != src) {
-        memcpy(dst, src, sizeof(float) * (size_t)n);
-    }
-}
-
 static int sleep_forward(const struct mxc__op_call *c) {
     nap(c->params);
-    pass(c->out_data[0].data, c->in_data[0].data, c->in_data[0].size, c->req[0]);
+    mxc__copy_req(c->out_data[0].data, c->in_data[0].data, c->in_data[0].size, c->req[0]);
     return MXC_OK;
 }
 
 static int sleep_backward(const struct mxc__op_call *c) {
     nap(c->params);
-    pass(c->in_grad[0].data, c->out_grad[0].data, c->out_grad[0].size, c->req[0]);
+    mxc__copy_req(c->in_grad[0].data, c->out_grad[0].data, c->out_grad[0].size, c->req[0]);
     return MXC_OK;
 }
 

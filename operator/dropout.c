@@ -105,15 +105,6 @@ static void mul_mask(int req, float *o, const float *a, const float *mask, const
     }
 }
 
-/* o (n) (+)= a (n); o may be a. */
-static void copy_req(int req, float *o, const float *a, int64_t n) {
-    if (req == MXC__REQ_ADD)
-        for (int64_t i = 0; i < n; i++)
-            o[i] += a[i];
-    else if (req != MXC__REQ_NULL && o != a)
-        memcpy(o, a, (size_t)n * sizeof(float));
-}
-
 static bool dropout_active(const struct mxc__op_call *c) {
     const struct dropout_param *p = c->params;
     return c->is_train || p->mode == MODE_ALWAYS;
@@ -126,7 +117,7 @@ static int dropout_forward(const struct mxc__op_call *c) {
     float *mask = mk->data;
     int64_t nm = mk->size;
     if (!dropout_active(c)) {
-        copy_req(c->req[0], y->data, x->data, x->size);
+        mxc__copy_req(y->data, x->data, x->size, c->req[0]);
         if (c->req[1] != MXC__REQ_NULL)
             for (int64_t i = 0; i < nm; i++)
                 mask[i] = 1.0f;
@@ -149,7 +140,7 @@ static int dropout_forward(const struct mxc__op_call *c) {
     if (c->req[0] != MXC__REQ_NULL)
         mul_mask(c->req[0], y->data, x->data, mask, &x->shape, &mk->shape);
     if (c->req[1] == MXC__REQ_ADD)
-        copy_req(MXC__REQ_ADD, mk->data, mask, nm);
+        mxc__copy_req(mk->data, mask, nm, MXC__REQ_ADD);
     return MXC_OK;
 }
 
@@ -160,7 +151,7 @@ static int dropout_backward(const struct mxc__op_call *c) {
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
     if (!dropout_active(c))
-        copy_req(c->req[0], dx->data, dy->data, dx->size);
+        mxc__copy_req(dx->data, dy->data, dx->size, c->req[0]);
     else
         mul_mask(c->req[0], dx->data, dy->data, mk->data, &dy->shape, &mk->shape);
     return MXC_OK;

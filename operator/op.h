@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 /* ---- Tensors ----------------------------------------------------------------------- */
 
@@ -105,6 +106,19 @@ struct mxc__op_call {
 };
 
 typedef int (*mxc__op_kernel)(const struct mxc__op_call *call);
+
+/* dst (n floats) = or += src as `req` says; writing in place (dst == src) does nothing.
+ * The copy every data-moving kernel (Reshape, Concat, ...) ends in. */
+static inline void mxc__copy_req(float *dst, const float *src, int64_t n, int req) {
+    if (req == MXC__REQ_NULL)
+        return;
+    if (req == MXC__REQ_ADD) {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] += src[i];
+    } else if (dst != src) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+    }
+}
 
 /* What a backward pass needs besides out_grad. */
 enum mxc__backward_dep {

@@ -49,6 +49,14 @@ MXC__OP(Dropout)
 /* softmax and loss outputs: operator/softmax.c, regression.c */
 /* end of losses */
 /* shape, joining and lookup: operator/shape.c, concat.c, embedding.c */
+MXC__OP(Flatten)
+MXC__OP(Reshape)
+MXC__OP(transpose)
+MXC__OP(expand_dims)
+MXC__OP(Concat)
+MXC__OP(SliceChannel)
+MXC__OP(ElementWiseSum)
+MXC__OP(Embedding)
 /* end of shape */
 /* reductions, broadcasting, products, clip: operator/reduce.c, broadcast.c, dot.c, clip.c */
 MXC__OP(sum)

@@ -1,0 +1,374 @@
+/*
+ * operator/concat.c — joining and splitting along an axis, and summing: Concat (inputs
+ * arg0..argN-1 joined along `dim`), SliceChannel (data cut into num_outputs equal parts
+ * along `axis`, outputs output0..output{N-1}, optionally dropping the axis) and
+ * ElementWiseSum (add_n: the sum of num_args same-shaped inputs). Concat's backward is
+ * SliceChannel's forward and the other way round, both through copy_parts. float32,
+ * row-major.
+ */
+#include "operator/op.h"
+
+#include <string.h>
+
+/* Variadic argument names (MXC__MAX_OP_ARGS of each). */
+static const char *const arg_names[MXC__MAX_OP_ARGS] = {
+    "arg0", "arg1", "arg2",  "arg3",  "arg4",  "arg5",  "arg6",  "arg7",
+    "arg8", "arg9", "arg10", "arg11", "arg12", "arg13", "arg14", "arg15"};
+static const char *const output_names[MXC__MAX_OP_ARGS] = {
+    "output0", "output1", "output2",  "output3",  "output4",  "output5",  "output6",  "output7",
+    "output8", "output9", "output10", "output11", "output12", "output13", "output14", "output15"};
+static const char *const in_data[] = {"data", NULL};
+static const char *const out_output[] = {"output", NULL};
+
+static int list_first(const char *const *all, int n, const char **names, int max) {
+    for (int i = 0; i < n && i < max && i < MXC__MAX_OP_ARGS; i++)
+        names[i] = all[i];
+    return n;
+}
+
+/* `axis` of an `ndim`-D array, negative counting from the end, or -1 when outside. */
+static int norm_axis(int axis, int ndim) {
+    int a = axis < 0 ? axis + ndim : axis;
+    return a >= 0 && a < ndim ? a : -1;
+}
+
+/* Elements before `axis` (outer) and after it (inner) in `s`. */
+static void outer_inner(const mxc_shape *s, int axis, int64_t *outer, int64_t *inner) {
+    *outer = 1;
+    *inner = 1;
+    for (int i = 0; i < axis; i++)
+        *outer *= s->dims[i];
+    for (int i = axis + 1; i < s->ndim; i++)
+        *inner *= s->dims[i];
+}
+
+/* The joined array big: (outer, total) and its parts part[k]: (outer, width[k]), the
+ * widths summing to total, side by side in big's rows. to_big: big (req[0]) from the
+ * parts (Concat forward, SliceChannel backward); else each part (req[k]) from big. */
+static void copy_parts(float *big, const struct mxc__tensor *parts, const int64_t *width, int n,
+                       int64_t outer, int64_t total, bool to_big, const int *req) {
+    for (int64_t o = 0; o < outer; o++) {
+        int64_t off = 0;
+        for (int k = 0; k < n; k++) {
+            float *row = big + o * total + off;
+            float *part = (float *)parts[k].data + o * width[k];
+            if (to_big)
+                mxc__copy_req(row, part, width[k], req[0]);
+            else
+                mxc__copy_req(part, row, width[k], req[k]);
+            off += width[k];
+        }
+    }
+}
+
+/* ---- Concat --------------------------------------------------------------------------- */
+
+struct concat_param {
+    int num_args;
+    int dim;
+};
+
+static const struct mxc__param concat_params[] = {
+    MXC__P_INT(struct concat_param, num_args, NULL, 1, MXC__MAX_OP_ARGS,
+               "number of inputs to join"),
+    MXC__P_INT(struct concat_param, dim, "1", -MXC_MAX_NDIM, MXC_MAX_NDIM - 1,
+               "the axis to join along (negative counts from the end)"),
+};
+
+static int concat_list_inputs(const void *params, const char **names, int max) {
+    return list_first(arg_names, ((const struct concat_param *)params)->num_args, names, max);
+}
+
+/* Inputs agree on every axis but `dim`; the output's `dim` is the sum of theirs. With
+ * the output and all inputs but one known, the missing one is deduced. */
+static int concat_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                        mxc_shape *aux, int num_aux) {
+    const struct concat_param *p = params;
+    (void)num_out, (void)aux, (void)num_aux;
+    const char *op = "Concat";
+    char b[128];
+    int rc = MXC_OK, unknown = -1, num_unknown = 0;
+    const mxc_shape *ref = out[0].ndim ? &out[0] : NULL;
+    for (int i = 0; i < num_in && ref == NULL; i++)
+        if (in[i].ndim)
+            ref = &in[i];
+    if (ref == NULL)
+        return MXC_OK;
+    int axis = norm_axis(p->dim, ref->ndim);
+    if (axis < 0)
+        return mxc__error(MXC_EINVAL, "Concat: dim=%d is outside [%d, %d] for %s", p->dim,
+                          -ref->ndim, ref->ndim - 1, mxc__shape_str(ref, b, sizeof b));
+    mxc_shape like = *ref; /* every axis but `axis` as the others must have them */
+    int64_t sum = 0;
+    for (int i = 0; i < num_in; i++) {
+        if (in[i].ndim == 0) {
+            unknown = i;
+            num_unknown++;
+            continue;
+        }
+        like.dims[axis] = in[i].ndim == like.ndim ? in[i].dims[axis] : ref->dims[axis];
+        MXC_TRY(mxc__shape_assign(&in[i], &like, op, arg_names[i]));
+        sum += in[i].dims[axis];
+    }
+    if (num_unknown == 0) {
+        like.dims[axis] = sum;
+        return mxc__shape_assign(&out[0], &like, op, "output");
+    }
+    if (num_unknown == 1 && out[0].ndim) {
+        like.dims[axis] = out[0].dims[axis];
+        MXC_TRY(mxc__shape_assign(&out[0], &like, op, "output"));
+        MXC_CHECK(out[0].dims[axis] > sum, MXC_ESHAPE,
+                  "Concat: output %s is too small "
+                  "along dim %d for the known inputs (%lld together)",
+                  mxc__shape_str(&out[0], b, sizeof b), axis, (long long)sum);
+        like.dims[axis] = out[0].dims[axis] - sum;
+        in[unknown] = like;
+    }
+fail:
+    return rc;
+}
+
+/* The parts' widths (dim size * inner) and the joined row length, for `big` (the joined
+ * shape) cut along `axis` into parts of the shapes given. */
+static int64_t part_widths(const mxc_shape *big, int axis, const struct mxc__tensor *parts, int n,
+                           int64_t *width, int64_t *outer) {
+    int64_t inner;
+    outer_inner(big, axis, outer, &inner);
+    for (int k = 0; k < n; k++)
+        width[k] = parts[k].size / (*outer ? *outer : 1);
+    return big->dims[axis] * inner;
+}
+
+/* out (outer, sum d_k, inner) from in_k (outer, d_k, inner). */
+static int concat_forward(const struct mxc__op_call *c) {
+    const struct concat_param *p = c->params;
+    const mxc_shape *s = &c->out_data[0].shape;
+    int64_t width[MXC__MAX_OP_ARGS], outer;
+    int64_t total =
+        part_widths(s, norm_axis(p->dim, s->ndim), c->in_data, c->num_in, width, &outer);
+    copy_parts(c->out_data[0].data, c->in_data, width, c->num_in, outer, total, true, c->req);
+    return MXC_OK;
+}
+
+/* d_in_k = the k-th slice of d_out along dim. */
+static int concat_backward(const struct mxc__op_call *c) {
+    const struct concat_param *p = c->params;
+    const mxc_shape *s = &c->out_grad[0].shape;
+    int64_t width[MXC__MAX_OP_ARGS], outer;
+    int64_t total =
+        part_widths(s, norm_axis(p->dim, s->ndim), c->in_grad, c->num_in, width, &outer);
+    copy_parts(c->out_grad[0].data, c->in_grad, width, c->num_in, outer, total, false, c->req);
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_Concat = {
+    .name = "Concat",
+    .description = "Joins num_args arrays along axis dim",
+    .param_size = sizeof(struct concat_param),
+    .params = concat_params,
+    .num_params = (int)MXC_ARRAY_SIZE(concat_params),
+    .list_inputs = concat_list_inputs,
+    .outputs = out_output,
+    .infer_shape = concat_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .forward_cpu = concat_forward,
+    .backward_cpu = concat_backward,
+};
+
+/* ---- SliceChannel --------------------------------------------------------------------- */
+
+struct slice_param {
+    int num_outputs;
+    int axis;
+    bool squeeze_axis;
+};
+
+static const struct mxc__param slice_params[] = {
+    MXC__P_INT(struct slice_param, num_outputs, NULL, 1, MXC__MAX_OP_ARGS,
+               "number of equal parts (at most 16)"),
+    MXC__P_INT(struct slice_param, axis, "1", -MXC_MAX_NDIM, MXC_MAX_NDIM - 1,
+               "the axis to cut along (negative counts from the end)"),
+    MXC__P_BOOL(struct slice_param, squeeze_axis, "False",
+                "drop the axis from the outputs (its size must equal num_outputs)"),
+};
+
+static int slice_list_outputs(const void *params, const char **names, int max) {
+    return list_first(output_names, ((const struct slice_param *)params)->num_outputs, names, max);
+}
+
+/* data (.., d, ..) -> num_outputs x (.., d / num_outputs, ..), or (.., ..) with
+ * squeeze_axis; equal known outputs give data back. */
+static int slice_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                       mxc_shape *aux, int num_aux) {
+    const struct slice_param *p = params;
+    (void)num_in, (void)aux, (void)num_aux;
+    const char *op = "SliceChannel";
+    char b[128];
+    int n = p->num_outputs, rc = MXC_OK;
+    if (n > MXC__MAX_OP_ARGS || num_out != n)
+        return mxc__error(MXC_EINVAL, "SliceChannel: num_outputs=%d, at most %d supported", n,
+                          MXC__MAX_OP_ARGS);
+    if (in[0].ndim == 0) {
+        /* from the outputs: all known and equal */
+        for (int k = 0; k < n; k++) {
+            if (out[k].ndim == 0)
+                return MXC_OK;
+            MXC_TRY(mxc__shape_assign(&out[k], &out[0], op, output_names[k]));
+        }
+        int nd = out[0].ndim + (p->squeeze_axis ? 1 : 0);
+        int a = norm_axis(p->axis, nd);
+        if (a < 0 || nd > MXC_MAX_NDIM)
+            return MXC_OK; /* reported once data is known */
+        mxc_shape d = {.ndim = nd};
+        for (int i = 0, j = 0; i < nd; i++)
+            d.dims[i] = i == a && p->squeeze_axis ? n : out[0].dims[j++] * (i == a ? n : 1);
+        in[0] = d;
+        return MXC_OK;
+    }
+    int a = norm_axis(p->axis, in[0].ndim);
+    MXC_CHECK(a >= 0, MXC_EINVAL, "SliceChannel: axis=%d is outside [%d, %d] for data %s", p->axis,
+              -in[0].ndim, in[0].ndim - 1, mxc__shape_str(&in[0], b, sizeof b));
+    int64_t d = in[0].dims[a];
+    MXC_CHECK(d % n == 0, MXC_ESHAPE,
+              "SliceChannel: data %s cannot be cut into %d equal "
+              "parts along axis %d",
+              mxc__shape_str(&in[0], b, sizeof b), n, a);
+    mxc_shape o = in[0];
+    o.dims[a] = d / n;
+    if (p->squeeze_axis) {
+        MXC_CHECK(d == n, MXC_ESHAPE,
+                  "SliceChannel: squeeze_axis needs axis %d of data %s "
+                  "to equal num_outputs=%d",
+                  a, mxc__shape_str(&in[0], b, sizeof b), n);
+        MXC_CHECK(in[0].ndim > 1, MXC_ENOTSUP,
+                  "SliceChannel: squeeze_axis on 1-D data %s "
+                  "would make scalars",
+                  mxc__shape_str(&in[0], b, sizeof b));
+        memmove(&o.dims[a], &o.dims[a + 1], sizeof(int64_t) * (size_t)(o.ndim - a - 1));
+        o.ndim--;
+    }
+    for (int k = 0; k < n; k++)
+        MXC_TRY(mxc__shape_assign(&out[k], &o, op, output_names[k]));
+fail:
+    return rc;
+}
+
+/* The cut axis, from data's rank. */
+static int slice_axis(const struct mxc__op_call *c, const mxc_shape *data) {
+    return norm_axis(((const struct slice_param *)c->params)->axis, data->ndim);
+}
+
+/* out_k (outer, d / n, inner) = data (outer, d, inner) slice k. */
+static int slice_forward(const struct mxc__op_call *c) {
+    const mxc_shape *s = &c->in_data[0].shape;
+    int64_t width[MXC__MAX_OP_ARGS], outer;
+    int64_t total = part_widths(s, slice_axis(c, s), c->out_data, c->num_out, width, &outer);
+    copy_parts(c->in_data[0].data, c->out_data, width, c->num_out, outer, total, false, c->req);
+    return MXC_OK;
+}
+
+/* d_data = the d_out_k joined along the axis. */
+static int slice_backward(const struct mxc__op_call *c) {
+    const mxc_shape *s = &c->in_grad[0].shape;
+    int64_t width[MXC__MAX_OP_ARGS], outer;
+    int64_t total = part_widths(s, slice_axis(c, s), c->out_grad, c->num_out, width, &outer);
+    copy_parts(c->in_grad[0].data, c->out_grad, width, c->num_out, outer, total, true, c->req);
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_SliceChannel = {
+    .name = "SliceChannel",
+    .description = "Cuts data into num_outputs equal parts along axis",
+    .param_size = sizeof(struct slice_param),
+    .params = slice_params,
+    .num_params = (int)MXC_ARRAY_SIZE(slice_params),
+    .inputs = in_data,
+    .list_outputs = slice_list_outputs,
+    .infer_shape = slice_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .forward_cpu = slice_forward,
+    .backward_cpu = slice_backward,
+};
+
+/* ---- ElementWiseSum ------------------------------------------------------------------- */
+
+struct sum_param {
+    int num_args;
+};
+
+static const struct mxc__param sum_params[] = {
+    MXC__P_INT(struct sum_param, num_args, NULL, 1, MXC__MAX_OP_ARGS, "number of inputs"),
+};
+
+static int sum_list_inputs(const void *params, const char **names, int max) {
+    return list_first(arg_names, ((const struct sum_param *)params)->num_args, names, max);
+}
+
+/* Every input and the output share one shape, deduced in either direction. */
+static int sum_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                     mxc_shape *aux, int num_aux) {
+    (void)params, (void)num_out, (void)aux, (void)num_aux;
+    int rc = MXC_OK;
+    mxc_shape s = out[0];
+    for (int i = 0; i < num_in; i++)
+        MXC_TRY(mxc__shape_assign(&s, &in[i], "ElementWiseSum", arg_names[i]));
+    if (s.ndim == 0)
+        return MXC_OK;
+    for (int i = 0; i < num_in; i++)
+        in[i] = s;
+    MXC_TRY(mxc__shape_assign(&out[0], &s, "ElementWiseSum", "output"));
+fail:
+    return rc;
+}
+
+/* out (n) (=, +=) arg0 + ... ; out may be arg0 (in place): element i reads arg0[i] before
+ * writing out[i]. */
+static int sum_forward(const struct mxc__op_call *c) {
+    int req = c->req[0];
+    int64_t n = c->out_data[0].size;
+    float *o = c->out_data[0].data;
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    int k = 0;
+    if (req != MXC__REQ_ADD) {
+        const float *a = c->in_data[0].data;
+        if (o != a)
+            for (int64_t i = 0; i < n; i++)
+                o[i] = a[i];
+        k = 1;
+    }
+    for (; k < c->num_in; k++) {
+        const float *a = c->in_data[k].data;
+        for (int64_t i = 0; i < n; i++)
+            o[i] += a[i];
+    }
+    return MXC_OK;
+}
+
+/* d_arg_k = d_out for every k; d_arg0 last, since it may share d_out's memory. */
+static int sum_backward(const struct mxc__op_call *c) {
+    const float *g = c->out_grad[0].data;
+    for (int k = c->num_in - 1; k >= 0; k--) {
+        float *d = c->in_grad[k].data;
+        if (d == g && c->req[k] != MXC__REQ_ADD)
+            continue; /* in place */
+        mxc__copy_req(d, g, c->in_grad[k].size, c->req[k]);
+    }
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_ElementWiseSum = {
+    .name = "ElementWiseSum",
+    .description = "The element-wise sum of num_args same-shaped arrays (add_n)",
+    .param_size = sizeof(struct sum_param),
+    .params = sum_params,
+    .num_params = (int)MXC_ARRAY_SIZE(sum_params),
+    .list_inputs = sum_list_inputs,
+    .outputs = out_output,
+    .infer_shape = sum_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_cpu = sum_forward,
+    .backward_cpu = sum_backward,
+};

@@ -1,0 +1,425 @@
+/*
+ * operator/shape.c — operators that change only how an array's elements are indexed:
+ * Flatten, Reshape and expand_dims (the elements stay in order, so forward and backward
+ * are copies, allowed in place) and transpose (a permutation of the axes, forward with
+ * `axes`, backward with its inverse). Reshape follows MXNet's target-shape language
+ * (0 copy, -1 infer, -2 copy the rest, -3 merge two, -4 split one, read right to left with
+ * reverse). float32, row-major.
+ */
+#include "operator/op.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const in_data[] = {"data", NULL};
+static const char *const out_output[] = {"output", NULL};
+
+/* ---- Copies (Flatten, Reshape, expand_dims) ---------------------------------------- */
+
+/* out: any shape with data's element count, the same elements in the same order. */
+static int copy_forward(const struct mxc__op_call *c) {
+    mxc__copy_req(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size, c->req[0]);
+    return MXC_OK;
+}
+
+/* d_data = d_out, read in data's shape. */
+static int copy_backward(const struct mxc__op_call *c) {
+    mxc__copy_req(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size, c->req[0]);
+    return MXC_OK;
+}
+
+/* The output of a size-preserving operator, or an error naming both shapes. */
+static int assign_same_size(mxc_shape *out, const mxc_shape *want, const mxc_shape *data,
+                            const char *op) {
+    char b1[128], b2[128];
+    if (mxc_shape_size(want) != mxc_shape_size(data))
+        return mxc__error(MXC_ESHAPE,
+                          "%s: cannot turn data %s (%lld elements) into %s "
+                          "(%lld elements)",
+                          op, mxc__shape_str(data, b1, sizeof b1), (long long)mxc_shape_size(data),
+                          mxc__shape_str(want, b2, sizeof b2), (long long)mxc_shape_size(want));
+    return mxc__shape_assign(out, want, op, "output");
+}
+
+/* ---- Flatten ------------------------------------------------------------------------ */
+
+/* data (d0, d1, ..., dk) -> output (d0, d1*...*dk); a 1-D data (d0) gives (d0, 1). */
+static int flatten_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                         mxc_shape *aux, int num_aux) {
+    (void)params, (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    if (in[0].ndim == 0)
+        return MXC_OK;
+    int64_t rest = 1;
+    for (int i = 1; i < in[0].ndim; i++)
+        rest *= in[0].dims[i];
+    int64_t d[2] = {in[0].dims[0], rest};
+    mxc_shape o = mxc_shape_make(2, d);
+    return mxc__shape_assign(&out[0], &o, "Flatten", "output");
+}
+
+const struct mxc__op_def mxc__op_Flatten = {
+    .name = "Flatten",
+    .description = "Collapses every axis but the first: (d0, d1, ..., dk) -> (d0, d1*...*dk)",
+    .inputs = in_data,
+    .outputs = out_output,
+    .infer_shape = flatten_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_cpu = copy_forward,
+    .backward_cpu = copy_backward,
+};
+
+/* ---- Reshape ------------------------------------------------------------------------ */
+
+struct reshape_param {
+    mxc_shape shape;
+    bool reverse;
+};
+
+static const struct mxc__param reshape_params[] = {
+    MXC__P_TUPLE(struct reshape_param, shape, "()",
+                 "target shape; 0 copy, -1 infer, -2 copy the rest, -3 merge two, "
+                 "-4 a b split one into a * b"),
+    MXC__P_BOOL(struct reshape_param, reverse, "False",
+                "read the special values from right to left"),
+};
+
+static void reverse_dims(int64_t *d, int n) {
+    for (int i = 0, j = n - 1; i < j; i++, j--) {
+        int64_t t = d[i];
+        d[i] = d[j];
+        d[j] = t;
+    }
+}
+
+/* MXNet's InferReshapeShape: the shape `spec` makes of data `src`, into `dst`. One
+ * deliberate difference: MXNet fills the -1 at its position in `spec`, which is wrong
+ * (and writes out of bounds) when a -2 or -4 comes before it; here it is filled at its
+ * position in the result, which is the same wherever MXNet is right. */
+static int reshape_infer(const mxc_shape *spec, const mxc_shape *src, bool reverse,
+                         mxc_shape *dst) {
+    char b1[128], b2[128];
+    int64_t s[MXC_MAX_NDIM], p[MXC_MAX_NDIM], t[MXC_MAX_NDIM];
+    int ns = src->ndim, np = spec->ndim, nt = 0, si = 0, inf = -1;
+    memcpy(s, src->dims, sizeof(int64_t) * (size_t)ns);
+    memcpy(p, spec->dims, sizeof(int64_t) * (size_t)np);
+    if (reverse) {
+        reverse_dims(s, ns);
+        reverse_dims(p, np);
+    }
+#define RESHAPE_FAIL(...)                                                                          \
+    do {                                                                                           \
+        char why[160];                                                                             \
+        snprintf(why, sizeof why, __VA_ARGS__);                                                    \
+        return mxc__error(MXC_ESHAPE, "Reshape: cannot reshape data %s with shape=%s%s: %s",       \
+                          mxc__shape_str(src, b1, sizeof b1), mxc__shape_str(spec, b2, sizeof b2), \
+                          reverse ? " (reverse)" : "", why);                                       \
+    } while (0)
+#define PUSH(v)                                                    \
+    do {                                                           \
+        if (nt == MXC_MAX_NDIM)                                    \
+            RESHAPE_FAIL("more than %d dimensions", MXC_MAX_NDIM); \
+        t[nt++] = (v);                                             \
+    } while (0)
+    for (int i = 0; i < np; i++) {
+        int64_t v = p[i];
+        if (v == 0) { /* copy one */
+            if (si >= ns)
+                RESHAPE_FAIL("0 at position %d has no data axis left to copy", i);
+            PUSH(s[si++]);
+        } else if (v == -1) { /* infer (below) */
+            if (inf >= 0)
+                RESHAPE_FAIL("only one dimension can be -1 (inferred)");
+            inf = nt;
+            PUSH(1);
+            si++;
+        } else if (v == -2) { /* copy the rest */
+            while (si < ns)
+                PUSH(s[si++]);
+        } else if (v == -3) { /* merge two */
+            if (si + 1 >= ns)
+                RESHAPE_FAIL("-3 at position %d needs two data axes, %d left", i, ns - si);
+            PUSH(s[si] * s[si + 1]);
+            si += 2;
+        } else if (v == -4) { /* split one into the next two values (one may be -1) */
+            if (i + 2 >= np)
+                RESHAPE_FAIL("-4 at position %d must be followed by two values", i);
+            if (si >= ns)
+                RESHAPE_FAIL("-4 at position %d has no data axis left to split", i);
+            int64_t d0 = s[si++], d1 = p[i + 1], d2 = p[i + 2];
+            i += 2;
+            if (d1 == -1 && d2 == -1)
+                RESHAPE_FAIL("-4 cannot split into two -1");
+            if (d1 < -1 || d2 < -1 || d1 == 0 || d2 == 0)
+                RESHAPE_FAIL("-4 splits into positive sizes (one may be -1)");
+            if (d1 == -1)
+                d1 = d0 / d2;
+            if (d2 == -1)
+                d2 = d0 / d1;
+            if (d1 * d2 != d0)
+                RESHAPE_FAIL("split sizes %lld * %lld do not make %lld", (long long)d1,
+                             (long long)d2, (long long)d0);
+            PUSH(d1);
+            PUSH(d2);
+        } else if (v > 0) {
+            PUSH(v);
+            si++;
+        } else {
+            RESHAPE_FAIL("%lld is not a size or a special value (0, -1, -2, -3, -4)", (long long)v);
+        }
+    }
+    if (inf >= 0) {
+        int64_t known = 1;
+        for (int i = 0; i < nt; i++)
+            known *= t[i];
+        if (known == 0 || mxc_shape_size(src) % known != 0)
+            RESHAPE_FAIL("the -1 cannot be inferred (%lld elements, %lld in the other "
+                         "dimensions)",
+                         (long long)mxc_shape_size(src), (long long)known);
+        t[inf] = mxc_shape_size(src) / known;
+    }
+#undef PUSH
+#undef RESHAPE_FAIL
+    if (reverse)
+        reverse_dims(t, nt);
+    *dst = mxc_shape_make(nt, t);
+    return MXC_OK;
+}
+
+/* data known: output from `shape` (or, with shape (), the given output of equal size). */
+static int reshape_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                         mxc_shape *aux, int num_aux) {
+    const struct reshape_param *p = params;
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    if (in[0].ndim == 0)
+        return MXC_OK; /* MXNet cannot reverse the special values either */
+    mxc_shape o;
+    if (p->shape.ndim == 0) {
+        if (out[0].ndim == 0)
+            return MXC_OK; /* no target: the output must come from elsewhere */
+        o = out[0];
+    } else {
+        int rc = reshape_infer(&p->shape, &in[0], p->reverse, &o);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    return assign_same_size(&out[0], &o, &in[0], "Reshape");
+}
+
+const struct mxc__op_def mxc__op_Reshape = {
+    .name = "Reshape",
+    .description = "Gives data a new shape with the same number of elements",
+    .param_size = sizeof(struct reshape_param),
+    .params = reshape_params,
+    .num_params = (int)MXC_ARRAY_SIZE(reshape_params),
+    .inputs = in_data,
+    .outputs = out_output,
+    .infer_shape = reshape_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_cpu = copy_forward,
+    .backward_cpu = copy_backward,
+};
+
+/* ---- expand_dims -------------------------------------------------------------------- */
+
+struct expand_dims_param {
+    int axis;
+};
+
+static const struct mxc__param expand_dims_params[] = {
+    MXC__P_INT(struct expand_dims_param, axis, NULL, -MXC_MAX_NDIM, MXC_MAX_NDIM - 1,
+               "position of the new axis of size 1 in the output; negative counts from the "
+               "end (range [-ndim-1, ndim])"),
+};
+
+/* data (d0, ..., dk) -> output with a 1 inserted at `axis`; the output gives data back. */
+static int expand_dims_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                             int num_out, mxc_shape *aux, int num_aux) {
+    const struct expand_dims_param *p = params;
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    char b[128];
+    if (in[0].ndim == 0) {
+        /* from the output: drop its axis (which must be 1) */
+        if (out[0].ndim < 2)
+            return MXC_OK;
+        int a = p->axis < 0 ? p->axis + out[0].ndim : p->axis;
+        if (a < 0 || a >= out[0].ndim || out[0].dims[a] != 1)
+            return mxc__error(MXC_ESHAPE, "expand_dims: output %s has no axis %d of size 1",
+                              mxc__shape_str(&out[0], b, sizeof b), p->axis);
+        mxc_shape d = {.ndim = out[0].ndim - 1};
+        for (int i = 0, j = 0; i < out[0].ndim; i++)
+            if (i != a)
+                d.dims[j++] = out[0].dims[i];
+        in[0] = d;
+        return MXC_OK;
+    }
+    int nd = in[0].ndim;
+    if (p->axis < -nd - 1 || p->axis > nd)
+        return mxc__error(MXC_EINVAL, "expand_dims: axis=%d is outside [%d, %d] for data %s",
+                          p->axis, -nd - 1, nd, mxc__shape_str(&in[0], b, sizeof b));
+    if (nd == MXC_MAX_NDIM)
+        return mxc__error(MXC_ENOTSUP,
+                          "expand_dims: data %s already has the most "
+                          "dimensions supported (%d)",
+                          mxc__shape_str(&in[0], b, sizeof b), MXC_MAX_NDIM);
+    int a = p->axis < 0 ? p->axis + nd + 1 : p->axis;
+    mxc_shape o = {.ndim = nd + 1};
+    for (int i = 0, j = 0; i <= nd; i++)
+        o.dims[i] = i == a ? 1 : in[0].dims[j++];
+    return mxc__shape_assign(&out[0], &o, "expand_dims", "output");
+}
+
+const struct mxc__op_def mxc__op_expand_dims = {
+    .name = "expand_dims",
+    .description = "Inserts an axis of size 1 at position axis",
+    .param_size = sizeof(struct expand_dims_param),
+    .params = expand_dims_params,
+    .num_params = (int)MXC_ARRAY_SIZE(expand_dims_params),
+    .inputs = in_data,
+    .outputs = out_output,
+    .infer_shape = expand_dims_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_cpu = copy_forward,
+    .backward_cpu = copy_backward,
+};
+
+/* ---- transpose ---------------------------------------------------------------------- */
+
+struct transpose_param {
+    mxc_shape axes;
+};
+
+static const struct mxc__param transpose_params[] = {
+    MXC__P_TUPLE(struct transpose_param, axes, "()",
+                 "output axis i is data axis axes[i]; () reverses the axes"),
+};
+
+/* The permutation for `ndim` axes: `axes` checked, or the reversal when it is empty. */
+static int transpose_perm(const struct transpose_param *p, int ndim, int *perm) {
+    char b[128];
+    if (p->axes.ndim == 0) {
+        for (int i = 0; i < ndim; i++)
+            perm[i] = ndim - 1 - i;
+        return MXC_OK;
+    }
+    if (p->axes.ndim != ndim)
+        return mxc__error(MXC_EINVAL, "transpose: axes=%s has %d entries for %d-D data",
+                          mxc__shape_str(&p->axes, b, sizeof b), p->axes.ndim, ndim);
+    bool seen[MXC_MAX_NDIM] = {false};
+    for (int i = 0; i < ndim; i++) {
+        int64_t a = p->axes.dims[i];
+        if (a < 0 || a >= ndim || seen[a])
+            return mxc__error(MXC_EINVAL,
+                              "transpose: axes=%s is not a permutation of "
+                              "0..%d",
+                              mxc__shape_str(&p->axes, b, sizeof b), ndim - 1);
+        seen[a] = true;
+        perm[i] = (int)a;
+    }
+    return MXC_OK;
+}
+
+/* output dims[i] = data dims[perm[i]]; the output gives data back through the inverse. */
+static int transpose_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                           int num_out, mxc_shape *aux, int num_aux) {
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    int perm[MXC_MAX_NDIM], rc;
+    if (in[0].ndim == 0) {
+        if (out[0].ndim == 0)
+            return MXC_OK;
+        if ((rc = transpose_perm(params, out[0].ndim, perm)) != MXC_OK)
+            return rc;
+        mxc_shape d = {.ndim = out[0].ndim};
+        for (int i = 0; i < d.ndim; i++)
+            d.dims[perm[i]] = out[0].dims[i];
+        in[0] = d;
+        return MXC_OK;
+    }
+    if ((rc = transpose_perm(params, in[0].ndim, perm)) != MXC_OK)
+        return rc;
+    mxc_shape o = {.ndim = in[0].ndim};
+    for (int i = 0; i < o.ndim; i++)
+        o.dims[i] = in[0].dims[perm[i]];
+    return mxc__shape_assign(&out[0], &o, "transpose", "output");
+}
+
+/* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i].
+ * src: `shape`, row-major; dst: the permuted shape, row-major, walked in order with an
+ * index counter, the last axis as the inner strided loop. */
+static void permute(float *dst, const float *src, const mxc_shape *shape, const int *perm,
+                    int req) {
+    int nd = shape->ndim;
+    int64_t sstride[MXC_MAX_NDIM], dims[MXC_MAX_NDIM], strides[MXC_MAX_NDIM];
+    int64_t idx[MXC_MAX_NDIM] = {0};
+    int64_t acc = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        sstride[i] = acc;
+        acc *= shape->dims[i];
+    }
+    if (req == MXC__REQ_NULL || acc == 0)
+        return;
+    for (int i = 0; i < nd; i++) {
+        dims[i] = shape->dims[perm[i]];
+        strides[i] = sstride[perm[i]];
+    }
+    int64_t inner = dims[nd - 1], is = strides[nd - 1], rows = acc / inner;
+    bool add = req == MXC__REQ_ADD;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off = 0;
+        for (int i = 0; i < nd - 1; i++)
+            off += idx[i] * strides[i];
+        const float *s = src + off;
+        float *d = dst + r * inner;
+        if (add)
+            for (int64_t j = 0; j < inner; j++)
+                d[j] += s[j * is];
+        else
+            for (int64_t j = 0; j < inner; j++)
+                d[j] = s[j * is];
+        for (int i = nd - 2; i >= 0; i--) { /* next output row */
+            if (++idx[i] < dims[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+}
+
+/* out = data with axes permuted. */
+static int transpose_forward(const struct mxc__op_call *c) {
+    int perm[MXC_MAX_NDIM];
+    int rc = transpose_perm(c->params, c->in_data[0].shape.ndim, perm);
+    if (rc == MXC_OK)
+        permute(c->out_data[0].data, c->in_data[0].data, &c->in_data[0].shape, perm, c->req[0]);
+    return rc;
+}
+
+/* d_data = d_out permuted back: d_out has the output shape, the inverse permutation. */
+static int transpose_backward(const struct mxc__op_call *c) {
+    int perm[MXC_MAX_NDIM], inv[MXC_MAX_NDIM];
+    int rc = transpose_perm(c->params, c->in_grad[0].shape.ndim, perm);
+    if (rc != MXC_OK)
+        return rc;
+    for (int i = 0; i < c->in_grad[0].shape.ndim; i++)
+        inv[perm[i]] = i;
+    permute(c->in_grad[0].data, c->out_grad[0].data, &c->out_grad[0].shape, inv, c->req[0]);
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_transpose = {
+    .name = "transpose",
+    .description = "Permutes the axes: output axis i is data axis axes[i] (default: reversed)",
+    .param_size = sizeof(struct transpose_param),
+    .params = transpose_params,
+    .num_params = (int)MXC_ARRAY_SIZE(transpose_params),
+    .inputs = in_data,
+    .outputs = out_output,
+    .infer_shape = transpose_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .forward_cpu = transpose_forward,
+    .backward_cpu = transpose_backward,
+};
