@@ -47,6 +47,12 @@ MXC__OP(BatchNorm)
 MXC__OP(Dropout)
 /* end of activations */
 /* softmax and loss outputs: operator/softmax.c, regression.c */
+MXC__OP(softmax)
+MXC__OP(log_softmax)
+MXC__OP(SoftmaxOutput)
+MXC__OP(LinearRegressionOutput)
+MXC__OP(LogisticRegressionOutput)
+MXC__OP(MAERegressionOutput)
 /* end of losses */
 /* shape, joining and lookup: operator/shape.c, concat.c, embedding.c */
 MXC__OP(Flatten)

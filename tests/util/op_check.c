@@ -298,6 +298,34 @@ void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_trai
     mxct_tensors_free(w, p.num_out);
 }
 
+int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
+                     const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
+                     const struct mxct_tensor *out_grad, struct mxct_tensor *in_grad_out) {
+    struct prepared p;
+    int rc = prepare(name, params, in, num_in, aux, &p);
+    if (rc != MXC_OK)
+        return rc;
+    ck_assert_msg(p.def->backward_cpu != NULL, "%s has no backward", name);
+    struct mxct_tensor out[MAX_ARGS], og[MAX_ARGS];
+    for (int k = 0; k < p.num_out; k++) {
+        out[k] = mxct_tensor_from(p.out_shapes[k], NULL);
+        bool given = out_grad != NULL && k < p.num_visible;
+        og[k] = mxct_tensor_from(p.out_shapes[k], given ? out_grad[k].data : NULL);
+    }
+    rc = run_forward(&p, is_train, in, aux, out);
+    if (rc == MXC_OK) {
+        for (int i = 0; i < num_in; i++) {
+            in_grad_out[i] = mxct_tensor_from(in[i].shape, NULL);
+            for (int64_t j = 0; j < mxc_shape_size(&in[i].shape); j++)
+                in_grad_out[i].data[j] = NAN;
+        }
+        run_backward(&p, is_train, in, out, aux, og, in_grad_out, MXC__REQ_WRITE);
+    }
+    mxct_tensors_free(out, p.num_out);
+    mxct_tensors_free(og, p.num_out);
+    return rc;
+}
+
 struct mxct_tensor mxct_ref_load(const char *file, const char *name) {
     const char *dir = getenv("MXC_TEST_DATA");
     char path[4096];

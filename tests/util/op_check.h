@@ -3,7 +3,8 @@
  * on host buffers (no engine, no arrays), checks forward values against references with
  * stated tolerances reporting the worst element, and checks backward against central
  * finite differences of forward (float64 accumulation), with write and add-to requests,
- * passing the backward only the data it declared it needs.
+ * passing the backward only the data it declared it needs; runs forward + backward with
+ * given head gradients for comparison with reference gradients (loss operators).
  */
 #ifndef MXC_TEST_OP_CHECK_H
 #define MXC_TEST_OP_CHECK_H
@@ -65,6 +66,18 @@ void mxct_expect_close(const struct mxct_tensor *got, const float *want, double 
 void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_train,
                        const struct mxct_tensor *in, int num_in, const struct mxct_tensor *aux,
                        unsigned skip, double eps, double rtol, double atol);
+
+/* Runs operator `name` forward (training mode as `is_train` says) then its backward with
+ * head gradients `out_grad` (one per visible output; hidden outputs get zeros), passing
+ * the backward only the data it declared it needs, as mxct_op_gradcheck does. Loss
+ * operators, which ignore head gradients, take out_grad = NULL. Fills `in_grad_out` (one
+ * per input) with new tensors of the input shapes holding the gradients written with
+ * write requests; they start as NaN, so an element the kernel leaves unwritten shows.
+ * `aux` is updated by the forward as in mxct_op_forward. Returns the status of parsing,
+ * inference or the forward kernel; a failing backward kernel fails the test. */
+int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
+                     const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
+                     const struct mxct_tensor *out_grad, struct mxct_tensor *in_grad_out);
 
 /* Reference data: `file` (relative to tests/data, or $MXC_TEST_DATA) is an NDArray list
  * saved by a generator script (mx.nd.save with named arrays). Loads the float32 array

@@ -1,0 +1,430 @@
+/*
+ * operator/softmax.c — softmax, log_softmax and the SoftmaxOutput loss.
+ *
+ * softmax / log_softmax are ordinary differentiable operators along one axis (default
+ * the last), with an optional temperature T: y = exp((x - max) / T) / sum, computed after
+ * subtracting the maximum so large inputs do not overflow. SoftmaxOutput is a loss: its
+ * forward is a softmax (over the flattened trailing axes, the last axis with
+ * preserve_shape, or axis 1 with multi_output), and its backward ignores the head
+ * gradient and starts the chain with (softmax - one_hot(label)) * grad_scale / normaliser,
+ * as MXNet 1.9.1 does (label smoothing, ignored labels, probability labels of data's
+ * shape). All three views of the data are (outer, n, inner) with the softmax along n;
+ * one pair of kernels (softmax_block / softmax_grad_block) serves every operator.
+ * float32, row-major.
+ */
+#include "operator/op.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+/* ---- Shared kernels ------------------------------------------------------------------ */
+
+/* x, y: (outer, n, inner), n >= 1; softmax (or log-softmax) along n, temperature t.
+ * tmp: 2 * inner floats. y may be x (each element is read before it is written). */
+static void softmax_block(const float *x, float *y, int64_t outer, int64_t n, int64_t inner,
+                          float t, bool log_out, float *tmp) {
+    float *mx = tmp, *sum = tmp + inner;
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xb = x + o * n * inner;
+        float *yb = y + o * n * inner;
+        memcpy(mx, xb, (size_t)inner * sizeof(float));
+        for (int64_t c = 1; c < n; c++)
+            for (int64_t i = 0; i < inner; i++)
+                mx[i] = fmaxf(mx[i], xb[c * inner + i]);
+        memset(sum, 0, (size_t)inner * sizeof(float));
+        if (log_out) {
+            /* y = (x - max) / t - log(sum exp((x - max) / t)) */
+            for (int64_t c = 0; c < n; c++)
+                for (int64_t i = 0; i < inner; i++)
+                    sum[i] += expf((xb[c * inner + i] - mx[i]) / t);
+            for (int64_t i = 0; i < inner; i++)
+                sum[i] = logf(sum[i]);
+            for (int64_t c = 0; c < n; c++)
+                for (int64_t i = 0; i < inner; i++)
+                    yb[c * inner + i] = (xb[c * inner + i] - mx[i]) / t - sum[i];
+        } else {
+            for (int64_t c = 0; c < n; c++)
+                for (int64_t i = 0; i < inner; i++) {
+                    float e = expf((xb[c * inner + i] - mx[i]) / t);
+                    yb[c * inner + i] = e;
+                    sum[i] += e;
+                }
+            for (int64_t i = 0; i < inner; i++)
+                sum[i] = 1.0f / sum[i];
+            for (int64_t c = 0; c < n; c++)
+                for (int64_t i = 0; i < inner; i++)
+                    yb[c * inner + i] *= sum[i];
+        }
+    }
+}
+
+/* Forward for a (outer, n, inner) view honouring req: writes straight into out (in place
+ * allowed), or through temp space when adding. */
+static int softmax_forward_req(const struct mxc__op_call *c, int64_t outer, int64_t n,
+                               int64_t inner, float t, bool log_out) {
+    int req = c->req[0];
+    if (req == MXC__REQ_NULL || outer * n * inner == 0)
+        return MXC_OK;
+    int64_t block = req == MXC__REQ_ADD ? outer * n * inner : 0;
+    float *tmp;
+    int rc = mxc__resource_temp(c->resources[0], (size_t)(2 * inner + block) * sizeof(float),
+                                (void **)&tmp);
+    if (rc != MXC_OK)
+        return rc;
+    const float *x = c->in_data[0].data;
+    float *y = c->out_data[0].data;
+    if (req != MXC__REQ_ADD) {
+        softmax_block(x, y, outer, n, inner, t, log_out, tmp);
+        return MXC_OK;
+    }
+    float *yt = tmp + 2 * inner;
+    softmax_block(x, yt, outer, n, inner, t, log_out, tmp);
+    for (int64_t i = 0; i < block; i++)
+        y[i] += yt[i];
+    return MXC_OK;
+}
+
+/* dx (+)= softmax gradient along n of (outer, n, inner) tensors, temperature t:
+ *   softmax:     dx = y * (g - sum_n(g * y)) / t
+ *   log_softmax: dx = (g - exp(y) * sum_n(g)) / t
+ * tmp: inner floats. dx may be g when not adding (the sums are taken first). */
+static void softmax_grad_block(const float *y, const float *g, float *dx, int64_t outer, int64_t n,
+                               int64_t inner, float t, bool log_out, bool add, float *tmp) {
+    for (int64_t o = 0; o < outer; o++) {
+        const float *yb = y + o * n * inner, *gb = g + o * n * inner;
+        float *db = dx + o * n * inner;
+        memset(tmp, 0, (size_t)inner * sizeof(float));
+        for (int64_t c = 0; c < n; c++)
+            for (int64_t i = 0; i < inner; i++)
+                tmp[i] += log_out ? gb[c * inner + i] : gb[c * inner + i] * yb[c * inner + i];
+        for (int64_t c = 0; c < n; c++)
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t k = c * inner + i;
+                float v =
+                    log_out ? (gb[k] - expf(yb[k]) * tmp[i]) / t : yb[k] * (gb[k] - tmp[i]) / t;
+                db[k] = add ? db[k] + v : v;
+            }
+    }
+}
+
+/* ---- softmax / log_softmax ----------------------------------------------------------- */
+
+struct softmax_param {
+    int axis;
+    struct mxc__opt_float temperature;
+};
+
+static const struct mxc__param softmax_params[] = {
+    MXC__P_INT(struct softmax_param, axis, "-1", 1, 0, "the axis to normalise along"),
+    MXC__P_OPT_FLOAT(struct softmax_param, temperature, "divides the input (None: 1)"),
+};
+
+static const char *const data_inputs[] = {"data", NULL};
+static const char *const output_outputs[] = {"output", NULL};
+
+/* data: any shape; output: the same. Checks the axis and the temperature. */
+static int softmax_shape_common(const void *params, mxc_shape *in, mxc_shape *out, const char *op) {
+    const struct softmax_param *p = params;
+    char buf[128];
+    if (p->temperature.has_value && !(p->temperature.value > 0))
+        return mxc__error(MXC_EINVAL, "%s: temperature must be positive, got %g", op,
+                          (double)p->temperature.value);
+    int rc = mxc__shape_assign(&in[0], &out[0], op, "data");
+    if (rc == MXC_OK)
+        rc = mxc__shape_assign(&out[0], &in[0], op, "output");
+    if (rc != MXC_OK || in[0].ndim == 0)
+        return rc;
+    if (p->axis < -in[0].ndim || p->axis >= in[0].ndim)
+        return mxc__error(MXC_EINVAL, "%s: axis %d is out of range for data of shape %s", op,
+                          p->axis, mxc__shape_str(&in[0], buf, sizeof buf));
+    return MXC_OK;
+}
+
+static int softmax_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                         mxc_shape *aux, int num_aux) {
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    return softmax_shape_common(params, in, out, "softmax");
+}
+
+static int log_softmax_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                             int num_out, mxc_shape *aux, int num_aux) {
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    return softmax_shape_common(params, in, out, "log_softmax");
+}
+
+/* shape as (outer, n, inner) around the softmax axis */
+static void axis_dims(const struct softmax_param *p, const mxc_shape *s, int64_t *outer, int64_t *n,
+                      int64_t *inner) {
+    int axis = p->axis < 0 ? p->axis + s->ndim : p->axis;
+    *outer = *inner = 1;
+    for (int i = 0; i < axis; i++)
+        *outer *= s->dims[i];
+    for (int i = axis + 1; i < s->ndim; i++)
+        *inner *= s->dims[i];
+    *n = s->dims[axis];
+}
+
+static float temperature_of(const struct softmax_param *p) {
+    return p->temperature.has_value ? p->temperature.value : 1.0f;
+}
+
+static int softmax_fwd(const struct mxc__op_call *c, bool log_out) {
+    const struct softmax_param *p = c->params;
+    int64_t outer, n, inner;
+    axis_dims(p, &c->in_data[0].shape, &outer, &n, &inner);
+    return softmax_forward_req(c, outer, n, inner, temperature_of(p), log_out);
+}
+
+/* in: any shape; backward reads out_grad and the output (y). */
+static int softmax_bwd(const struct mxc__op_call *c, bool log_out) {
+    const struct softmax_param *p = c->params;
+    int req = c->req[0];
+    const struct mxc__tensor *y = &c->out_data[0];
+    if (req == MXC__REQ_NULL || y->size == 0)
+        return MXC_OK;
+    int64_t outer, n, inner;
+    axis_dims(p, &y->shape, &outer, &n, &inner);
+    float *tmp;
+    int rc = mxc__resource_temp(c->resources[0], (size_t)inner * sizeof(float), (void **)&tmp);
+    if (rc != MXC_OK)
+        return rc;
+    softmax_grad_block(y->data, c->out_grad[0].data, c->in_grad[0].data, outer, n, inner,
+                       temperature_of(p), log_out, req == MXC__REQ_ADD, tmp);
+    return MXC_OK;
+}
+
+static int softmax_forward(const struct mxc__op_call *c) { return softmax_fwd(c, false); }
+static int softmax_backward(const struct mxc__op_call *c) { return softmax_bwd(c, false); }
+static int log_softmax_forward(const struct mxc__op_call *c) { return softmax_fwd(c, true); }
+static int log_softmax_backward(const struct mxc__op_call *c) { return softmax_bwd(c, true); }
+
+const struct mxc__op_def mxc__op_softmax = {
+    .name = "softmax",
+    .description = "exp((x - max) / T) / sum along an axis",
+    .param_size = sizeof(struct softmax_param),
+    .params = softmax_params,
+    .num_params = (int)MXC_ARRAY_SIZE(softmax_params),
+    .inputs = data_inputs,
+    .outputs = output_outputs,
+    .infer_shape = softmax_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_OUT_DATA,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = softmax_forward,
+    .backward_cpu = softmax_backward,
+};
+
+const struct mxc__op_def mxc__op_log_softmax = {
+    .name = "log_softmax",
+    .description = "(x - max) / T - log(sum exp((x - max) / T)) along an axis",
+    .param_size = sizeof(struct softmax_param),
+    .params = softmax_params,
+    .num_params = (int)MXC_ARRAY_SIZE(softmax_params),
+    .inputs = data_inputs,
+    .outputs = output_outputs,
+    .infer_shape = log_softmax_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_OUT_DATA,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = log_softmax_forward,
+    .backward_cpu = log_softmax_backward,
+};
+
+/* ---- SoftmaxOutput --------------------------------------------------------------------- */
+
+enum { NORM_NULL, NORM_BATCH, NORM_VALID };
+
+struct softmax_output_param {
+    float grad_scale;
+    float ignore_label;
+    bool multi_output;
+    bool use_ignore;
+    bool preserve_shape;
+    int normalization;
+    bool out_grad;
+    float smooth_alpha;
+};
+
+static const char *const norm_choices[] = {"null", "batch", "valid", NULL};
+
+#define SP struct softmax_output_param
+static const struct mxc__param softmax_output_params[] = {
+    MXC__P_FLOAT(SP, grad_scale, "1", 1, 0, "scales the gradient"),
+    MXC__P_FLOAT(SP, ignore_label, "-1", 1, 0, "the label whose rows get no gradient"),
+    MXC__P_BOOL(SP, multi_output, "False", "softmax along axis 1 of (N, C, ...), labels (N, ...)"),
+    MXC__P_BOOL(SP, use_ignore, "False", "zero the gradient of rows labelled ignore_label"),
+    MXC__P_BOOL(SP, preserve_shape, "False", "softmax along the last axis only"),
+    MXC__P_ENUM(SP, normalization, "null", norm_choices,
+                "divide the gradient by 1 (null), the batch size or the valid labels"),
+    MXC__P_BOOL(SP, out_grad, "False", "multiply by the head gradient (not supported)"),
+    MXC__P_FLOAT(SP, smooth_alpha, "0", 0, 1, "label smoothing: 1 - alpha on the label"),
+};
+#undef SP
+
+static const char *const so_inputs[] = {"data", "label", NULL};
+
+/* The softmax of data as (outer, n, inner), along n:
+ *   multi_output:   (d0, d1, rest)
+ *   preserve_shape: (size / last, last, 1)
+ *   otherwise:      (d0, size / d0, 1), data flattened to 2-D as MXNet does. */
+static void so_dims(const struct softmax_output_param *p, const mxc_shape *s, int64_t *outer,
+                    int64_t *n, int64_t *inner) {
+    int64_t size = mxc_shape_size(s);
+    if (p->multi_output) {
+        *outer = s->dims[0];
+        *n = s->dims[1];
+        *inner = *outer * *n != 0 ? size / (*outer * *n) : 0;
+    } else if (p->preserve_shape) {
+        *n = s->dims[s->ndim - 1];
+        *outer = *n ? size / *n : 0;
+        *inner = 1;
+    } else {
+        *outer = s->dims[0];
+        *n = *outer ? size / *outer : 0;
+        *inner = 1;
+    }
+}
+
+static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
+    if (a->ndim != b->ndim)
+        return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->dims[i] != b->dims[i])
+            return false;
+    return true;
+}
+
+/* data (N, ...) <-> output (same); label deduced from data: data's shape without the last
+ * axis, or (N, size / N / C) with multi_output (which also accepts (N, d2, ...) and
+ * (N, 1, d2, ...)); a label of data's shape holds probabilities. */
+static int so_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                    mxc_shape *aux, int num_aux) {
+    const struct softmax_output_param *p = params;
+    const char *op = "SoftmaxOutput";
+    char a[128], b[128], d[128], e[128];
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    if (p->out_grad)
+        return mxc__error(MXC_ENOTSUP,
+                          "%s: out_grad=True is not supported (the loss starts "
+                          "the gradient chain)",
+                          op);
+    int rc = mxc__shape_assign(&in[0], &out[0], op, "data");
+    if (rc == MXC_OK)
+        rc = mxc__shape_assign(&out[0], &in[0], op, "output");
+    if (rc != MXC_OK || in[0].ndim == 0)
+        return rc;
+    const mxc_shape *ds = &in[0];
+    if (ds->ndim < 2)
+        return mxc__error(MXC_ESHAPE, "%s: data must have at least 2 dimensions, got %s", op,
+                          mxc__shape_str(ds, d, sizeof d));
+    if (same_shape(&in[1], ds))
+        return MXC_OK; /* probability labels */
+    if (!p->multi_output) {
+        mxc_shape l = *ds;
+        l.ndim--;
+        return mxc__shape_assign(&in[1], &l, op, "label");
+    }
+    int64_t n0 = ds->dims[0], c = ds->dims[1], size = mxc_shape_size(ds);
+    int64_t l1d[2] = {n0, n0 * c != 0 ? size / n0 / c : 0};
+    mxc_shape l1 = mxc_shape_make(2, l1d), l2 = *ds, l3 = *ds;
+    l2.ndim--;
+    for (int i = 2; i < ds->ndim; i++)
+        l2.dims[i - 1] = ds->dims[i];
+    l3.dims[1] = 1;
+    if (in[1].ndim == 0) {
+        in[1] = l1;
+        return MXC_OK;
+    }
+    if (same_shape(&in[1], &l1) || same_shape(&in[1], &l2) || same_shape(&in[1], &l3))
+        return MXC_OK;
+    return mxc__error(MXC_ESHAPE, "%s: label has shape %s, expected %s or %s (data %s)", op,
+                      mxc__shape_str(&in[1], a, sizeof a), mxc__shape_str(&l1, b, sizeof b),
+                      mxc__shape_str(&l2, d, sizeof d), mxc__shape_str(ds, e, sizeof e));
+}
+
+static int so_forward(const struct mxc__op_call *c) {
+    const struct softmax_output_param *p = c->params;
+    int64_t outer, n, inner;
+    so_dims(p, &c->in_data[0].shape, &outer, &n, &inner);
+    return softmax_forward_req(c, outer, n, inner, 1.0f, false);
+}
+
+/* A label value as a class index the way MXNet casts it (int truncation); values no int
+ * can hold match no class. */
+static int64_t label_class(float v) {
+    return v > (float)INT_MIN && v < (float)INT_MAX ? (int64_t)(int)v : INT64_MIN;
+}
+
+/* dx (+)= v */
+static inline void put(float *dx, int64_t k, float v, bool add) { dx[k] = add ? dx[k] + v : v; }
+
+/* in_grad[0] (outer, n, inner) = (y - target) * scale; target: one-hot of the label at
+ * (o, i) (1 - alpha on the label, alpha / (n - 1) elsewhere with smoothing); rows whose
+ * label is ignore_label get 0 with use_ignore. in_grad[1] (the label) gets 0. */
+static int so_backward(const struct mxc__op_call *c) {
+    const struct softmax_output_param *p = c->params;
+    const struct mxc__tensor *y = &c->out_data[0], *lab = &c->in_data[1];
+    const float *yv = y->data, *lv = lab->data;
+    float *dx = c->in_grad[0].data;
+    int req = c->req[0];
+    bool add = req == MXC__REQ_ADD;
+    if (c->req[1] == MXC__REQ_WRITE || c->req[1] == MXC__REQ_INPLACE)
+        memset(c->in_grad[1].data, 0, (size_t)lab->size * sizeof(float));
+    if (req == MXC__REQ_NULL || y->size == 0)
+        return MXC_OK;
+    if (same_shape(&lab->shape, &y->shape)) { /* probability labels: no normaliser */
+        for (int64_t k = 0; k < y->size; k++)
+            put(dx, k, (yv[k] - lv[k]) * p->grad_scale, add);
+        return MXC_OK;
+    }
+    int64_t outer, n, inner;
+    so_dims(p, &y->shape, &outer, &n, &inner);
+    int64_t ignore = label_class(p->ignore_label);
+    double valid = 1;
+    if (p->normalization == NORM_BATCH) {
+        valid = (double)(p->multi_output ? outer : lab->size);
+    } else if (p->normalization == NORM_VALID) {
+        valid = 0;
+        for (int64_t k = 0; k < lab->size; k++)
+            valid += label_class(lv[k]) != ignore;
+        valid = valid > 0 ? valid : 1;
+    }
+    if (p->multi_output && p->normalization != NORM_VALID)
+        valid *= (double)inner;
+    float scale = (float)(p->grad_scale / valid);
+    float on = 1.0f - p->smooth_alpha;
+    float off = n > 1 ? p->smooth_alpha / (float)(n - 1) : 0.0f;
+    for (int64_t o = 0; o < outer; o++) {
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t cls = label_class(lv[o * inner + i]);
+            bool skip = p->use_ignore && cls == ignore;
+            for (int64_t ch = 0; ch < n; ch++) {
+                int64_t k = (o * n + ch) * inner + i;
+                float v = skip ? 0.0f : (yv[k] - (ch == cls ? on : off)) * scale;
+                put(dx, k, v, add);
+            }
+        }
+    }
+    return MXC_OK;
+}
+
+const struct mxc__op_def mxc__op_SoftmaxOutput = {
+    .name = "SoftmaxOutput",
+    .description = "softmax forward; cross-entropy gradient against label backward",
+    .param_size = sizeof(struct softmax_output_param),
+    .params = softmax_output_params,
+    .num_params = (int)MXC_ARRAY_SIZE(softmax_output_params),
+    .inputs = so_inputs,
+    .outputs = output_outputs,
+    .infer_shape = so_shape,
+    .backward_deps = MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA, /* a loss: no out_grad */
+    .inplace = MXC__INPLACE(0, 0),
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = so_forward,
+    .backward_cpu = so_backward,
+};
