@@ -37,7 +37,7 @@ NVCC    ?= $(CUDA_HOME)/bin/nvcc
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  := $(CSTD) $(WARN) -fPIC -pthread -Iinclude -I. -MMD -MP
-LDLIBS  := -pthread -lm -lopenblas
+LDLIBS  := -pthread -lm -lopenblas -lz
 
 ifeq ($(DEBUG),1)
   CFLAGS += -O0 -g3
@@ -57,8 +57,15 @@ ifneq ($(SANITIZE),)
   LDFLAGS += $(SANFLAGS)
 endif
 
+# OpenMP runs the operators' intra-operator threads (common/parallel.c). libgomp is not
+# built with ThreadSanitizer instrumentation, so its barriers look like races to TSan and
+# every parallel region would be reported: a SANITIZE=thread build is always serial.
+ifeq ($(SANITIZE),thread)
+  override USE_OPENMP := 0
+endif
 ifeq ($(USE_OPENMP),1)
-  CFLAGS += -DMXC_USE_OPENMP
+  CFLAGS += -DMXC_USE_OPENMP -fopenmp
+  LDLIBS += -fopenmp
 endif
 
 NVCCFLAGS := -O2 -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a))
@@ -89,7 +96,8 @@ TOOL_BINS  := $(TOOL_SRCS:tools/%.c=$(BIN)/%)
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
-.PHONY: all lib tests benches examples tools test check bench demo install clean features deps
+.PHONY: all lib tests benches examples tools test check bench bench-deps demo install clean \
+        features deps
 all: features lib tools examples benches tests
 
 features:
@@ -161,7 +169,11 @@ check:
 	$(MAKE) -j2 test SANITIZE=address
 	$(MAKE) -j2 test SANITIZE=thread
 
-bench: features $(BENCH_BINS)
+# bench-deps: the benchmarks' baselines (PyTorch for bench_train), installed when missing.
+bench-deps:
+	@bash scripts/deps.sh --bench
+
+bench: features bench-deps $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
 
 demo: features $(BIN)/bench_engine $(BIN)/example_engine_demo

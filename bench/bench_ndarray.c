@@ -31,6 +31,8 @@
 #include <mxc/engine.h>
 #include <mxc/ndarray.h>
 
+#include "common/parallel.h"
+
 #include <cblas.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -219,11 +221,15 @@ static struct pair_result dot_bench(const struct options *opt) {
         for (int k = 0; k < opt->dot_reps; k++)
             TRY(mxc_nd_dot(a, b, &c));
         TRY(mxc_nd_wait_to_read(c));
+        /* the same thread count on both sides: mxc_nd_dot splits its product over the
+         * operator budget T (common/parallel.h) and keeps OpenBLAS at one thread */
+        openblas_set_num_threads(mxc__op_threads());
         uint64_t t1 = bench_now_ns();
         for (int k = 0; k < opt->dot_reps; k++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, DOT_N, DOT_N, DOT_N, 1.0f, ha,
                         DOT_N, hb, DOT_N, 0.0f, hc, DOT_N);
         uint64_t t2 = bench_now_ns();
+        openblas_set_num_threads(1);
         if (r >= 0) {
             mxc_t[r] = (double)(t1 - t0) / 1e9 / opt->dot_reps;
             base_t[r] = (double)(t2 - t1) / 1e9 / opt->dot_reps;

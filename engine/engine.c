@@ -5,6 +5,8 @@
  */
 #include "engine/engine_impl.h"
 
+#include "common/gemm.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -807,6 +809,9 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
     mxc__mutex_init(&eng->gpu_lock);
     mxc__prof_buffer_init(&eng->prof_shared);
     eng->magic = ENGINE_MAGIC;
+    /* Before any worker can run an operator: OpenBLAS must not start threads of its own
+     * on top of the workers' (common/parallel.h, the thread budget). */
+    mxc__blas_init();
     int rc = mxc__workers_start(eng);
     if (rc != MXC_OK) {
         mxc_engine_destroy(eng);

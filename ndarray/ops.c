@@ -7,7 +7,7 @@
  */
 #include "ndarray/ndarray_impl.h"
 
-#include <cblas.h>
+#include "common/gemm.h"
 #include <math.h>
 #include <string.h>
 
@@ -207,15 +207,26 @@ static int fill_kernel(const struct mxc__nd_call *call) {
     return MXC_OK;
 }
 
-int mxc_nd_full(const mxc_shape *shape, int dtype, mxc_context ctx, double value,
-                mxc_ndarray **out) {
-    int rc = mxc_nd_create(shape, dtype, ctx, 1, out);
+int mxc_nd_fill(mxc_ndarray *a, double value) {
+    int rc = mxc__nd_check(a, __func__, "array");
     if (rc != MXC_OK)
         return rc;
     struct fill_params p = {value};
     struct mxc__nd_op op = {.name = "full", .kernel = fill_kernel, .params = &p,
-                            .params_size = sizeof p, .run_ctx = (*out)->chunk->ctx};
-    return push_into(&op, NULL, 0, out, true);
+                            .params_size = sizeof p, .run_ctx = a->chunk->ctx};
+    return mxc__nd_push(&op, NULL, 0, &a, 1);
+}
+
+int mxc_nd_full(const mxc_shape *shape, int dtype, mxc_context ctx, double value,
+                mxc_ndarray **out) {
+    int rc = mxc_nd_create(shape, dtype, ctx, 1, out);
+    if (rc == MXC_OK)
+        rc = mxc_nd_fill(*out, value);
+    if (rc != MXC_OK && *out) {
+        mxc_nd_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int mxc_nd_zeros(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out) {
@@ -232,8 +243,9 @@ int mxc_nd_ones(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray 
 static int dot_kernel(const struct mxc__nd_call *call) {
     const struct mxc__tensor *a = &call->inputs[0], *b = &call->inputs[1];
     int m = (int)a->shape.dims[0], k = (int)a->shape.dims[1], n = (int)b->shape.dims[1];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a->data, k, b->data,
-                n, 0.0f, call->outputs[0].data, n);
+    /* through mxc__sgemm, so dot keeps the operators' thread budget (common/parallel.h) */
+    mxc__sgemm(false, false, m, n, k, 1.0f, a->data, k, b->data, n, 0.0f,
+               call->outputs[0].data, n);
     return MXC_OK;
 }
 

@@ -13,10 +13,18 @@
  * so the three helpers below serve both operators. Several images are batched into one
  * product when they fit the temp space budget (small feature maps make small products);
  * the temp space comes from the operator's MXC__RES_TEMP resource. float32, row-major.
+ *
+ * Threads (common/parallel.h): with a budget of T > 1 the images are split among T
+ * slots, each with its own buffers in the temp space and its own single-threaded
+ * products; the weight gradient is summed from per-slot partials. With T = 1, or one
+ * image, the products themselves are split (mxc__sgemm).
  */
 #include "operator/op.h"
 
-#include <cblas.h>
+#include "common/gemm.h"
+#include "common/parallel.h"
+
+#include <stdint.h>
 #include <string.h>
 
 /* Both operators' parameters; Convolution's table leaves adj and target_shape empty. */
@@ -317,94 +325,138 @@ static void col2im(const struct geom *g, const float *col, int64_t ld, float *im
     }
 }
 
-/* ---- Batched products -------------------------------------------------------------- */
+/* ---- Batched products, one slot per thread ----------------------------------------- */
 
-/* How the images are split into chunks, and the temp space that takes. */
+/* How the work is split and the temp space that takes. The images are divided among
+ * `slots` threads (contiguous ranges); each slot has its own buffers in the temp space
+ * and cuts its images into chunks of up to `chunk` images per product. */
 struct plan {
-    int64_t chunk;       /* images per product */
-    float *col;          /* (krows, chunk * pix) */
-    float *cols;         /* (ocg, chunk * pix): the column side of a chunk, gathered */
+    int64_t chunk;     /* images per product */
+    int slots;         /* threads working on disjoint images */
+    size_t slot_size;  /* floats per slot, a multiple of 16 (no shared cache lines) */
+    size_t ncol;       /* offset of cols in a slot */
+    size_t ndw;        /* offset of the weight-gradient partial in a slot */
+    float *space;
 };
 
+/* One slot's buffers: col (krows, chunk * pix), cols (ocg, chunk * pix): the column side
+ * of a chunk gathered, dw (oc, krows): its share of the weight gradient (slots > 0). */
+struct slot {
+    float *col, *cols, *dw;
+    int64_t n0, n1; /* its images */
+};
+
+static struct slot slot_of(const struct geom *g, const struct plan *pl, int s) {
+    float *base = pl->space + (size_t)s * pl->slot_size;
+    int64_t q = g->batch / pl->slots, r = g->batch % pl->slots;
+    int64_t n0 = s * q + (s < r ? s : r);
+    return (struct slot){base, base + pl->ncol, base + pl->ndw, n0, n0 + q + (s < r)};
+}
+
+/* Splits over min(T, batch) threads (mxc__op_threads) when the batch can be divided;
+ * a batch of one image leaves the threads to the products themselves (mxc__sgemm). */
 static int make_plan(const struct mxc__op_call *c, const struct geom *g,
-                     const struct conv_param *p, struct plan *pl) {
+                     const struct conv_param *p, bool weight_grad, struct plan *pl) {
+    int slots = mxc__in_parallel() ? 1 : mxc__op_threads();
+    if (slots > g->batch)
+        slots = g->batch > 0 ? (int)g->batch : 1;
+    int64_t per_slot = (g->batch + slots - 1) / slots;
     size_t per_image = (size_t)((g->krows + g->ocg) * g->pix) * sizeof(float);
-    size_t budget = (size_t)2 << 20; /* chunks that stay in cache */
-    if ((size_t)p->workspace << 20 < budget)
-        budget = (size_t)p->workspace << 20;
+    size_t budget = (size_t)2 << 20; /* chunks that stay in a core's cache */
+    if ((size_t)p->workspace << 20 < budget * (size_t)slots)
+        budget = ((size_t)p->workspace << 20) / (size_t)slots;
     int64_t chunk = per_image ? (int64_t)(budget / per_image) : 1;
+    if (chunk > per_slot)
+        chunk = per_slot;
     if (chunk < 1)
         chunk = 1;
-    if (chunk > g->batch)
-        chunk = g->batch;
     pl->chunk = chunk;
-    size_t ncol = (size_t)(g->krows * chunk * g->pix);
+    pl->slots = slots;
+    pl->ncol = (size_t)(g->krows * chunk * g->pix);
     size_t ncols = chunk > 1 ? (size_t)(g->ocg * chunk * g->pix) : 0;
-    void *space = NULL;
+    pl->ndw = pl->ncol + ncols;
+    size_t ndw = weight_grad && slots > 1 ? (size_t)(g->oc * g->krows) : 0;
+    pl->slot_size = (pl->ndw + ndw + 15) / 16 * 16;
     if (c->num_resources < 1)
         return mxc__error(MXC_EINTERNAL, "%s: no temp space resource", "Convolution");
-    int rc = mxc__resource_temp(c->resources[0], (ncol + ncols + 1) * sizeof(float), &space);
+    void *space = NULL;
+    int rc = mxc__resource_temp(c->resources[0],
+                                (pl->slot_size * (size_t)slots + 16) * sizeof(float), &space);
     if (rc != MXC_OK)
         return rc;
-    pl->col = space;
-    pl->cols = pl->col + ncol;
+    /* a 64-byte boundary, so that slots never share a cache line */
+    pl->space = (float *)(((uintptr_t)space + 63) & ~(uintptr_t)63);
     return MXC_OK;
 }
 
 /* The column side of images [n0, n0 + nb), group gi, as a (ocg, nb * pix) matrix: the
- * tensor itself for one image, else gathered into pl->cols. */
-static const float *gather_cols(const struct geom *g, const struct plan *pl, const float *x,
+ * tensor itself for one image, else gathered into the slot's cols. */
+static const float *gather_cols(const struct geom *g, const struct slot *sl, const float *x,
                                 int64_t n0, int64_t nb, int64_t gi) {
     const float *base = x + (n0 * g->oc + gi * g->ocg) * g->pix;
     if (nb == 1)
         return base;
     for (int64_t f = 0; f < g->ocg; f++)
         for (int64_t b = 0; b < nb; b++)
-            memcpy(pl->cols + (f * nb + b) * g->pix, base + (b * g->oc + f) * g->pix,
+            memcpy(sl->cols + (f * nb + b) * g->pix, base + (b * g->oc + f) * g->pix,
                    (size_t)g->pix * sizeof(float));
-    return pl->cols;
+    return sl->cols;
 }
 
-/* im2col of images [n0, n0 + nb), group gi, of `img` into pl->col (krows, nb * pix). */
-static void chunk_im2col(const struct geom *g, const struct plan *pl, const float *img,
+/* im2col of images [n0, n0 + nb), group gi, of `img` into the slot's col (krows,
+ * nb * pix). */
+static void chunk_im2col(const struct geom *g, const struct slot *sl, const float *img,
                          int64_t n0, int64_t nb, int64_t gi) {
     for (int64_t b = 0; b < nb; b++)
-        im2col(g, img + ((n0 + b) * g->ic + gi * g->icg) * g->ih * g->iw, pl->col + b * g->pix,
+        im2col(g, img + ((n0 + b) * g->ic + gi * g->icg) * g->ih * g->iw, sl->col + b * g->pix,
                nb * g->pix);
 }
 
-/* columns (req) = W · im2col(image) + bias; columns (N, oc, pix), image (N, ic, ih, iw),
- * w (oc, icg * kh * kw), bias (oc) or NULL. The bias goes in with the product: the output
- * is filled with it before a beta = 1 product (one image) or added while scattering. */
-static void image_to_columns(const struct geom *g, const struct plan *pl, const float *img,
-                             const float *w, const float *bias, float *cols, int req) {
-    bool add = req == MXC__REQ_ADD;
-    for (int64_t n0 = 0; n0 < g->batch; n0 += pl->chunk) {
-        int64_t nb = g->batch - n0 < pl->chunk ? g->batch - n0 : pl->chunk;
+/* What one slot computes; the three products of the file's header comment. */
+enum conv_work { TO_COLUMNS, TO_IMAGE, WEIGHT_GRAD };
+
+struct conv_job {
+    const struct geom *g;
+    const struct plan *pl;
+    int work;          /* a conv_work */
+    const float *img;  /* image side (TO_COLUMNS, WEIGHT_GRAD) */
+    const float *cols; /* column side (TO_IMAGE, WEIGHT_GRAD) */
+    const float *w, *bias;
+    float *out;        /* columns, image or dw */
+    int req;
+};
+
+/* columns (req) = W · im2col(image) + bias for the slot's images; columns (N, oc, pix),
+ * image (N, ic, ih, iw), w (oc, icg * kh * kw), bias (oc) or NULL. The bias goes in with
+ * the product: the output is filled with it before a beta = 1 product (one image) or
+ * added while scattering the chunk's (ocg, nb * pix) result to (nb, ocg, pix). */
+static void image_to_columns(const struct conv_job *j, const struct slot *sl) {
+    const struct geom *g = j->g;
+    bool add = j->req == MXC__REQ_ADD;
+    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
+        int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
         int64_t npix = nb * g->pix;
         for (int64_t gi = 0; gi < g->groups; gi++) {
-            chunk_im2col(g, pl, img, n0, nb, gi);
-            const float *wg = w + gi * g->ocg * g->krows;
-            const float *bg = bias ? bias + gi * g->ocg : NULL;
-            float *dst = cols + (n0 * g->oc + gi * g->ocg) * g->pix;
+            chunk_im2col(g, sl, j->img, n0, nb, gi);
+            const float *wg = j->w + gi * g->ocg * g->krows;
+            const float *bg = j->bias ? j->bias + gi * g->ocg : NULL;
+            float *dst = j->out + (n0 * g->oc + gi * g->ocg) * g->pix;
             if (nb == 1) {
                 for (int64_t f = 0; bg && f < g->ocg; f++) {
                     float *d = dst + f * g->pix, v = bg[f];
                     for (int64_t i = 0; i < g->pix; i++)
                         d[i] = add ? d[i] + v : v;
                 }
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->ocg,
-                            (int)npix, (int)g->krows, 1.0f, wg, (int)g->krows, pl->col,
-                            (int)npix, bg || add ? 1.0f : 0.0f, dst, (int)npix);
+                mxc__sgemm(false, false, g->ocg, npix, g->krows, 1.0f, wg, g->krows, sl->col,
+                           npix, bg || add ? 1.0f : 0.0f, dst, npix);
                 continue;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)g->ocg, (int)npix,
-                        (int)g->krows, 1.0f, wg, (int)g->krows, pl->col, (int)npix, 0.0f,
-                        pl->cols, (int)npix);
+            mxc__sgemm(false, false, g->ocg, npix, g->krows, 1.0f, wg, g->krows, sl->col, npix,
+                       0.0f, sl->cols, npix);
             for (int64_t f = 0; f < g->ocg; f++) {
                 float v = bg ? bg[f] : 0.0f;
                 for (int64_t b = 0; b < nb; b++) {
-                    const float *s = pl->cols + (f * nb + b) * g->pix;
+                    const float *s = sl->cols + (f * nb + b) * g->pix;
                     float *d = dst + (b * g->oc + f) * g->pix;
                     if (add)
                         for (int64_t i = 0; i < g->pix; i++)
@@ -418,43 +470,79 @@ static void image_to_columns(const struct geom *g, const struct plan *pl, const 
     }
 }
 
-/* image (req) = col2im(Wᵀ · columns). */
-static void columns_to_image(const struct geom *g, const struct plan *pl, const float *cols,
-                             const float *w, float *img, int req) {
-    if (req != MXC__REQ_ADD)
-        memset(img, 0, (size_t)(g->batch * g->ic * g->ih * g->iw) * sizeof(float));
-    for (int64_t n0 = 0; n0 < g->batch; n0 += pl->chunk) {
-        int64_t nb = g->batch - n0 < pl->chunk ? g->batch - n0 : pl->chunk;
+/* image (req) = col2im(Wᵀ · columns) for the slot's images. */
+static void columns_to_image(const struct conv_job *j, const struct slot *sl) {
+    const struct geom *g = j->g;
+    int64_t isize = g->ic * g->ih * g->iw;
+    if (j->req != MXC__REQ_ADD)
+        memset(j->out + sl->n0 * isize, 0, (size_t)((sl->n1 - sl->n0) * isize) * sizeof(float));
+    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
+        int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
         int64_t npix = nb * g->pix;
         for (int64_t gi = 0; gi < g->groups; gi++) {
-            const float *src = gather_cols(g, pl, cols, n0, nb, gi);
-            const float *wg = w + gi * g->ocg * g->krows;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g->krows, (int)npix,
-                        (int)g->ocg, 1.0f, wg, (int)g->krows, src, (int)npix, 0.0f, pl->col,
-                        (int)npix);
+            const float *src = gather_cols(g, sl, j->cols, n0, nb, gi);
+            const float *wg = j->w + gi * g->ocg * g->krows;
+            mxc__sgemm(true, false, g->krows, npix, g->ocg, 1.0f, wg, g->krows, src, npix, 0.0f,
+                       sl->col, npix);
             for (int64_t b = 0; b < nb; b++)
-                col2im(g, pl->col + b * g->pix, npix,
-                       img + ((n0 + b) * g->ic + gi * g->icg) * g->ih * g->iw);
+                col2im(g, sl->col + b * g->pix, npix,
+                       j->out + (n0 + b) * isize + gi * g->icg * g->ih * g->iw);
         }
     }
 }
 
-/* dw (req) = sum over images of columns · im2col(image)ᵀ; dw (oc, icg * kh * kw). */
-static void weight_grad(const struct geom *g, const struct plan *pl, const float *img,
-                        const float *cols, float *dw, int req) {
-    if (req != MXC__REQ_ADD)
-        memset(dw, 0, (size_t)(g->oc * g->krows) * sizeof(float));
-    for (int64_t n0 = 0; n0 < g->batch; n0 += pl->chunk) {
-        int64_t nb = g->batch - n0 < pl->chunk ? g->batch - n0 : pl->chunk;
+/* dw += sum over the slot's images of columns · im2col(image)ᵀ; dw (oc, icg * kh * kw)
+ * is the output itself for slot 0 (already cleared or added to) and the slot's private
+ * partial for the others, summed afterwards (sum_partials). */
+static void weight_grad(const struct conv_job *j, const struct slot *sl, float *dw) {
+    const struct geom *g = j->g;
+    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
+        int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
         int64_t npix = nb * g->pix;
         for (int64_t gi = 0; gi < g->groups; gi++) {
-            chunk_im2col(g, pl, img, n0, nb, gi);
-            const float *src = gather_cols(g, pl, cols, n0, nb, gi);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)g->ocg, (int)g->krows,
-                        (int)npix, 1.0f, src, (int)npix, pl->col, (int)npix, 1.0f,
-                        dw + gi * g->ocg * g->krows, (int)g->krows);
+            chunk_im2col(g, sl, j->img, n0, nb, gi);
+            const float *src = gather_cols(g, sl, j->cols, n0, nb, gi);
+            mxc__sgemm(false, true, g->ocg, g->krows, npix, 1.0f, src, npix, sl->col, npix,
+                       1.0f, dw + gi * g->ocg * g->krows, g->krows);
         }
     }
+}
+
+static void run_slots(void *arg, int64_t s0, int64_t s1) {
+    const struct conv_job *j = arg;
+    for (int64_t s = s0; s < s1; s++) {
+        struct slot sl = slot_of(j->g, j->pl, (int)s);
+        if (j->work == TO_COLUMNS) {
+            image_to_columns(j, &sl);
+        } else if (j->work == TO_IMAGE) {
+            columns_to_image(j, &sl);
+        } else {
+            size_t n = (size_t)(j->g->oc * j->g->krows);
+            if (s > 0)
+                memset(sl.dw, 0, n * sizeof(float));
+            weight_grad(j, &sl, s > 0 ? sl.dw : j->out);
+        }
+    }
+}
+
+/* dw (n floats) += the partials of slots 1 .. slots-1, split by elements. */
+static void sum_partials(void *arg, int64_t i0, int64_t i1) {
+    const struct conv_job *j = arg;
+    for (int s = 1; s < j->pl->slots; s++) {
+        const float *p = slot_of(j->g, j->pl, s).dw;
+        for (int64_t i = i0; i < i1; i++)
+            j->out[i] += p[i];
+    }
+}
+
+/* Runs `work` over all images, each slot on its own thread. */
+static void run_job(struct conv_job *j) {
+    const struct geom *g = j->g;
+    if (j->work == WEIGHT_GRAD && j->req != MXC__REQ_ADD)
+        memset(j->out, 0, (size_t)(g->oc * g->krows) * sizeof(float));
+    mxc__parallel_for(j->pl->slots, 1, run_slots, j);
+    if (j->work == WEIGHT_GRAD && j->pl->slots > 1)
+        mxc__parallel_for(g->oc * g->krows, 4096, sum_partials, j);
 }
 
 /* x (n, c, pix) += b (c) */
@@ -474,10 +562,17 @@ static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t 
         double s = 0;
         for (int64_t i = 0; i < n; i++) {
             const float *d = dy + (i * c + j) * pix;
-            float part = 0.0f;
-            for (int64_t k = 0; k < pix; k++)
-                part += d[k];
-            s += part;
+            /* 16 running sums: one chain of dependent adds would leave the loop bound by
+             * the add latency and unvectorised (float addition is not reassociated) */
+            float part[16] = {0};
+            int64_t k = 0;
+            for (; k + 16 <= pix; k += 16)
+                for (int l = 0; l < 16; l++)
+                    part[l] += d[k + l];
+            for (; k < pix; k++)
+                part[k % 16] += d[k];
+            for (int l = 0; l < 16; l++)
+                s += part[l];
         }
         db[j] = (float)(req == MXC__REQ_ADD ? db[j] + s : s);
     }
@@ -485,13 +580,15 @@ static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t 
 
 /* ---- Kernels ----------------------------------------------------------------------- */
 
-static int prepare(const struct mxc__op_call *c, bool deconv, struct geom *g,
-                   struct plan *pl) {
+/* The geometry and the plan with its temp space (a weight-gradient share per slot when
+ * the weight gradient is wanted). */
+static int prepare(const struct mxc__op_call *c, bool deconv, bool weight_grad,
+                   struct geom *g, struct plan *pl) {
     const struct conv_param *p = c->params;
     int rc = make_geom(p, deconv, &c->in_data[0].shape, g);
     if (rc != MXC_OK)
         return rc;
-    return make_plan(c, g, p, pl);
+    return make_plan(c, g, p, weight_grad, pl);
 }
 
 /* Convolution: data (N, C, H, W) -> out (N, F, OH, OW). */
@@ -501,12 +598,13 @@ static int conv_forward(const struct mxc__op_call *c) {
     struct plan pl;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
-    int rc = prepare(c, false, &g, &pl);
+    int rc = prepare(c, false, false, &g, &pl);
     if (rc != MXC_OK)
         return rc;
-    float *out = c->out_data[0].data;
-    image_to_columns(&g, &pl, c->in_data[0].data, c->in_data[1].data,
-                     p->no_bias ? NULL : c->in_data[2].data, out, c->req[0]);
+    struct conv_job j = {&g, &pl, TO_COLUMNS, c->in_data[0].data, NULL, c->in_data[1].data,
+                         p->no_bias ? NULL : c->in_data[2].data, c->out_data[0].data,
+                         c->req[0]};
+    run_job(&j);
     return MXC_OK;
 }
 
@@ -514,14 +612,20 @@ static int conv_backward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
     struct geom g;
     struct plan pl;
-    int rc = prepare(c, false, &g, &pl);
+    int rc = prepare(c, false, c->req[1] != MXC__REQ_NULL, &g, &pl);
     if (rc != MXC_OK)
         return rc;
     const float *dy = c->out_grad[0].data;
-    if (c->req[0] != MXC__REQ_NULL)
-        columns_to_image(&g, &pl, dy, c->in_data[1].data, c->in_grad[0].data, c->req[0]);
-    if (c->req[1] != MXC__REQ_NULL)
-        weight_grad(&g, &pl, c->in_data[0].data, dy, c->in_grad[1].data, c->req[1]);
+    if (c->req[0] != MXC__REQ_NULL) {
+        struct conv_job j = {&g, &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL,
+                             c->in_grad[0].data, c->req[0]};
+        run_job(&j);
+    }
+    if (c->req[1] != MXC__REQ_NULL) {
+        struct conv_job j = {&g, &pl, WEIGHT_GRAD, c->in_data[0].data, dy, NULL, NULL,
+                             c->in_grad[1].data, c->req[1]};
+        run_job(&j);
+    }
     if (!p->no_bias && c->req[2] != MXC__REQ_NULL)
         bias_grad(dy, c->in_grad[2].data, g.batch, g.oc, g.pix, c->req[2]);
     return MXC_OK;
@@ -534,11 +638,13 @@ static int deconv_forward(const struct mxc__op_call *c) {
     struct plan pl;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
-    int rc = prepare(c, true, &g, &pl);
+    int rc = prepare(c, true, false, &g, &pl);
     if (rc != MXC_OK)
         return rc;
     float *out = c->out_data[0].data;
-    columns_to_image(&g, &pl, c->in_data[0].data, c->in_data[1].data, out, c->req[0]);
+    struct conv_job j = {&g, &pl, TO_IMAGE, NULL, c->in_data[0].data, c->in_data[1].data,
+                         NULL, out, c->req[0]};
+    run_job(&j);
     if (!p->no_bias)
         add_bias(out, c->in_data[2].data, g.batch, g.ic, g.ih * g.iw);
     return MXC_OK;
@@ -548,15 +654,20 @@ static int deconv_backward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
     struct geom g;
     struct plan pl;
-    int rc = prepare(c, true, &g, &pl);
+    int rc = prepare(c, true, c->req[1] != MXC__REQ_NULL, &g, &pl);
     if (rc != MXC_OK)
         return rc;
     const float *dy = c->out_grad[0].data;
-    if (c->req[0] != MXC__REQ_NULL)
-        image_to_columns(&g, &pl, dy, c->in_data[1].data, NULL, c->in_grad[0].data,
-                         c->req[0]);
-    if (c->req[1] != MXC__REQ_NULL)
-        weight_grad(&g, &pl, dy, c->in_data[0].data, c->in_grad[1].data, c->req[1]);
+    if (c->req[0] != MXC__REQ_NULL) {
+        struct conv_job j = {&g, &pl, TO_COLUMNS, dy, NULL, c->in_data[1].data, NULL,
+                             c->in_grad[0].data, c->req[0]};
+        run_job(&j);
+    }
+    if (c->req[1] != MXC__REQ_NULL) {
+        struct conv_job j = {&g, &pl, WEIGHT_GRAD, dy, c->in_data[0].data, NULL, NULL,
+                             c->in_grad[1].data, c->req[1]};
+        run_job(&j);
+    }
     if (!p->no_bias && c->req[2] != MXC__REQ_NULL)
         bias_grad(dy, c->in_grad[2].data, g.batch, g.ic, g.ih * g.iw, c->req[2]);
     return MXC_OK;

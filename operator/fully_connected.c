@@ -1,13 +1,15 @@
 /*
  * operator/fully_connected.c — FullyConnected: out = data · weightᵀ + bias, one
- * cblas_sgemm forward and two backward (data and weight gradients) plus column sums for
- * the bias. With flatten (the default) data (N, d1, ..., dk) is read as (N, d1*...*dk);
+ * product forward and two backward (data and weight gradients) plus column sums for the
+ * bias; the products go through mxc__sgemm (common/gemm.h), which spends the operator's
+ * thread budget. With flatten (the default) data (N, d1, ..., dk) is read as (N, d1*...*dk);
  * without it the last axis is the feature axis and the others are batch axes. With
  * no_bias the inputs are (data, weight) only. float32, row-major.
  */
 #include "operator/op.h"
 
-#include <cblas.h>
+#include "common/gemm.h"
+
 #include <string.h>
 
 struct fc_param {
@@ -102,8 +104,7 @@ static int fc_forward(const struct mxc__op_call *c) {
         beta = 1.0f;
     }
     if (m > 0 && h > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)h, (int)k, 1.0f, x,
-                    (int)k, w, (int)k, beta, y, (int)h);
+        mxc__sgemm(false, true, m, h, k, 1.0f, x, k, w, k, beta, y, h);
     return MXC_OK;
 }
 
@@ -127,14 +128,12 @@ static int fc_backward(const struct mxc__op_call *c) {
             if (h == 0 && req != MXC__REQ_ADD)
                 memset(g, 0, (size_t)(m * k) * sizeof(float));
             else
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)k, (int)h,
-                            1.0f, dy, (int)h, w, (int)k, beta, g, (int)k);
+                mxc__sgemm(false, false, m, k, h, 1.0f, dy, h, w, k, beta, g, k);
         } else if (i == 1) {
             if (m == 0 && req != MXC__REQ_ADD)
                 memset(g, 0, (size_t)(h * k) * sizeof(float));
             else if (m > 0 && h > 0 && k > 0)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)h, (int)k, (int)m,
-                            1.0f, dy, (int)h, x, (int)k, beta, g, (int)k);
+                mxc__sgemm(true, false, h, k, m, 1.0f, dy, h, x, k, beta, g, k);
         } else {
             if (req != MXC__REQ_ADD)
                 memset(g, 0, (size_t)h * sizeof(float));

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Checks for the Debian packages mxc's build, tests and benchmarks need and installs the
 # missing ones with apt-get (as root). Called by the Makefile; safe to run again.
+#   scripts/deps.sh          what the build and the tests need
+#   scripts/deps.sh --bench  also the benchmarks' baselines: Debian's PyTorch and numpy for
+#                            /usr/bin/python3 (scripts/bench_train_pytorch.py); `make bench`
 set -euo pipefail
 
-packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config)
+packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fashion-mnist)
+# --bench: the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages).
+if [ "${1:-}" = "--bench" ]; then
+    packages+=(python3-torch python3-numpy)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

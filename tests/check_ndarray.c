@@ -229,6 +229,22 @@ END_TEST
  * are applied in push order on the shared chunk; reads through the parent and through
  * other views see them all. Repeated to give a threaded engine chances to reorder. Per
  * engine. */
+/* mxc_nd_fill writes only the view's elements. */
+START_TEST(test_fill_a_view) {
+    mxc_ndarray *a = NULL, *row = NULL;
+    CK_OK(mxc_nd_zeros(&SHAPE(3, 4), MXC_FLOAT32, mxc_cpu(), &a));
+    CK_OK(mxc_nd_at(a, 1, &row));
+    CK_OK(mxc_nd_fill(row, 2.5));
+    float h[12];
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, h, sizeof h));
+    for (int i = 0; i < 12; i++)
+        ck_assert_float_eq(h[i], i / 4 == 1 ? 2.5f : 0.0f);
+    CK_ERR(MXC_EMISUSE, mxc_nd_fill(NULL, 1.0));
+    mxc_nd_free(row);
+    mxc_nd_free(a);
+}
+END_TEST
+
 START_TEST(test_views_share_variable) {
     use_engine(_i);
     for (int rep = 0; rep < 20; rep++) {
@@ -1332,6 +1348,7 @@ static Suite *ndarray_suite(void) {
     tcase_add_test(tc, test_dot_values);
     tcase_add_test(tc, test_sum_values);
     tcase_add_test(tc, test_full_dtypes);
+    tcase_add_test(tc, test_fill_a_view);
     tcase_add_test(tc, test_zeros_ones_dtypes);
     tcase_add_test(tc, test_random_uniform);
     tcase_add_test(tc, test_random_normal);

@@ -49,6 +49,10 @@ MXC_API int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, in
 MXC_API int mxc_nd_full(const mxc_shape *shape, int dtype, mxc_context ctx, double value,
                         mxc_ndarray **out);
 
+/** Sets every element of `array` (a view: only its elements) to `value`, converted to its
+ * dtype, as an engine operation. Returns MXC_OK, MXC_EMISUSE (bad handle), MXC_ENOMEM. */
+MXC_API int mxc_nd_fill(mxc_ndarray *array, double value);
+
 /** mxc_nd_full with 0 and 1. */
 MXC_API int mxc_nd_zeros(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out);
 MXC_API int mxc_nd_ones(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out);

@@ -1,0 +1,43 @@
+/*
+ * common/parallel.h — the intra-operator thread budget, decided in one place
+ * (DESIGN.md section 5), and the loop that spends it.
+ *
+ * The cores are a budget shared by the engine's CPU workers and the threads an operator
+ * starts: an operator running on a worker may use
+ *     T = max(1, cores / cpu_workers)
+ * threads, cpu_workers being the default engine's CPU worker count
+ * (MXC_CPU_WORKER_NTHREADS, default the number of cores); MXC_OP_NTHREADS overrides T.
+ * So workers × T never exceeds the cores: with the defaults on 2 cores T = 1 (the engine
+ * runs two operators at once); MXC_CPU_WORKER_NTHREADS=1 gives one operator both cores.
+ * OpenBLAS itself always runs single-threaded inside mxc (common/gemm.h splits products).
+ * Internal.
+ */
+#ifndef MXC_PARALLEL_H
+#define MXC_PARALLEL_H
+
+#include <stdint.h>
+
+/* The most threads an operator may use whatever MXC_OP_NTHREADS asks. */
+#define MXC__MAX_OP_THREADS 64
+
+/* T, the threads one operator may use (1 .. MXC__MAX_OP_THREADS). Read from the
+ * environment on first use and cached; cheap afterwards. Thread-safe. */
+int mxc__op_threads(void);
+
+/* Forgets the cached T so the next mxc__op_threads reads the environment again; for
+ * tests that change MXC_OP_NTHREADS. Not to be called while operators run. */
+void mxc__op_threads_reset(void);
+
+/* body(arg, begin, end) for contiguous ranges that cover [0, n) exactly once, each at
+ * least `grain` long when there are several, run on up to T threads (OpenMP when the library is
+ * built with MXC_USE_OPENMP) and returning when all are done. Runs body(arg, 0, n) on the
+ * calling thread when T is 1, when n < 2 * grain, when built without OpenMP, and when
+ * called from inside another parallel region (so nesting never multiplies threads). */
+typedef void (*mxc__range_fn)(void *arg, int64_t begin, int64_t end);
+void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg);
+
+/* Whether the calling thread is inside an mxc__parallel_for (or any OpenMP) region:
+ * code that could split its work further must then stay serial. */
+int mxc__in_parallel(void);
+
+#endif /* MXC_PARALLEL_H */
