@@ -1,6 +1,6 @@
 /*
  * ndarray/ops.c — imperative arithmetic on arrays: element-wise operations with arrays
- * and scalars (run through the registered operators), fills, dot (BLAS sgemm), sum and
+ * and scalars, dot and sum (all run through the registered operators), fills and
  * random fills. Each function validates its arrays, prepares the output (see the
  * convention in mxc/ndarray.h) and pushes one operation. Kernels work on contiguous
  * float32 data, row-major.
@@ -47,17 +47,6 @@ static int prepare_output(const char *fn, const mxc_ndarray *like, const mxc_sha
         return mxc__error(MXC_ETYPE, "%s: *out is %s, the result is %s", fn,
                           mxc_dtype_name((*out)->dtype), mxc_dtype_name(like->dtype));
     return MXC_OK;
-}
-
-/* Pushes `op` on `inputs` into the prepared `*out`; frees a created output on failure. */
-static int push_into(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs,
-                     int num_inputs, mxc_ndarray **out, bool created) {
-    int rc = mxc__nd_push(op, inputs, num_inputs, out, 1);
-    if (rc != MXC_OK && created) {
-        mxc_nd_free(*out);
-        *out = NULL;
-    }
-    return rc;
 }
 
 /* ---- Element-wise: the registered operators ------------------------------------- */
@@ -239,14 +228,22 @@ int mxc_nd_ones(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray 
 
 /* ---- dot and sum ------------------------------------------------------------------- */
 
-/* a: (m, k), b: (k, n), out: (m, n), all row-major float32. */
-static int dot_kernel(const struct mxc__nd_call *call) {
-    const struct mxc__tensor *a = &call->inputs[0], *b = &call->inputs[1];
-    int m = (int)a->shape.dims[0], k = (int)a->shape.dims[1], n = (int)b->shape.dims[1];
-    /* through mxc__sgemm, so dot keeps the operators' thread budget (common/parallel.h) */
-    mxc__sgemm(false, false, m, n, k, 1.0f, a->data, k, b->data, n, 0.0f,
-               call->outputs[0].data, n);
-    return MXC_OK;
+/* Runs registered operator `name` with its default parameters on `inputs` into the
+ * prepared `*out` (freeing a created one on failure). */
+static int invoke_default(const char *name, mxc_ndarray *const *inputs, int num_inputs,
+                          mxc_ndarray **out, bool created) {
+    const struct mxc__op_def *def = mxc__op_find(name);
+    MXC_ASSERT(def != NULL); /* the names used here are registered */
+    _Alignas(16) unsigned char params[256];
+    MXC_ASSERT(def->param_size <= sizeof params);
+    int rc = mxc__op_parse_params(def, 0, NULL, NULL, params);
+    if (rc == MXC_OK)
+        rc = mxc__nd_invoke(def, params, num_inputs, inputs, 1, out, false);
+    if (rc != MXC_OK && created) {
+        mxc_nd_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int mxc_nd_dot(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
@@ -280,18 +277,8 @@ int mxc_nd_dot(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
             mxc_nd_free(*out);
         return mxc__error(MXC_EINVAL, "%s: *out shares memory with an input", fn);
     }
-    struct mxc__nd_op op = {.name = "dot", .kernel = dot_kernel, .run_ctx = a->chunk->ctx};
-    const mxc_ndarray *inputs[2] = {a, b};
-    return push_into(&op, inputs, 2, out, created);
-}
-
-static int sum_kernel(const struct mxc__nd_call *call) {
-    const float *a = call->inputs[0].data;
-    double acc = 0;
-    for (int64_t i = 0; i < call->inputs[0].size; i++)
-        acc += a[i];
-    *(float *)call->outputs[0].data = (float)acc;
-    return MXC_OK;
+    mxc_ndarray *inputs[2] = {(mxc_ndarray *)a, (mxc_ndarray *)b};
+    return invoke_default("dot", inputs, 2, out, created);
 }
 
 int mxc_nd_sum(const mxc_ndarray *a, mxc_ndarray **out) {
@@ -308,8 +295,8 @@ int mxc_nd_sum(const mxc_ndarray *a, mxc_ndarray **out) {
     rc = prepare_output(__func__, a, &shape, out, &created);
     if (rc != MXC_OK)
         return rc;
-    struct mxc__nd_op op = {.name = "sum", .kernel = sum_kernel, .run_ctx = a->chunk->ctx};
-    return push_into(&op, &a, 1, out, created);
+    mxc_ndarray *input = (mxc_ndarray *)a;
+    return invoke_default("sum", &input, 1, out, created);
 }
 
 /* ---- Random ------------------------------------------------------------------------ */

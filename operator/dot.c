@@ -1,5 +1,5 @@
 /*
- * operator/dot.c — dot and batch_dot, matrix products through cblas_sgemm.
+ * operator/dot.c — dot and batch_dot, matrix products through mxc__sgemm (common/gemm.h).
  * dot follows MXNet: lhs (d0, ..., dk) is the matrix (d0*...*d(k-1), dk) — or with
  * transpose_a (d0, d1*...*dk) transposed — and rhs (e0, ..., el) is (e0, e1*...*el), or
  * with transpose_b (e0*...*e(l-1), el) transposed; the output's shape is lhs's free axes
@@ -9,7 +9,8 @@
  */
 #include "operator/op.h"
 
-#include <cblas.h>
+#include "common/gemm.h"
+
 #include <string.h>
 
 struct dot_param {
@@ -162,9 +163,8 @@ static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float 
             memset(c, 0, (size_t)(m * n) * sizeof(float));
         return;
     }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, 1.0f, a, (int)max1(ta ? m : k), b, (int)max1(tb ? k : n),
-                req == MXC__REQ_ADD ? 1.0f : 0.0f, c, (int)max1(n));
+    mxc__sgemm(ta, tb, m, n, k, 1.0f, a, max1(ta ? m : k), b, max1(tb ? k : n),
+               req == MXC__REQ_ADD ? 1.0f : 0.0f, c, max1(n));
 }
 
 /* out (batch, m, n) = op(lhs) · op(rhs), per batch */

@@ -74,10 +74,11 @@ void mxc__reduce_sum(const struct mxc__reduce_view *v, const float *in, float *o
     for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
         const float *p = in + r * w.len;
         if (v->last_reduced) {
-            float s = 0.0f;
+            /* a row is summed in double: long rows (a whole array) keep float accuracy */
+            double s = 0.0;
             for (int64_t i = 0; i < w.len; i++)
                 s += p[i];
-            out[w.off] += scale * s;
+            out[w.off] += (float)(scale * s);
         } else {
             float *o = out + w.off;
             for (int64_t i = 0; i < w.len; i++)
