@@ -1,0 +1,43 @@
+/*
+ * io/io_impl.h — how a data source plugs into the common iterator (io/iter.c). Internal.
+ *
+ * A source is a random-access table of samples held by the reader: it knows how many
+ * samples it has, the shape of one sample's data and label, and how to write sample i
+ * as float32 values. Everything else — sharding, permutations, batching, the last batch,
+ * the prefetch thread, batch buffers and their reuse — lives once, in iter.c.
+ */
+#ifndef MXC_IO_IMPL_H
+#define MXC_IO_IMPL_H
+
+#include "mxc/io.h"
+
+#include <stdint.h>
+
+struct mxc__io_source {
+    const char *name; /* "IDX", "CSV", "array": for messages */
+    void *impl;       /* owned by the source; given to read and free */
+    int64_t num_samples;
+    mxc_shape data_shape;  /* one sample's data (without the batch axis), ndim ≥ 1 */
+    mxc_shape label_shape; /* one sample's label; ndim 0: no labels. A label of one
+                              element gives batch labels of shape (batch_size,). */
+    /* Writes sample `index` (0 ≤ index < num_samples) as float32: the data's elements to
+     * `data` and, when there are labels, the label's to `label`. Runs on the prefetch
+     * thread, never concurrently with itself. Returns MXC_OK or a status with the last
+     * error set. */
+    int (*read)(void *impl, int64_t index, float *data, float *label);
+    void (*free)(void *impl); /* frees impl; may be NULL */
+};
+
+/* Makes an iterator that takes over `src` (freed on failure too) and starts its
+ * prefetch thread. Validates `params` (NULL: invalid). */
+int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *params,
+                        mxc_data_iter **out);
+
+/* A source over float32 tables in host memory: `data` holds num_samples samples of
+ * data_shape, `label` (NULL when label_shape has ndim 0) num_samples of label_shape. The
+ * source takes over both buffers (allocated with mxc__malloc), on failure too. */
+int mxc__io_table_source(const char *name, float *data, float *label, int64_t num_samples,
+                         const mxc_shape *data_shape, const mxc_shape *label_shape,
+                         struct mxc__io_source *out);
+
+#endif /* MXC_IO_IMPL_H */

@@ -1,0 +1,544 @@
+/*
+ * io/iter.c — the common data iterator: sharding, per-epoch permutations, batching with
+ * the last-batch rule, and the prefetch thread that fills batch buffers ahead of the
+ * consumer. Readers (idx.c, csv.c, array_iter.c) only provide a source (io_impl.h).
+ *
+ * Buffers and the reuse rule. The iterator owns prefetch + 1 slots, each a data and a
+ * label array. A slot is in exactly one place: the free list, the prefetch thread's hands
+ * (being filled), the ready queue, or the consumer's hands (the current batch). The
+ * consumer gives its slot back at the next call to next/reset; the prefetch thread then
+ * calls mxc_nd_wait_to_write on the slot's arrays before refilling it, so engine
+ * operations the consumer pushed reading the batch finish before its memory is rewritten.
+ *
+ * Epochs. `want_epoch` (under the lock) is the epoch the consumer wants; reset increments
+ * it and, in the same critical section, drains the ready queue. The prefetch thread
+ * publishes a batch (or the end marker, or an error) only while its epoch is still the
+ * wanted one, else it returns the slot to the free list and starts over, so the ready
+ * queue never holds a stale entry and needs at most one entry per slot plus one marker.
+ */
+#include "common/common.h"
+#include "common/thread.h"
+#include "io/io_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define ITER_MAGIC   0x49544552u /* "ITER" */
+#define MAX_PREFETCH 64
+
+enum entry_kind { ENTRY_BATCH, ENTRY_END, ENTRY_ERROR };
+
+/* One element of the ready queue. */
+struct entry {
+    int kind;
+    int slot;
+    int64_t pad;
+    int code;
+    char message[512];
+};
+
+struct slot {
+    mxc_ndarray *data, *label;
+};
+
+enum consumer_state { STATE_RUNNING, STATE_END, STATE_ERROR };
+
+struct mxc_data_iter {
+    uint32_t magic;
+    struct mxc__io_source src;
+    mxc_data_iter_params params;
+    int64_t part_begin, part_count, num_batches;
+    int64_t data_elems, label_elems; /* per sample */
+    mxc_shape batch_data_shape, batch_label_shape;
+    int num_slots;
+    struct slot *slots;
+
+    /* Prefetch thread only. */
+    float *stage_data, *stage_label;
+    int64_t *perm;
+
+    /* Shared, under `lock`. */
+    mxc__mutex lock;
+    mxc__cond producer_cv, consumer_cv;
+    int *free_slots;
+    int num_free;
+    struct entry *ready; /* ring of num_slots + 1 */
+    int ready_head, ready_count;
+    int64_t want_epoch;
+    bool stop;
+    bool thread_started;
+    mxc__thread thread;
+
+    /* Consumer only. */
+    int current; /* slot of the current batch, -1 when none */
+    int64_t pad;
+    int state;
+    int error_code;
+    char error_message[512];
+};
+
+/* ---- Permutations ------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n), n > 0, without modulo bias. */
+static uint64_t below(uint64_t *state, uint64_t n) {
+    uint64_t threshold = (0 - n) % n;
+    for (;;) {
+        uint64_t r = splitmix64(state);
+        if (r >= threshold)
+            return r % n;
+    }
+}
+
+/* The order of epoch `epoch`: identity, or a Fisher-Yates permutation drawn from a
+ * generator seeded by (seed, epoch) only, so it never depends on timing. */
+static void epoch_order(const mxc_data_iter *it, int64_t epoch, int64_t *perm) {
+    for (int64_t i = 0; i < it->part_count; i++)
+        perm[i] = i;
+    if (!it->params.shuffle)
+        return;
+    uint64_t state = it->params.seed ^ 0x6d78632d696f0000ull;
+    (void)splitmix64(&state);
+    state ^= (uint64_t)epoch * 0xd1b54a32d192ed03ull;
+    for (int64_t i = it->part_count - 1; i > 0; i--) {
+        int64_t j = (int64_t)below(&state, (uint64_t)i + 1);
+        int64_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+}
+
+/* ---- Prefetch thread --------------------------------------------------------------- */
+
+/* Fills slot `s` with batch `b` of the order `perm`; writes the padding count. */
+static int fill_slot(mxc_data_iter *it, const int64_t *perm, int64_t b, struct slot *s,
+                     int64_t *pad) {
+    int rc = MXC_OK;
+    int64_t bs = it->params.batch_size;
+    *pad = 0;
+    for (int64_t i = 0; i < bs; i++) {
+        int64_t pos = b * bs + i;
+        if (pos >= it->part_count) {
+            (*pad)++;
+            pos %= it->part_count; /* wrap around; several times if the part is tiny */
+        }
+        float *label = it->stage_label ? it->stage_label + i * it->label_elems : NULL;
+        MXC_TRY(it->src.read(it->src.impl, it->part_begin + perm[pos],
+                             it->stage_data + i * it->data_elems, label));
+    }
+    /* The reuse rule: nothing the engine still runs may read or write this buffer. */
+    MXC_TRY(mxc_nd_wait_to_write(s->data));
+    MXC_TRY(mxc_nd_sync_copy_from_cpu(s->data, it->stage_data,
+                                      (size_t)(bs * it->data_elems) * sizeof(float)));
+    if (s->label) {
+        MXC_TRY(mxc_nd_wait_to_write(s->label));
+        MXC_TRY(mxc_nd_sync_copy_from_cpu(s->label, it->stage_label,
+                                          (size_t)(bs * it->label_elems) * sizeof(float)));
+    }
+fail:
+    return rc;
+}
+
+/* Appends an entry; the caller holds the lock and has checked the epoch. */
+static void publish(mxc_data_iter *it, int kind, int slot, int64_t pad, int code) {
+    int n = it->num_slots + 1;
+    struct entry *e = &it->ready[(it->ready_head + it->ready_count) % n];
+    MXC_ASSERT(it->ready_count < n);
+    e->kind = kind;
+    e->slot = slot;
+    e->pad = pad;
+    e->code = code;
+    e->message[0] = '\0';
+    if (kind == ENTRY_ERROR)
+        snprintf(e->message, sizeof e->message, "%s", mxc_last_error());
+    it->ready_count++;
+    mxc__cond_signal(&it->consumer_cv);
+}
+
+static void *prefetch_main(void *arg) {
+    mxc_data_iter *it = arg;
+    int64_t done_epoch = -1; /* the last epoch run to its end (or to an error) */
+    mxc__mutex_lock(&it->lock);
+    for (;;) {
+        while (!it->stop && it->want_epoch == done_epoch)
+            mxc__cond_wait(&it->producer_cv, &it->lock);
+        if (it->stop)
+            break;
+        int64_t epoch = it->want_epoch;
+        mxc__mutex_unlock(&it->lock);
+
+        epoch_order(it, epoch, it->perm);
+        bool abandoned = false;
+        for (int64_t b = 0; b < it->num_batches && !abandoned; b++) {
+            mxc__mutex_lock(&it->lock);
+            while (!it->stop && it->want_epoch == epoch && it->num_free == 0)
+                mxc__cond_wait(&it->producer_cv, &it->lock);
+            if (it->stop || it->want_epoch != epoch) {
+                abandoned = true;
+                mxc__mutex_unlock(&it->lock);
+                break;
+            }
+            int slot = it->free_slots[--it->num_free];
+            mxc__mutex_unlock(&it->lock);
+
+            int64_t pad = 0;
+            int rc = fill_slot(it, it->perm, b, &it->slots[slot], &pad);
+
+            mxc__mutex_lock(&it->lock);
+            bool current = !it->stop && it->want_epoch == epoch;
+            if (rc == MXC_OK && current) {
+                publish(it, ENTRY_BATCH, slot, pad, MXC_OK);
+            } else {
+                it->free_slots[it->num_free++] = slot;
+                if (rc != MXC_OK && current) {
+                    publish(it, ENTRY_ERROR, -1, 0, rc);
+                    done_epoch = epoch; /* an error ends the epoch */
+                }
+                abandoned = true;
+            }
+            mxc__mutex_unlock(&it->lock);
+        }
+
+        mxc__mutex_lock(&it->lock);
+        if (!abandoned && !it->stop && it->want_epoch == epoch) {
+            publish(it, ENTRY_END, -1, 0, MXC_OK);
+            done_epoch = epoch;
+        }
+        /* Abandoned for a newer epoch: the loop starts it; for stop: the loop exits. */
+    }
+    mxc__mutex_unlock(&it->lock);
+    return NULL;
+}
+
+/* ---- Creation ---------------------------------------------------------------------- */
+
+void mxc_data_iter_params_init(mxc_data_iter_params *params) {
+    if (!params)
+        return;
+    memset(params, 0, sizeof *params);
+    params->batch_size = 0;
+    params->shuffle = 0;
+    params->seed = 0;
+    params->round_batch = 1;
+    params->num_parts = 1;
+    params->part_index = 0;
+    params->prefetch = 2;
+    params->ctx = mxc_cpu();
+}
+
+/* The shape (batch, dims of `s`...), or (batch) for a one-element label. */
+static int batch_shape(int64_t batch, const mxc_shape *s, bool squeeze, mxc_shape *out) {
+    memset(out, 0, sizeof *out);
+    if (squeeze && mxc_shape_size(s) == 1) {
+        out->ndim = 1;
+        out->dims[0] = batch;
+        return MXC_OK;
+    }
+    if (s->ndim < 1 || s->ndim >= MXC_MAX_NDIM)
+        return mxc__error(MXC_EINVAL, "data iterator: a sample shape needs 1 to %d dimensions",
+                          MXC_MAX_NDIM - 1);
+    out->ndim = s->ndim + 1;
+    out->dims[0] = batch;
+    for (int d = 0; d < s->ndim; d++)
+        out->dims[d + 1] = s->dims[d];
+    return MXC_OK;
+}
+
+static void iter_destroy(mxc_data_iter *it) {
+    if (it->thread_started) {
+        mxc__mutex_lock(&it->lock);
+        it->stop = true;
+        mxc__cond_broadcast(&it->producer_cv);
+        mxc__mutex_unlock(&it->lock);
+        mxc__thread_join(it->thread);
+    }
+    if (it->slots) {
+        for (int i = 0; i < it->num_slots; i++) {
+            mxc_nd_free(it->slots[i].data);
+            mxc_nd_free(it->slots[i].label);
+        }
+    }
+    mxc__free(it->slots);
+    mxc__free(it->free_slots);
+    mxc__free(it->ready);
+    mxc__free(it->stage_data);
+    mxc__free(it->stage_label);
+    mxc__free(it->perm);
+    if (it->src.free)
+        it->src.free(it->src.impl);
+    mxc__cond_destroy(&it->producer_cv);
+    mxc__cond_destroy(&it->consumer_cv);
+    mxc__mutex_destroy(&it->lock);
+    it->magic = 0;
+    mxc__free(it);
+}
+
+int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *params,
+                        mxc_data_iter **out) {
+    int rc = MXC_OK;
+    mxc_data_iter *it = NULL;
+    const char *name = src->name;
+    if (out)
+        *out = NULL;
+    MXC_CHECK(out != NULL, MXC_EINVAL, "%s iterator: out is NULL", name);
+    MXC_CHECK(params != NULL, MXC_EINVAL, "%s iterator: params is NULL", name);
+    const mxc_data_iter_params *p = params;
+    MXC_CHECK(p->batch_size > 0, MXC_EINVAL, "%s iterator: batch_size is %lld, must be > 0", name,
+              (long long)p->batch_size);
+    MXC_CHECK(p->num_parts >= 1, MXC_EINVAL, "%s iterator: num_parts is %d, must be >= 1", name,
+              p->num_parts);
+    MXC_CHECK(p->part_index >= 0 && p->part_index < p->num_parts, MXC_EINVAL,
+              "%s iterator: part_index is %d, must be in [0, num_parts = %d)", name, p->part_index,
+              p->num_parts);
+    MXC_CHECK(p->prefetch >= 1 && p->prefetch <= MAX_PREFETCH, MXC_EINVAL,
+              "%s iterator: prefetch is %d, must be in [1, %d]", name, p->prefetch, MAX_PREFETCH);
+    MXC_CHECK(p->ctx.dev_type == MXC_CPU, MXC_ENOTSUP,
+              "%s iterator: batch arrays on device type %d: only the CPU is supported", name,
+              (int)p->ctx.dev_type);
+
+    it = mxc__calloc(1, sizeof *it);
+    MXC_CHECK(it != NULL, MXC_ENOMEM, "%s iterator: out of memory", name);
+    it->src = *src;
+    src->impl = NULL; /* taken over: freed with the iterator from here on */
+    src->free = NULL;
+    it->params = *p;
+    it->current = -1;
+    it->state = STATE_RUNNING;
+    mxc__mutex_init(&it->lock);
+    mxc__cond_init(&it->producer_cv);
+    mxc__cond_init(&it->consumer_cv);
+
+    int64_t n = it->src.num_samples;
+    int64_t parts = p->num_parts, k = p->part_index;
+    MXC_CHECK(n > 0 && n <= INT64_MAX / parts, MXC_EINVAL, "%s iterator: %lld samples", name,
+              (long long)n);
+    it->part_begin = n * k / parts;
+    it->part_count = n * (k + 1) / parts - it->part_begin;
+    MXC_CHECK(it->part_count > 0, MXC_EINVAL, "%s iterator: part %d of %d of %lld samples is empty",
+              name, p->part_index, p->num_parts, (long long)n);
+    if (p->round_batch) {
+        it->num_batches = (it->part_count + p->batch_size - 1) / p->batch_size;
+    } else {
+        it->num_batches = it->part_count / p->batch_size;
+        MXC_CHECK(it->num_batches > 0, MXC_EINVAL,
+                  "%s iterator: batch_size %lld exceeds the %lld samples of the part, and "
+                  "round_batch is off",
+                  name, (long long)p->batch_size, (long long)it->part_count);
+    }
+
+    it->data_elems = mxc_shape_size(&it->src.data_shape);
+    MXC_CHECK(it->data_elems > 0, MXC_EINVAL, "%s iterator: empty sample shape", name);
+    MXC_TRY(batch_shape(p->batch_size, &it->src.data_shape, false, &it->batch_data_shape));
+    bool labels = it->src.label_shape.ndim > 0;
+    if (labels) {
+        it->label_elems = mxc_shape_size(&it->src.label_shape);
+        MXC_CHECK(it->label_elems > 0, MXC_EINVAL, "%s iterator: empty label shape", name);
+        MXC_TRY(batch_shape(p->batch_size, &it->src.label_shape, true, &it->batch_label_shape));
+    }
+    MXC_CHECK(mxc_shape_size(&it->batch_data_shape) > 0 &&
+                  (!labels || mxc_shape_size(&it->batch_label_shape) > 0),
+              MXC_EINVAL, "%s iterator: batch of %lld samples is too large", name,
+              (long long)p->batch_size);
+
+    size_t bs = (size_t)p->batch_size;
+    it->stage_data = mxc__malloc(bs * (size_t)it->data_elems * sizeof(float));
+    it->stage_label = labels ? mxc__malloc(bs * (size_t)it->label_elems * sizeof(float)) : NULL;
+    it->perm = mxc__malloc((size_t)it->part_count * sizeof(int64_t));
+    it->num_slots = p->prefetch + 1;
+    it->slots = mxc__calloc((size_t)it->num_slots, sizeof *it->slots);
+    it->free_slots = mxc__malloc((size_t)it->num_slots * sizeof(int));
+    it->ready = mxc__calloc((size_t)it->num_slots + 1, sizeof *it->ready);
+    MXC_CHECK(it->stage_data && (!labels || it->stage_label) && it->perm && it->slots &&
+                  it->free_slots && it->ready,
+              MXC_ENOMEM, "%s iterator: out of memory for batch buffers", name);
+    for (int i = 0; i < it->num_slots; i++) {
+        MXC_TRY(mxc_nd_create(&it->batch_data_shape, MXC_FLOAT32, p->ctx, 0, &it->slots[i].data));
+        if (labels)
+            MXC_TRY(
+                mxc_nd_create(&it->batch_label_shape, MXC_FLOAT32, p->ctx, 0, &it->slots[i].label));
+        it->free_slots[it->num_free++] = i;
+    }
+
+    it->want_epoch = 0;
+    it->magic = ITER_MAGIC;
+    MXC_TRY(mxc__thread_start(&it->thread, prefetch_main, it, "mxc-prefetch"));
+    it->thread_started = true;
+    *out = it;
+    return MXC_OK;
+
+fail:
+    if (it) {
+        iter_destroy(it);
+    } else if (src->free) {
+        src->free(src->impl);
+        src->impl = NULL;
+        src->free = NULL;
+    }
+    return rc;
+}
+
+/* ---- The float table source -------------------------------------------------------- */
+
+struct table {
+    float *data, *label;
+    int64_t data_elems, label_elems;
+};
+
+static int table_read(void *impl, int64_t index, float *data, float *label) {
+    struct table *t = impl;
+    memcpy(data, t->data + index * t->data_elems, (size_t)t->data_elems * sizeof(float));
+    if (label && t->label)
+        memcpy(label, t->label + index * t->label_elems, (size_t)t->label_elems * sizeof(float));
+    return MXC_OK;
+}
+
+static void table_free(void *impl) {
+    struct table *t = impl;
+    if (!t)
+        return;
+    mxc__free(t->data);
+    mxc__free(t->label);
+    mxc__free(t);
+}
+
+int mxc__io_table_source(const char *name, float *data, float *label, int64_t num_samples,
+                         const mxc_shape *data_shape, const mxc_shape *label_shape,
+                         struct mxc__io_source *out) {
+    memset(out, 0, sizeof *out);
+    struct table *t = mxc__calloc(1, sizeof *t);
+    if (!t) {
+        mxc__free(data);
+        mxc__free(label);
+        return mxc__error(MXC_ENOMEM, "%s iterator: out of memory", name);
+    }
+    t->data = data;
+    t->label = label;
+    t->data_elems = mxc_shape_size(data_shape);
+    t->label_elems = label_shape->ndim > 0 ? mxc_shape_size(label_shape) : 0;
+    out->name = name;
+    out->impl = t;
+    out->num_samples = num_samples;
+    out->data_shape = *data_shape;
+    out->label_shape = *label_shape;
+    out->read = table_read;
+    out->free = table_free;
+    return MXC_OK;
+}
+
+/* ---- Iterating --------------------------------------------------------------------- */
+
+static bool live(const mxc_data_iter *it) { return it != NULL && it->magic == ITER_MAGIC; }
+
+/* Gives the current batch's slot back to the prefetch thread; the caller holds the lock. */
+static void release_current(mxc_data_iter *it) {
+    if (it->current >= 0) {
+        it->free_slots[it->num_free++] = it->current;
+        it->current = -1;
+        mxc__cond_signal(&it->producer_cv);
+    }
+    it->pad = 0;
+}
+
+int mxc_data_iter_next(mxc_data_iter *it) {
+    int rc = MXC_OK;
+    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    mxc__mutex_lock(&it->lock);
+    release_current(it);
+    if (it->state == STATE_RUNNING) {
+        while (it->ready_count == 0)
+            mxc__cond_wait(&it->consumer_cv, &it->lock);
+        struct entry *e = &it->ready[it->ready_head];
+        it->ready_head = (it->ready_head + 1) % (it->num_slots + 1);
+        it->ready_count--;
+        if (e->kind == ENTRY_BATCH) {
+            it->current = e->slot;
+            it->pad = e->pad;
+        } else if (e->kind == ENTRY_END) {
+            it->state = STATE_END;
+        } else {
+            it->state = STATE_ERROR;
+            it->error_code = e->code;
+            snprintf(it->error_message, sizeof it->error_message, "%s", e->message);
+        }
+    }
+    mxc__mutex_unlock(&it->lock);
+    if (it->state == STATE_END)
+        return 0;
+    if (it->state == STATE_ERROR)
+        return mxc__error_set(it->error_code, it->error_message);
+    return 1;
+fail:
+    return rc;
+}
+
+int mxc_data_iter_reset(mxc_data_iter *it) {
+    int rc = MXC_OK;
+    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    mxc__mutex_lock(&it->lock);
+    release_current(it);
+    /* Everything queued belongs to the old epoch. */
+    for (; it->ready_count > 0; it->ready_count--) {
+        struct entry *e = &it->ready[it->ready_head];
+        if (e->kind == ENTRY_BATCH)
+            it->free_slots[it->num_free++] = e->slot;
+        it->ready_head = (it->ready_head + 1) % (it->num_slots + 1);
+    }
+    it->want_epoch++;
+    it->state = STATE_RUNNING;
+    mxc__cond_broadcast(&it->producer_cv);
+    mxc__mutex_unlock(&it->lock);
+fail:
+    return rc;
+}
+
+mxc_ndarray *mxc_data_iter_data(const mxc_data_iter *it) {
+    return live(it) && it->current >= 0 ? it->slots[it->current].data : NULL;
+}
+
+mxc_ndarray *mxc_data_iter_label(const mxc_data_iter *it) {
+    return live(it) && it->current >= 0 ? it->slots[it->current].label : NULL;
+}
+
+int64_t mxc_data_iter_pad(const mxc_data_iter *it) {
+    if (!live(it))
+        return -1;
+    return it->current >= 0 ? it->pad : 0;
+}
+
+int mxc_data_iter_provide_data(const mxc_data_iter *it, mxc_shape *out) {
+    int rc = MXC_OK;
+    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    MXC_CHECK(out != NULL, MXC_EINVAL, "%s: out is NULL", __func__);
+    *out = it->batch_data_shape;
+fail:
+    return rc;
+}
+
+int mxc_data_iter_provide_label(const mxc_data_iter *it, mxc_shape *out) {
+    int rc = MXC_OK;
+    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    MXC_CHECK(out != NULL, MXC_EINVAL, "%s: out is NULL", __func__);
+    *out = it->batch_label_shape;
+fail:
+    return rc;
+}
+
+int64_t mxc_data_iter_num_samples(const mxc_data_iter *it) {
+    return live(it) ? it->part_count : -1;
+}
+
+int64_t mxc_data_iter_num_batches(const mxc_data_iter *it) {
+    return live(it) ? it->num_batches : -1;
+}
+
+void mxc_data_iter_free(mxc_data_iter *it) {
+    if (!live(it))
+        return;
+    iter_destroy(it);
+}
