@@ -81,6 +81,32 @@ static int view_create(struct nd_chunk *chunk, const mxc_shape *shape, int dtype
     return MXC_OK;
 }
 
+int mxc__nd_view(const mxc_ndarray *base, size_t offset, const mxc_shape *shape, int dtype,
+                 mxc_ndarray **out) {
+    size_t bytes = (size_t)mxc_shape_size(shape) * mxc_dtype_size(dtype);
+    if (base->offset + offset + bytes > base->chunk->nbytes)
+        return mxc__error(MXC_EINTERNAL, "ndarray: a view of %zu bytes at %zu does not fit "
+                          "in a chunk of %zu", bytes, base->offset + offset,
+                          base->chunk->nbytes);
+    return view_create(base->chunk, shape, dtype, base->offset + offset, out);
+}
+
+mxc_var *mxc__nd_var(const mxc_ndarray *a) { return a->chunk->var; }
+
+void mxc__nd_release_memory(const mxc_ndarray *a) { mxc_storage_free(&a->chunk->block); }
+
+int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) {
+    struct nd_chunk *c = a->chunk;
+    if (!written && c->block.ptr == NULL && c->nbytes > 0)
+        return mxc__error(MXC_EINVAL, "an array is read before anything wrote it");
+    int rc = chunk_alloc_memory(c); /* delayed memory is taken now */
+    if (rc != MXC_OK)
+        return rc;
+    *out = (struct mxc__tensor){(char *)c->block.ptr + a->offset, a->shape, a->dtype, c->ctx,
+                                mxc_shape_size(&a->shape)};
+    return MXC_OK;
+}
+
 static int check_shape(const mxc_shape *shape, const char *fn) {
     if (shape == NULL)
         return mxc__error(MXC_EINVAL, "%s: shape is NULL", fn);
@@ -242,13 +268,10 @@ static int closure_call(struct nd_closure *c, const mxc_run_ctx *rctx) {
     int n = c->num_inputs + c->num_outputs;
     for (int i = 0; i < n; i++) {
         struct nd_view *v = &c->views[i];
-        if (i < c->num_inputs && v->chunk->block.ptr == NULL && v->chunk->nbytes > 0)
-            return mxc__error(MXC_EINVAL, "input %d is read before anything wrote it", i);
-        int rc = chunk_alloc_memory(v->chunk); /* delayed memory is taken now */
+        mxc_ndarray a = {ND_MAGIC, v->chunk, v->shape, v->dtype, v->offset};
+        int rc = mxc__nd_tensor(&a, i >= c->num_inputs, &tensors[i]);
         if (rc != MXC_OK)
             return rc;
-        tensors[i] = (struct mxc__tensor){(char *)v->chunk->block.ptr + v->offset, v->shape,
-                                          v->dtype, v->chunk->ctx, mxc_shape_size(&v->shape)};
     }
     struct mxc__nd_call call = {rctx,
                                 c->params,

@@ -92,6 +92,26 @@ int mxc__copy_bytes(void *dst, mxc_context dst_ctx, const void *src, mxc_context
 /* Checks an array handle; records MXC_EMISUSE naming `fn` and `what`. */
 int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what);
 
+/* ---- For the executor, which manages memory itself --------------------------------- */
+
+/* A new array of `shape` and `dtype` at byte `offset` of `base`'s memory, sharing its
+ * chunk (and so its engine variable): the executor's entries inside a planned block.
+ * MXC_EINTERNAL if it does not fit. */
+int mxc__nd_view(const mxc_ndarray *base, size_t offset, const mxc_shape *shape, int dtype,
+                 mxc_ndarray **out);
+
+/* The engine variable that orders every access to `a`'s memory. */
+mxc_var *mxc__nd_var(const mxc_ndarray *a);
+
+/* What a kernel sees of `a`, inside an operation that declared `a`'s variable. Delayed
+ * memory is taken now; reading (`written` false) memory nothing wrote is MXC_EINVAL. */
+int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out);
+
+/* Gives `a`'s memory back to the storage pool; the next operation that writes the chunk
+ * takes memory again (as for a delay-alloc array). Only inside an operation that declared
+ * the chunk's variable mutable. */
+void mxc__nd_release_memory(const mxc_ndarray *a);
+
 /* Size of the array's data in bytes. */
 size_t mxc__nd_nbytes(const mxc_ndarray *a);
 

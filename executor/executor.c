@@ -1,0 +1,765 @@
+/*
+ * executor/executor.c — binding a symbol to arrays and running it (mxc/executor.h).
+ *
+ * Bind: the symbol's indexed graph -> the full graph with the gradient pass (graph.c) ->
+ * the memory plan (plan.c) -> one array per entry (a view on its planned block, or the
+ * caller's array) -> one cached engine operation per node, whose variables are fixed:
+ * it reads its inputs' blocks and writes its outputs' blocks, its auxiliary states and
+ * its resources. Reusing a block is ordered by the engine like any other write. Each
+ * block also gets a cached release operation, pushed right after the block's last user
+ * in a pass: it hands the memory back to the storage pool, and the block's next writer
+ * takes it again (delay-alloc), so memory in use follows the plan over the pass.
+ */
+#include "mxc/executor.h"
+
+#include "executor/graph.h"
+#include "executor/plan.h"
+#include "ndarray/ndarray_impl.h"
+#include "symbol/symbol_impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define EXEC_MAGIC 0x45584543u /* "EXEC" */
+#define MAX_CALL_ARGS (3 * MXC__MAX_OP_ARGS)
+
+/* One cached operation: a node run in one mode. */
+struct node_op {
+    struct mxc_executor *exec;
+    int node;
+    bool is_train;
+    struct mxc__resource *res[2];
+    int num_res;
+    mxc_engine_opr *opr;
+};
+
+struct mxc_executor {
+    uint32_t magic;
+    mxc_engine *engine;
+    mxc_context ctx;
+    mxc_symbol *sym;
+    struct mxc__graph *fg;
+    struct mxc__xgraph g;
+    struct mxc__plan plan;
+    mxc_ndarray **entry;   /* per entry */
+    mxc_ndarray **blocks;  /* per block: its memory and engine variable */
+    struct node_op *train_ops, *infer_ops; /* per node (forward nodes differ by mode) */
+    mxc_engine_opr **release;              /* per block */
+    int *release_start, *release_list;     /* blocks released after node k */
+    mxc_ndarray **args, **grads, **aux, **outputs;
+    int num_args, num_aux, num_outputs;
+    int grad_req; /* what simple_bind asked for, for reshape */
+    bool has_backward;
+    mxc_executor_monitor monitor;
+    void *monitor_user;
+    char *text;
+};
+
+static int check_exec(const mxc_executor *e, const char *fn) {
+    if (e == NULL || e->magic != EXEC_MAGIC)
+        return mxc__error(MXC_EMISUSE, "%s: executor is %s", fn,
+                          e == NULL ? "NULL" : "not a live handle");
+    return MXC_OK;
+}
+
+/* A new handle on `a`'s memory (the executor's own reference). */
+static int retain(const mxc_ndarray *a, mxc_ndarray **out) {
+    return mxc__nd_view(a, 0, &a->shape, a->dtype, out);
+}
+
+/* ---- Running a node ----------------------------------------------------------------- */
+
+static void tensor_of(const mxc_executor *x, int entry, struct mxc__tensor *t) {
+    const struct mxc__xentry *e = &x->g.entries[entry];
+    *t = (struct mxc__tensor){NULL, e->shape, e->dtype, x->ctx, mxc_shape_size(&e->shape)};
+}
+
+/* The tensors of `entries` (n of them): -1 gives a tensor without data shaped like
+ * `like[i]` (if given). Memory is taken now for written ones. */
+static int tensors(const mxc_executor *x, const int *entries, int n, bool written,
+                   const int *like, struct mxc__tensor *out) {
+    for (int i = 0; i < n; i++) {
+        if (entries[i] < 0) {
+            if (like && like[i] >= 0)
+                tensor_of(x, like[i], &out[i]);
+            else
+                out[i] = (struct mxc__tensor){0};
+            continue;
+        }
+        int rc = mxc__nd_tensor(x->entry[entries[i]], written, &out[i]);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    return MXC_OK;
+}
+
+static int run_node(const mxc_run_ctx *rctx, void *arg) {
+    const struct node_op *op = arg;
+    const mxc_executor *x = op->exec;
+    const struct mxc__xnode *n = &x->g.nodes[op->node];
+    struct mxc__tensor in[MAX_CALL_ARGS], out[MXC__MAX_OP_ARGS], aux[MXC__MAX_OP_ARGS];
+    const int *like = n->kind == MXC__X_BACKWARD ? x->g.nodes[n->fwd].in : NULL;
+    int rc = tensors(x, n->in, n->num_in, false, NULL, in);
+    if (rc == MXC_OK)
+        rc = tensors(x, n->out, n->num_out, true, like, out);
+    if (rc == MXC_OK)
+        rc = tensors(x, n->aux, n->num_aux, false, NULL, aux);
+    if (rc != MXC_OK)
+        return mxc__error(rc, "node %s: %s", n->name, mxc_last_error());
+    if (n->kind == MXC__X_ZEROS) {
+        if (n->req[0] != MXC__REQ_ADD && out[0].data)
+            memset(out[0].data, 0, (size_t)out[0].size * mxc_dtype_size(out[0].dtype));
+        return MXC_OK;
+    }
+    struct mxc__op_call call = {.rctx = rctx,
+                                .is_train = op->is_train,
+                                .params = n->op->param_size ? n->params : NULL,
+                                .aux = aux,
+                                .num_aux = n->num_aux,
+                                .req = n->req,
+                                .resources = op->res,
+                                .num_resources = op->num_res};
+    if (n->kind != MXC__X_BACKWARD) {
+        call.in_data = in;
+        call.num_in = n->num_in;
+        call.out_data = out;
+        call.num_out = n->num_out;
+        rc = n->op->forward_cpu(&call);
+    } else {
+        unsigned deps = n->op->backward_deps;
+        call.out_grad = deps & MXC__DEP_OUT_GRAD ? in : NULL;
+        call.in_data = deps & MXC__DEP_IN_DATA ? in + n->num_out_grad : NULL;
+        call.num_in = n->num_in_data;
+        call.out_data = deps & MXC__DEP_OUT_DATA ? in + n->num_out_grad + n->num_in_data : NULL;
+        call.num_out = n->num_out_data;
+        call.in_grad = out;
+        rc = n->op->backward_cpu(&call);
+    }
+    if (rc != MXC_OK)
+        return mxc__error(rc, "node %s (%s%s): %s", n->name, n->op->name,
+                          n->kind == MXC__X_BACKWARD ? " backward" : "", mxc_last_error());
+    return MXC_OK;
+}
+
+static int release_block(const mxc_run_ctx *rctx, void *arg) {
+    (void)rctx;
+    mxc__nd_release_memory(arg);
+    return MXC_OK;
+}
+
+/* ---- Building ----------------------------------------------------------------------- */
+
+/* Marks the entries with their own memory and plans the rest. */
+static int make_plan(mxc_executor *x) {
+    int rc = MXC_OK;
+    struct mxc__xgraph *g = &x->g;
+    int ne = g->num_entries;
+    bool *ext = mxc__calloc((size_t)ne + 1, sizeof(bool));
+    size_t *bytes = mxc__malloc(sizeof(size_t) * ((size_t)ne + 1));
+    struct mxc__plan_node *pn = mxc__calloc((size_t)g->num_nodes + 1, sizeof *pn);
+    int *lists = mxc__malloc(sizeof(int) * (size_t)(2 * MAX_CALL_ARGS) *
+                             ((size_t)g->num_nodes + 1));
+    MXC_CHECK(ext && bytes && pn && lists, MXC_ENOMEM, "executor: out of memory");
+    for (int i = 0; i < g->num_args; i++) {
+        ext[g->arg_entry[i]] = true;
+        if (g->grad_entry[i] >= 0)
+            ext[g->grad_entry[i]] = true;
+    }
+    for (int i = 0; i < g->num_aux; i++)
+        ext[g->aux_entry[i]] = true;
+    for (int h = 0; h < g->num_heads; h++) {
+        ext[g->head_entry[h]] = true;
+        if (g->head_grad_entry[h] >= 0)
+            ext[g->head_grad_entry[h]] = true;
+    }
+    for (int e = 0; e < ne; e++)
+        bytes[e] = (size_t)mxc_shape_size(&g->entries[e].shape) *
+                   mxc_dtype_size(g->entries[e].dtype);
+    /* the planner sees only the entries a node really passes, in place indices remapped */
+    for (int k = 0; k < g->num_nodes; k++) {
+        const struct mxc__xnode *n = &g->nodes[k];
+        int *ins = lists + (size_t)k * 2 * MAX_CALL_ARGS, *outs = ins + MAX_CALL_ARGS;
+        pn[k].inplace_in = pn[k].inplace_out = -1;
+        for (int i = 0; i < n->num_in; i++)
+            if (n->in[i] >= 0) {
+                if (i == n->inplace_in)
+                    pn[k].inplace_in = pn[k].num_inputs;
+                ins[pn[k].num_inputs++] = n->in[i];
+            }
+        for (int o = 0; o < n->num_out; o++)
+            if (n->out[o] >= 0) {
+                if (o == n->inplace_out)
+                    pn[k].inplace_out = pn[k].num_outputs;
+                outs[pn[k].num_outputs++] = n->out[o];
+            }
+        if (pn[k].inplace_in < 0 || pn[k].inplace_out < 0)
+            pn[k].inplace_in = pn[k].inplace_out = -1;
+        pn[k].inputs = ins;
+        pn[k].outputs = outs;
+    }
+    struct mxc__plan_graph pg = {ne, bytes, ext, pn, g->num_nodes};
+    MXC_TRY(mxc__plan_make(&pg, &x->plan));
+fail:
+    mxc__free(ext);
+    mxc__free(bytes);
+    mxc__free(pn);
+    mxc__free(lists);
+    return rc;
+}
+
+/* One array per entry: the caller's, an output of its own, or a view on its block. */
+static int make_arrays(mxc_executor *x, mxc_ndarray *const *args, mxc_ndarray *const *grads,
+                       mxc_ndarray *const *aux) {
+    struct mxc__xgraph *g = &x->g;
+    int rc = MXC_OK;
+    x->entry = mxc__calloc((size_t)g->num_entries + 1, sizeof *x->entry);
+    x->blocks = mxc__calloc((size_t)x->plan.num_blocks + 1, sizeof *x->blocks);
+    x->args = mxc__calloc((size_t)g->num_args + 1, sizeof *x->args);
+    x->grads = mxc__calloc((size_t)g->num_args + 1, sizeof *x->grads);
+    x->aux = mxc__calloc((size_t)g->num_aux + 1, sizeof *x->aux);
+    x->outputs = mxc__calloc((size_t)g->num_heads + 1, sizeof *x->outputs);
+    MXC_CHECK(x->entry && x->blocks && x->args && x->grads && x->aux && x->outputs,
+              MXC_ENOMEM, "executor: out of memory");
+    x->num_args = g->num_args;
+    x->num_aux = g->num_aux;
+    x->num_outputs = g->num_heads;
+    for (int i = 0; i < g->num_args; i++) {
+        MXC_TRY(retain(args[i], &x->args[i]));
+        MXC_TRY(retain(args[i], &x->entry[g->arg_entry[i]]));
+        if (g->grad_entry[i] >= 0) {
+            MXC_TRY(retain(grads[i], &x->grads[i]));
+            MXC_TRY(retain(grads[i], &x->entry[g->grad_entry[i]]));
+        }
+    }
+    for (int i = 0; i < g->num_aux; i++) {
+        MXC_TRY(retain(aux[i], &x->aux[i]));
+        MXC_TRY(retain(aux[i], &x->entry[g->aux_entry[i]]));
+    }
+    for (int b = 0; b < x->plan.num_blocks; b++) {
+        mxc_shape s = {1, {(int64_t)((x->plan.block_bytes[b] + 3) / 4)}};
+        MXC_TRY(mxc_nd_create(&s, MXC_FLOAT32, x->ctx, 1, &x->blocks[b]));
+    }
+    for (int e = 0; e < g->num_entries; e++) {
+        if (x->entry[e] != NULL)
+            continue;
+        const struct mxc__xentry *xe = &g->entries[e];
+        int b = x->plan.block_of[e];
+        if (b >= 0)
+            MXC_TRY(mxc__nd_view(x->blocks[b], 0, &xe->shape, xe->dtype, &x->entry[e]));
+        else /* outputs and head gradients: their own memory */
+            MXC_TRY(mxc_nd_create(&xe->shape, xe->dtype, x->ctx, 1, &x->entry[e]));
+    }
+    for (int h = 0; h < g->num_heads; h++)
+        MXC_TRY(retain(x->entry[g->head_entry[h]], &x->outputs[h]));
+fail:
+    return rc;
+}
+
+/* Adds the variable of entry `e` to `vars` unless it is there. */
+static void add_var(const mxc_executor *x, int e, mxc_var **vars, int *n) {
+    if (e < 0)
+        return;
+    mxc_var *v = mxc__nd_var(x->entry[e]);
+    for (int i = 0; i < *n; i++)
+        if (vars[i] == v)
+            return;
+    vars[(*n)++] = v;
+}
+
+static int make_node_op(mxc_executor *x, int k, bool is_train, struct node_op *op) {
+    const struct mxc__xnode *n = &x->g.nodes[k];
+    *op = (struct node_op){.exec = x, .node = k, .is_train = is_train};
+    mxc_var *reads[MAX_CALL_ARGS + MXC__MAX_OP_ARGS], *writes[3 * MXC__MAX_OP_ARGS + 2];
+    int nr = 0, nw = 0;
+    for (int o = 0; o < n->num_out; o++)
+        add_var(x, n->out[o], writes, &nw);
+    for (int i = 0; i < n->num_aux; i++) /* forward updates moving statistics */
+        add_var(x, n->aux[i], n->kind == MXC__X_FORWARD ? writes : reads,
+                n->kind == MXC__X_FORWARD ? &nw : &nr);
+    for (int i = 0; i < n->num_in; i++)
+        add_var(x, n->in[i], reads, &nr);
+    if (n->op) {
+        const unsigned char *kinds =
+            n->kind == MXC__X_BACKWARD ? n->op->backward_resources : n->op->forward_resources;
+        for (int r = 0; r < 2 && kinds[r]; r++) {
+            int rc = mxc__resource_get(x->ctx, kinds[r] - 1, &op->res[op->num_res]);
+            if (rc != MXC_OK)
+                return rc;
+            writes[nw++] = op->res[op->num_res++]->var;
+        }
+    }
+    mxc_engine_op_desc d = {.fn = run_node,
+                            .arg = op,
+                            .ctx = x->ctx,
+                            .const_vars = reads,
+                            .num_const_vars = nr,
+                            .mutable_vars = writes,
+                            .num_mutable_vars = nw,
+                            .name = n->op ? n->op->name : "zeros"};
+    return mxc_engine_new_operator(x->engine, &d, &op->opr);
+}
+
+/* Cached operations: forward nodes in both modes, backward nodes, block releases. */
+static int make_ops(mxc_executor *x) {
+    int rc = MXC_OK;
+    struct mxc__xgraph *g = &x->g;
+    int nb = x->plan.num_blocks;
+    x->train_ops = mxc__calloc((size_t)g->num_nodes + 1, sizeof *x->train_ops);
+    x->infer_ops = mxc__calloc((size_t)g->num_forward + 1, sizeof *x->infer_ops);
+    x->release = mxc__calloc((size_t)nb + 1, sizeof *x->release);
+    x->release_start = mxc__calloc((size_t)g->num_nodes + 2, sizeof(int));
+    x->release_list = mxc__malloc(sizeof(int) * ((size_t)nb + 1));
+    MXC_CHECK(x->train_ops && x->infer_ops && x->release && x->release_start &&
+                  x->release_list,
+              MXC_ENOMEM, "executor: out of memory");
+    for (int k = 0; k < g->num_nodes; k++) {
+        const struct mxc__op_def *op = g->nodes[k].op;
+        MXC_CHECK(op == NULL || (g->nodes[k].kind == MXC__X_BACKWARD ? op->backward_cpu
+                                                                      : op->forward_cpu),
+                  MXC_ENOTSUP, "node %s: operator %s has no CPU kernel", g->nodes[k].name,
+                  op->name);
+        MXC_TRY(make_node_op(x, k, true, &x->train_ops[k]));
+        if (k < g->num_forward)
+            MXC_TRY(make_node_op(x, k, false, &x->infer_ops[k]));
+    }
+    for (int b = 0; b < nb; b++) {
+        mxc_var *v = mxc__nd_var(x->blocks[b]);
+        mxc_engine_op_desc d = {.fn = release_block,
+                                .arg = x->blocks[b],
+                                .ctx = x->ctx,
+                                .mutable_vars = &v,
+                                .num_mutable_vars = 1,
+                                .name = "release"};
+        MXC_TRY(mxc_engine_new_operator(x->engine, &d, &x->release[b]));
+        x->release_start[x->plan.last_use[b] + 1]++;
+    }
+    /* counting sort of the blocks by their last user */
+    for (int k = 0; k < g->num_nodes; k++)
+        x->release_start[k + 1] += x->release_start[k];
+    {
+        int *fill = mxc__malloc(sizeof(int) * ((size_t)g->num_nodes + 1));
+        MXC_CHECK(fill != NULL, MXC_ENOMEM, "executor: out of memory");
+        memcpy(fill, x->release_start, sizeof(int) * (size_t)g->num_nodes);
+        for (int b = 0; b < nb; b++)
+            x->release_list[fill[x->plan.last_use[b]]++] = b;
+        mxc__free(fill);
+    }
+fail:
+    return rc;
+}
+
+static int bind_arrays(mxc_symbol *sym, mxc_context ctx, mxc_ndarray *const *args,
+                       mxc_ndarray *const *grads, const int *reqs, mxc_ndarray *const *aux,
+                       mxc_executor **out) {
+    int rc = MXC_OK;
+    mxc_shape *arg_s = NULL, *aux_s = NULL;
+    int *arg_t = NULL;
+    mxc_executor *x = mxc__calloc(1, sizeof *x);
+    MXC_CHECK(x != NULL, MXC_ENOMEM, "executor: out of memory");
+    x->magic = EXEC_MAGIC;
+    x->ctx = ctx;
+    MXC_TRY(mxc_engine_get_default(&x->engine));
+    MXC_TRY(mxc_symbol_copy(sym, &x->sym));
+    MXC_TRY(mxc__graph_build(sym, &x->fg));
+    int na = x->fg->num_args, nx = x->fg->num_aux;
+    arg_s = mxc__malloc(sizeof *arg_s * ((size_t)na + 1));
+    arg_t = mxc__malloc(sizeof *arg_t * ((size_t)na + 1));
+    aux_s = mxc__malloc(sizeof *aux_s * ((size_t)nx + 1));
+    MXC_CHECK(arg_s && arg_t && aux_s, MXC_ENOMEM, "executor: out of memory");
+    bool any_grad = false;
+    for (int i = 0; i < na; i++) {
+        arg_s[i] = args[i]->shape;
+        arg_t[i] = args[i]->dtype;
+        any_grad |= reqs && reqs[i] != MXC_GRAD_NULL;
+    }
+    for (int i = 0; i < nx; i++)
+        aux_s[i] = aux[i]->shape;
+    MXC_TRY(mxc__xgraph_build(x->fg, arg_s, arg_t, aux_s, any_grad ? reqs : NULL, &x->g));
+    x->has_backward = x->g.num_nodes > x->g.num_forward;
+    MXC_TRY(make_plan(x));
+    MXC_TRY(make_arrays(x, args, grads, aux));
+    MXC_TRY(make_ops(x));
+    *out = x;
+fail:
+    mxc__free(arg_s);
+    mxc__free(arg_t);
+    mxc__free(aux_s);
+    if (rc != MXC_OK)
+        mxc_executor_free(x);
+    return rc;
+}
+
+/* Checks the caller's arrays against the symbol's lists. */
+static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *args,
+                           mxc_ndarray *const *grads, const int *reqs, int num_aux,
+                           mxc_ndarray *const *aux) {
+    int n_args, n_aux;
+    const char *const *arg_names, *const *aux_names;
+    int rc = mxc_symbol_list_arguments(sym, &n_args, &arg_names);
+    if (rc == MXC_OK)
+        rc = mxc_symbol_list_auxiliary_states(sym, &n_aux, &aux_names);
+    if (rc != MXC_OK)
+        return rc;
+    if (num_args != n_args || num_aux != n_aux)
+        return mxc__error(MXC_EINVAL, "mxc_executor_bind: the symbol has %d arguments and %d "
+                          "auxiliary states, %d and %d given", n_args, n_aux, num_args,
+                          num_aux);
+    if ((num_args > 0 && args == NULL) || (num_aux > 0 && aux == NULL))
+        return mxc__error(MXC_EINVAL, "mxc_executor_bind: NULL array list");
+    for (int i = 0; i < num_args; i++) {
+        rc = mxc__nd_check(args[i], "mxc_executor_bind", arg_names[i]);
+        if (rc != MXC_OK)
+            return rc;
+        int req = reqs ? reqs[i] : grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
+        if (req != MXC_GRAD_NULL && req != MXC_GRAD_WRITE && req != MXC_GRAD_ADD)
+            return mxc__error(MXC_EINVAL, "mxc_executor_bind: grad_req %d of %s is not "
+                              "null (0), write (1) or add (3)", req, arg_names[i]);
+        if (req == MXC_GRAD_NULL)
+            continue;
+        if (grads == NULL)
+            return mxc__error(MXC_EINVAL, "mxc_executor_bind: %s wants a gradient but no "
+                              "gradient arrays are given", arg_names[i]);
+        rc = mxc__nd_check(grads[i], "mxc_executor_bind", "gradient");
+        if (rc != MXC_OK)
+            return rc;
+        char b1[128], b2[128];
+        if (grads[i]->shape.ndim != args[i]->shape.ndim ||
+            mxc_shape_size(&grads[i]->shape) != mxc_shape_size(&args[i]->shape) ||
+            memcmp(grads[i]->shape.dims, args[i]->shape.dims,
+                   sizeof(int64_t) * (size_t)args[i]->shape.ndim) != 0)
+            return mxc__error(MXC_ESHAPE, "mxc_executor_bind: the gradient of %s is %s, the "
+                              "argument %s", arg_names[i],
+                              mxc__shape_str(&grads[i]->shape, b1, sizeof b1),
+                              mxc__shape_str(&args[i]->shape, b2, sizeof b2));
+    }
+    for (int i = 0; i < num_aux && rc == MXC_OK; i++)
+        rc = mxc__nd_check(aux[i], "mxc_executor_bind", aux_names[i]);
+    return rc;
+}
+
+int mxc_executor_bind(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarray *const *args,
+                      mxc_ndarray *const *arg_grads, const int *grad_reqs, int num_aux,
+                      mxc_ndarray *const *aux, mxc_executor **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_executor_bind: out is NULL");
+    *out = NULL;
+    if (ctx.dev_type != MXC_CPU)
+        return mxc__error(MXC_ENOTSUP, "mxc_executor_bind: only CPU contexts so far");
+    int rc = check_bind_args(sym, num_args, args, arg_grads, grad_reqs, num_aux, aux);
+    if (rc != MXC_OK)
+        return rc;
+    int *reqs = mxc__malloc(sizeof(int) * ((size_t)num_args + 1));
+    if (reqs == NULL)
+        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+    for (int i = 0; i < num_args; i++)
+        reqs[i] = grad_reqs ? grad_reqs[i] : arg_grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
+    rc = bind_arrays(sym, ctx, args, arg_grads, reqs, aux, out);
+    mxc__free(reqs);
+    return rc;
+}
+
+/* ---- simple_bind and reshape -------------------------------------------------------- */
+
+/* Creates every argument (taking `keep[i]` when its shape matches), gradient and aux
+ * state from the shapes inferred from the named inputs, then binds. */
+static int bind_shapes(mxc_symbol *sym, mxc_context ctx, int num, const char *const *names,
+                       const mxc_shape *shapes, int grad_req, const mxc_executor *keep,
+                       mxc_executor **out) {
+    int rc = MXC_OK;
+    struct mxc__graph *fg = NULL;
+    mxc_shape *es = NULL;
+    mxc_ndarray **arrays = NULL;
+    int *reqs = NULL;
+    MXC_TRY(mxc__graph_build(sym, &fg));
+    int na = fg->num_args, nx = fg->num_aux;
+    es = mxc__calloc((size_t)fg->num_entries + 1, sizeof *es);
+    arrays = mxc__calloc((size_t)(2 * na + nx) + 1, sizeof *arrays);
+    reqs = mxc__calloc((size_t)na + 1, sizeof *reqs);
+    MXC_CHECK(es && arrays && reqs, MXC_ENOMEM, "executor: out of memory");
+    for (int i = 0; i < na; i++)
+        reqs[i] = grad_req;
+    for (int j = 0; j < num; j++) {
+        int found = -1;
+        for (int i = 0; i < na && found < 0; i++)
+            if (strcmp(fg->nodes[fg->arg_nodes[i]].name, names[j]) == 0)
+                found = i;
+        MXC_CHECK(found >= 0, MXC_EINVAL, "simple_bind: %s is not an argument of the symbol",
+                  names[j]);
+        es[fg->entry_ptr[fg->arg_nodes[found]]] = shapes[j];
+        reqs[found] = MXC_GRAD_NULL;
+    }
+    int unknown = 0;
+    MXC_TRY(mxc__graph_infer_shape(fg, es, &unknown));
+    for (int i = 0; i < na + nx; i++) {
+        int node = i < na ? fg->arg_nodes[i] : fg->aux_nodes[i - na];
+        const mxc_shape *s = &es[fg->entry_ptr[node]];
+        MXC_CHECK(s->ndim > 0, MXC_ESHAPE, "simple_bind: the shape of %s cannot be inferred "
+                  "from the given input shapes", fg->nodes[node].name);
+        mxc_ndarray *old = NULL;
+        if (keep && i < na)
+            old = keep->args[i];
+        else if (keep)
+            old = keep->aux[i - na];
+        mxc_ndarray **slot = i < na ? &arrays[i] : &arrays[2 * na + (i - na)];
+        if (old && old->shape.ndim == s->ndim &&
+            memcmp(old->shape.dims, s->dims, sizeof(int64_t) * (size_t)s->ndim) == 0)
+            MXC_TRY(retain(old, slot));
+        else
+            MXC_TRY(mxc_nd_zeros(s, MXC_FLOAT32, ctx, slot));
+        if (i < na && reqs[i] != MXC_GRAD_NULL)
+            MXC_TRY(mxc_nd_zeros(s, MXC_FLOAT32, ctx, &arrays[na + i]));
+    }
+    rc = bind_arrays(sym, ctx, arrays, arrays + na, reqs, arrays + 2 * na, out);
+    if (rc == MXC_OK)
+        (*out)->grad_req = grad_req;
+fail:
+    for (int i = 0; arrays && i < 2 * na + nx; i++)
+        mxc_nd_free(arrays[i]);
+    mxc__free(arrays);
+    mxc__free(reqs);
+    mxc__free(es);
+    mxc__graph_free(fg);
+    return rc;
+}
+
+int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num,
+                             const char *const *names, const mxc_shape *shapes, int grad_req,
+                             mxc_executor **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: out is NULL");
+    *out = NULL;
+    if (num < 0 || (num > 0 && (names == NULL || shapes == NULL)))
+        return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: bad input shape lists");
+    if (grad_req != MXC_GRAD_NULL && grad_req != MXC_GRAD_WRITE && grad_req != MXC_GRAD_ADD)
+        return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: grad_req %d is not null "
+                          "(0), write (1) or add (3)", grad_req);
+    if (ctx.dev_type != MXC_CPU)
+        return mxc__error(MXC_ENOTSUP, "mxc_executor_simple_bind: only CPU contexts so far");
+    return bind_shapes(sym, ctx, num, names, shapes, grad_req, NULL, out);
+}
+
+int mxc_executor_reshape(mxc_executor *x, int num, const char *const *names,
+                         const mxc_shape *shapes, mxc_executor **out) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_executor_reshape: out is NULL");
+    *out = NULL;
+    return bind_shapes(x->sym, x->ctx, num, names, shapes, x->grad_req, x, out);
+}
+
+/* ---- Running ------------------------------------------------------------------------ */
+
+static int monitor_node(mxc_executor *x, int k) {
+    const struct mxc__xnode *n = &x->g.nodes[k];
+    for (int o = 0; o < n->num_out; o++) {
+        if (n->out[o] < 0)
+            continue;
+        mxc_ndarray *a = x->entry[n->out[o]];
+        int rc = mxc_nd_wait_to_read(a);
+        if (rc != MXC_OK)
+            return rc;
+        char name[256];
+        if (n->kind == MXC__X_BACKWARD)
+            snprintf(name, sizeof name, "%s_backward_%d", n->name, o);
+        else
+            snprintf(name, sizeof name, "%s_output%d", n->name, o);
+        x->monitor(name, a, x->monitor_user);
+    }
+    return MXC_OK;
+}
+
+/* Pushes nodes [begin, end), each followed by the releases of the blocks it used last. */
+static int push_range(mxc_executor *x, int begin, int end, bool is_train) {
+    for (int k = begin; k < end; k++) {
+        struct node_op *op = is_train ? &x->train_ops[k] : &x->infer_ops[k];
+        int rc = mxc_engine_push_operator(x->engine, op->opr, 0);
+        if (rc == MXC_OK && x->monitor)
+            rc = monitor_node(x, k);
+        for (int r = x->release_start[k]; rc == MXC_OK && r < x->release_start[k + 1]; r++)
+            rc = mxc_engine_push_operator(x->engine, x->release[x->release_list[r]], 0);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    return MXC_OK;
+}
+
+int mxc_executor_forward(mxc_executor *x, int is_train) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    return push_range(x, 0, x->g.num_forward, is_train != 0);
+}
+
+int mxc_executor_backward(mxc_executor *x, int num, mxc_ndarray *const *head_grads) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    struct mxc__xgraph *g = &x->g;
+    if (!x->has_backward)
+        return mxc__error(MXC_EINVAL, "mxc_executor_backward: no gradients were bound");
+    for (int h = 0; h < g->num_heads; h++) {
+        int e = g->head_grad_entry[h];
+        if (e < 0)
+            continue;
+        mxc_ndarray *src = h < num && head_grads ? head_grads[h] : NULL;
+        if (src == NULL)
+            return mxc__error(MXC_EINVAL, "mxc_executor_backward: output %d needs a head "
+                              "gradient", h);
+        rc = mxc_nd_copy_to(src, x->entry[e]);
+        if (rc != MXC_OK)
+            return mxc__error(rc, "mxc_executor_backward: head gradient %d: %s", h,
+                              mxc_last_error());
+    }
+    return push_range(x, g->num_forward, g->num_nodes, true);
+}
+
+/* ---- Inspection --------------------------------------------------------------------- */
+
+int mxc_executor_outputs(mxc_executor *x, int *num, mxc_ndarray *const **outputs) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (num == NULL || outputs == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_executor_outputs: NULL argument");
+    *num = x->num_outputs;
+    *outputs = x->outputs;
+    return MXC_OK;
+}
+
+int mxc_executor_arrays(mxc_executor *x, int *num_args, mxc_ndarray *const **args,
+                        mxc_ndarray *const **grads, int *num_aux, mxc_ndarray *const **aux) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (num_args)
+        *num_args = x->num_args;
+    if (args)
+        *args = x->args;
+    if (grads)
+        *grads = x->grads;
+    if (num_aux)
+        *num_aux = x->num_aux;
+    if (aux)
+        *aux = x->aux;
+    return MXC_OK;
+}
+
+int mxc_executor_plan_info(const mxc_executor *x, mxc_exec_plan_info *out) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_executor_plan_info: out is NULL");
+    *out = (mxc_exec_plan_info){x->plan.planned_bytes, x->plan.naive_bytes,
+                                x->plan.num_blocks,    x->g.num_entries,
+                                x->g.num_nodes,        x->g.num_forward};
+    return MXC_OK;
+}
+
+int mxc_executor_entry_block(const mxc_executor *x, int entry) {
+    if (check_exec(x, __func__) != MXC_OK || entry < 0 || entry >= x->g.num_entries)
+        return -1;
+    return x->plan.block_of[entry];
+}
+
+int mxc_executor_set_monitor(mxc_executor *x, mxc_executor_monitor fn, void *user) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    x->monitor = fn;
+    x->monitor_user = user;
+    return MXC_OK;
+}
+
+static const char *kind_name(int kind) {
+    static const char *const names[] = {"var", "forward", "backward", "sum", "zeros"};
+    return names[kind];
+}
+
+int mxc_executor_print(mxc_executor *x, const char **text) {
+    int rc = check_exec(x, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (text == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_executor_print: text is NULL");
+    struct mxc__buf b = {0};
+    const struct mxc__xgraph *g = &x->g;
+    mxc__buf_printf(&b, "executor: %d nodes (%d forward), %d entries, %d blocks\n",
+                    g->num_nodes, g->num_forward, g->num_entries, x->plan.num_blocks);
+    for (int k = 0; k < g->num_nodes; k++) {
+        const struct mxc__xnode *n = &g->nodes[k];
+        mxc__buf_printf(&b, "%4d %-8s %-16s %s:", k, kind_name(n->kind),
+                        n->op ? n->op->name : "-", n->name);
+        for (int pass = 0; pass < 2; pass++) {
+            const int *ids = pass ? n->out : n->in;
+            int cnt = pass ? n->num_out : n->num_in;
+            mxc__buf_puts(&b, pass ? " ->" : "");
+            for (int i = 0; i < cnt; i++) {
+                if (ids[i] < 0)
+                    continue;
+                char s[128];
+                mxc__shape_str(&g->entries[ids[i]].shape, s, sizeof s);
+                int blk = x->plan.block_of[ids[i]];
+                if (blk >= 0)
+                    mxc__buf_printf(&b, " e%d%s[b%d]", ids[i], s, blk);
+                else
+                    mxc__buf_printf(&b, " e%d%s", ids[i], s);
+            }
+        }
+        for (int r = x->release_start[k]; r < x->release_start[k + 1]; r++)
+            mxc__buf_printf(&b, " ; release b%d", x->release_list[r]);
+        mxc__buf_puts(&b, "\n");
+    }
+    for (int blk = 0; blk < x->plan.num_blocks; blk++)
+        mxc__buf_printf(&b, "block %d: %zu bytes, last used by node %d\n", blk,
+                        x->plan.block_bytes[blk], x->plan.last_use[blk]);
+    mxc__buf_printf(&b, "planned %zu bytes, naive %zu bytes\n", x->plan.planned_bytes,
+                    x->plan.naive_bytes);
+    if (b.failed) {
+        mxc__free(b.data);
+        return mxc__error(MXC_ENOMEM, "mxc_executor_print: out of memory");
+    }
+    mxc__free(x->text);
+    x->text = b.data;
+    *text = x->text;
+    return MXC_OK;
+}
+
+static void free_arrays(mxc_ndarray **a, int n) {
+    for (int i = 0; a && i < n; i++)
+        mxc_nd_free(a[i]);
+    mxc__free(a);
+}
+
+void mxc_executor_free(mxc_executor *x) {
+    if (x == NULL || x->magic != EXEC_MAGIC)
+        return;
+    x->magic = 0;
+    if (x->engine)
+        mxc_engine_wait_all(x->engine);
+    for (int k = 0; x->train_ops && k < x->g.num_nodes; k++)
+        mxc_engine_delete_operator(x->engine, x->train_ops[k].opr);
+    for (int k = 0; x->infer_ops && k < x->g.num_forward; k++)
+        mxc_engine_delete_operator(x->engine, x->infer_ops[k].opr);
+    for (int b = 0; x->release && b < x->plan.num_blocks; b++)
+        mxc_engine_delete_operator(x->engine, x->release[b]);
+    free_arrays(x->entry, x->g.num_entries);
+    free_arrays(x->blocks, x->plan.num_blocks);
+    free_arrays(x->args, x->num_args);
+    free_arrays(x->grads, x->num_args);
+    free_arrays(x->aux, x->num_aux);
+    free_arrays(x->outputs, x->num_outputs);
+    mxc__free(x->train_ops);
+    mxc__free(x->infer_ops);
+    mxc__free(x->release);
+    mxc__free(x->release_start);
+    mxc__free(x->release_list);
+    mxc__free(x->text);
+    mxc__plan_free(&x->plan);
+    mxc__xgraph_free(&x->g);
+    mxc__graph_free(x->fg);
+    mxc_symbol_free(x->sym);
+    mxc__free(x);
+}

@@ -1,0 +1,423 @@
+/*
+ * tests/check_executor.c — binding symbols and running them: forward equals the same
+ * operators run imperatively, backward equals finite differences of the whole graph,
+ * add-to gradients accumulate across passes, the memory plan shares blocks (in place and
+ * reused) and the memory in use stays within it, independent branches run at the same
+ * time, reshape shares weights, and misuse is reported.
+ */
+#include "mxc/executor.h"
+#include "mxc/ndarray.h"
+#include "mxc/op.h"
+#include "mxc/storage.h"
+#include "mxc/symbol.h"
+#include "tests/util/test_util.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- Building symbols --------------------------------------------------------------- */
+
+static mxc_symbol *var(const char *name) {
+    mxc_symbol *s = NULL;
+    CK_OK(mxc_symbol_variable(name, &s));
+    return s;
+}
+
+/* op(input) with up to two string parameters; consumes `in`. */
+static mxc_symbol *apply(const char *op, const char *name, mxc_symbol *in, const char *k1,
+                         const char *v1, const char *k2, const char *v2) {
+    const char *keys[2] = {k1, k2}, *vals[2] = {v1, v2};
+    int np = k2 ? 2 : k1 ? 1 : 0;
+    mxc_symbol *out = NULL;
+    CK_OK(mxc_symbol_create(op, np, keys, vals, name, 1, NULL, &in, &out));
+    mxc_symbol_free(in);
+    return out;
+}
+
+static mxc_symbol *apply2(const char *op, const char *name, mxc_symbol *a, mxc_symbol *b) {
+    mxc_symbol *ins[2] = {a, b}, *out = NULL;
+    CK_OK(mxc_symbol_create(op, 0, NULL, NULL, name, 2, NULL, ins, &out));
+    mxc_symbol_free(a);
+    mxc_symbol_free(b);
+    return out;
+}
+
+/* data -> fc1 (5) -> relu -> fc2 (3) */
+static mxc_symbol *mlp(void) {
+    mxc_symbol *s = apply("FullyConnected", "fc1", var("data"), "num_hidden", "5", NULL, NULL);
+    s = apply("relu", "relu1", s, NULL, NULL, NULL, NULL);
+    return apply("FullyConnected", "fc2", s, "num_hidden", "3", NULL, NULL);
+}
+
+/* ---- Arrays ------------------------------------------------------------------------- */
+
+static void fill(mxc_ndarray *a, unsigned seed, float lo, float hi) {
+    int64_t n = mxc_nd_size(a);
+    float *h = malloc(sizeof(float) * (size_t)n);
+    srand(seed);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = lo + (hi - lo) * (float)rand() / (float)RAND_MAX;
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, h, sizeof(float) * (size_t)n));
+    free(h);
+}
+
+static float *read_all(mxc_ndarray *a) {
+    int64_t n = mxc_nd_size(a);
+    float *h = malloc(sizeof(float) * (size_t)(n + 1));
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, h, sizeof(float) * (size_t)n));
+    return h;
+}
+
+static void expect_close(mxc_ndarray *got, const float *want, double tol, const char *what) {
+    float *g = read_all(got);
+    int64_t n = mxc_nd_size(got), worst = 0;
+    double err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)g[i] - want[i]) / (1.0 + fabs((double)want[i]));
+        if (e > err) {
+            err = e;
+            worst = i;
+        }
+    }
+    ck_assert_msg(err <= tol, "%s: element %lld is %g, expected %g", what, (long long)worst,
+                  (double)g[worst], (double)want[worst]);
+    free(g);
+}
+
+/* The MLP bound by simple_bind on a (4, 6) batch with random weights. */
+static mxc_executor *bind_mlp(mxc_symbol *sym, int grad_req) {
+    mxc_executor *x = NULL;
+    const char *names[] = {"data"};
+    mxc_shape shapes[] = {SHAPE(4, 6)};
+    CK_OK(mxc_executor_simple_bind(sym, mxc_cpu(), 1, names, shapes, grad_req, &x));
+    int na;
+    mxc_ndarray *const *args;
+    CK_OK(mxc_executor_arrays(x, &na, &args, NULL, NULL, NULL));
+    ck_assert_int_eq(na, 5); /* data, fc1_weight, fc1_bias, fc2_weight, fc2_bias */
+    for (int i = 0; i < na; i++)
+        fill(args[i], 10 + (unsigned)i, -1, 1);
+    return x;
+}
+
+/* ---- Forward and backward ----------------------------------------------------------- */
+
+START_TEST(test_forward_equals_imperative) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_NULL);
+    CK_OK(mxc_executor_forward(x, 0));
+    int nout;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &nout, &outs));
+    ck_assert_int_eq(nout, 1);
+    mxc_ndarray *const *args;
+    CK_OK(mxc_executor_arrays(x, NULL, &args, NULL, NULL, NULL));
+    /* the same computation, imperatively */
+    const char *k[] = {"num_hidden"}, *v5[] = {"5"}, *v3[] = {"3"};
+    mxc_ndarray *h = NULL, *r = NULL, *y = NULL;
+    mxc_ndarray *in1[] = {args[0], args[1], args[2]};
+    CK_OK(mxc_imperative_invoke("FullyConnected", 1, k, v5, 3, in1, 1, &h, 0));
+    CK_OK(mxc_imperative_invoke("relu", 0, NULL, NULL, 1, &h, 1, &r, 0));
+    mxc_ndarray *in2[] = {r, args[3], args[4]};
+    CK_OK(mxc_imperative_invoke("FullyConnected", 1, k, v3, 3, in2, 1, &y, 0));
+    float *want = read_all(y);
+    expect_close(outs[0], want, 1e-6, "output");
+    free(want);
+    mxc_nd_free(h);
+    mxc_nd_free(r);
+    mxc_nd_free(y);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* sum(w * output) for the current arguments, in double. */
+static double loss_of(mxc_executor *x, const float *w) {
+    CK_OK(mxc_executor_forward(x, 1));
+    int n;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &n, &outs));
+    float *y = read_all(outs[0]);
+    double l = 0;
+    for (int64_t i = 0; i < mxc_nd_size(outs[0]); i++)
+        l += (double)w[i] * y[i];
+    free(y);
+    return l;
+}
+
+START_TEST(test_backward_equals_finite_differences) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(4, 3), MXC_FLOAT32, mxc_cpu(), 0, &head));
+    fill(head, 99, -1, 1);
+    float *w = read_all(head);
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    int na;
+    mxc_ndarray *const *args, *const *grads;
+    CK_OK(mxc_executor_arrays(x, &na, &args, &grads, NULL, NULL));
+    ck_assert_ptr_null(grads[0]); /* data: an input, no gradient */
+    for (int a = 1; a < na; a++) {
+        float *g = read_all(grads[a]), *p = read_all(args[a]);
+        int64_t n = mxc_nd_size(args[a]);
+        for (int64_t i = 0; i < n; i++) {
+            const float eps = 1e-2f;
+            float keep = p[i];
+            p[i] = keep + eps;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
+            double lp = loss_of(x, w);
+            p[i] = keep - eps;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
+            double lm = loss_of(x, w);
+            p[i] = keep;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
+            double fd = (lp - lm) / (2 * eps);
+            ck_assert_msg(fabs(fd - g[i]) <= 2e-3 + 2e-3 * fabs(fd),
+                          "argument %d element %lld: backward %g, finite difference %g", a,
+                          (long long)i, (double)g[i], fd);
+        }
+        free(g);
+        free(p);
+    }
+    free(w);
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+START_TEST(test_add_to_accumulates_across_passes) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *wx = bind_mlp(sym, MXC_GRAD_WRITE), *ax = bind_mlp(sym, MXC_GRAD_ADD);
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(4, 3), MXC_FLOAT32, mxc_cpu(), 0, &head));
+    fill(head, 7, -1, 1);
+    for (int pass = 0; pass < 2; pass++) {
+        CK_OK(mxc_executor_forward(wx, 1));
+        CK_OK(mxc_executor_backward(wx, 1, &head));
+        CK_OK(mxc_executor_forward(ax, 1));
+        CK_OK(mxc_executor_backward(ax, 1, &head));
+    }
+    mxc_ndarray *const *wg, *const *ag;
+    int na;
+    CK_OK(mxc_executor_arrays(wx, &na, NULL, &wg, NULL, NULL));
+    CK_OK(mxc_executor_arrays(ax, NULL, NULL, &ag, NULL, NULL));
+    for (int a = 1; a < na; a++) {
+        float *once = read_all(wg[a]);
+        for (int64_t i = 0; i < mxc_nd_size(wg[a]); i++)
+            once[i] *= 2; /* the gradient arrays started at zero */
+        expect_close(ag[a], once, 1e-5, "accumulated gradient");
+        free(once);
+    }
+    mxc_nd_free(head);
+    mxc_executor_free(wx);
+    mxc_executor_free(ax);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* r = relu(x) read twice (r * r): the two gradients meet and are summed. */
+START_TEST(test_fan_out_gradients_are_summed) {
+    mxc_symbol *x = var("x"), *r = apply("relu", "r", x, NULL, NULL, NULL, NULL);
+    mxc_symbol *r2 = NULL;
+    CK_OK(mxc_symbol_get_output(r, 0, &r2));
+    mxc_symbol *y = apply2("_mul", "square", r, r2);
+    const float xs[] = {-1.5f, -0.5f, 0.5f, 2.0f}, hs[] = {1.0f, 2.0f, 3.0f, -1.0f};
+    mxc_ndarray *xa = NULL, *ga = NULL, *ha = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(4), MXC_FLOAT32, mxc_cpu(), 0, &xa));
+    CK_OK(mxc_nd_create(&SHAPE(4), MXC_FLOAT32, mxc_cpu(), 0, &ga));
+    CK_OK(mxc_nd_create(&SHAPE(4), MXC_FLOAT32, mxc_cpu(), 0, &ha));
+    CK_OK(mxc_nd_sync_copy_from_cpu(xa, xs, sizeof xs));
+    CK_OK(mxc_nd_sync_copy_from_cpu(ha, hs, sizeof hs));
+    mxc_executor *e = NULL;
+    CK_OK(mxc_executor_bind(y, mxc_cpu(), 1, &xa, &ga, NULL, 0, NULL, &e));
+    const char *text;
+    CK_OK(mxc_executor_print(e, &text));
+    ck_assert_msg(strstr(text, "ElementWiseSum") != NULL, "no gradient sum in\n%s", text);
+    CK_OK(mxc_executor_forward(e, 1));
+    CK_OK(mxc_executor_backward(e, 1, &ha));
+    float want[4];
+    for (int i = 0; i < 4; i++)
+        want[i] = xs[i] > 0 ? 2 * xs[i] * hs[i] : 0.0f;
+    expect_close(ga, want, 1e-6, "d(r*r)/dx");
+    mxc_executor_free(e);
+    mxc_nd_free(xa);
+    mxc_nd_free(ga);
+    mxc_nd_free(ha);
+    mxc_symbol_free(y);
+}
+END_TEST
+
+/* ---- Memory ------------------------------------------------------------------------- */
+
+/* data -> 8 x (fc 64 -> relu) ; training */
+START_TEST(test_plan_shares_memory_and_peak_stays_within) {
+    mxc_symbol *s = var("data");
+    char name[32];
+    for (int i = 0; i < 8; i++) {
+        snprintf(name, sizeof name, "fc%d", i);
+        s = apply("FullyConnected", name, s, "num_hidden", "64", NULL, NULL);
+        snprintf(name, sizeof name, "relu%d", i);
+        s = apply("relu", name, s, NULL, NULL, NULL, NULL);
+    }
+    mxc_executor *x = NULL;
+    const char *names[] = {"data"};
+    mxc_shape shapes[] = {SHAPE(32, 64)};
+    CK_OK(mxc_executor_simple_bind(s, mxc_cpu(), 1, names, shapes, MXC_GRAD_WRITE, &x));
+    mxc_exec_plan_info info;
+    CK_OK(mxc_executor_plan_info(x, &info));
+    ck_assert_int_gt(info.num_forward_nodes, 0);
+    ck_assert_int_gt(info.num_nodes, info.num_forward_nodes);
+    ck_assert_uint_lt(info.planned_bytes, info.naive_bytes);
+    ck_assert_uint_le(info.planned_bytes * 2, info.naive_bytes); /* relu works in place */
+    const char *text;
+    CK_OK(mxc_executor_print(x, &text));
+    ck_assert_ptr_nonnull(strstr(text, "planned"));
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_ones(&SHAPE(32, 64), MXC_FLOAT32, mxc_cpu(), &head));
+    /* first pass warms the pool; the second is measured */
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    CK_OK(mxc_nd_wait_all());
+    mxc_storage_stats before, after;
+    CK_OK(mxc_storage_reset_stats(mxc_cpu()));
+    CK_OK(mxc_storage_get_stats(mxc_cpu(), &before));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    CK_OK(mxc_nd_wait_all());
+    CK_OK(mxc_storage_get_stats(mxc_cpu(), &after));
+    size_t peak = after.peak_bytes_in_use - before.bytes_in_use;
+    /* the pool rounds each block up to its size class; temp space may also be taken */
+    ck_assert_msg(peak <= info.planned_bytes + info.planned_bytes / 4 + (64 << 10),
+                  "peak %zu bytes over a plan of %zu", peak, info.planned_bytes);
+    ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use); /* all released again */
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    mxc_symbol_free(s);
+}
+END_TEST
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Two branches of four 50 ms sleeps each, joined by _plus: about 200 ms, not 400. */
+START_TEST(test_independent_branches_run_concurrently) {
+    mxc_symbol *a = var("a"), *b = var("b");
+    for (int i = 0; i < 4; i++) {
+        a = apply("_sleep", NULL, a, "seconds", "0.05", NULL, NULL);
+        b = apply("_sleep", NULL, b, "seconds", "0.05", NULL, NULL);
+    }
+    mxc_symbol *s = apply2("_plus", "join", a, b);
+    mxc_executor *x = NULL;
+    const char *names[] = {"a", "b"};
+    mxc_shape shapes[] = {SHAPE(8), SHAPE(8)};
+    CK_OK(mxc_executor_simple_bind(s, mxc_cpu(), 2, names, shapes, MXC_GRAD_NULL, &x));
+    int nout;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &nout, &outs));
+    double t0 = now();
+    CK_OK(mxc_executor_forward(x, 0));
+    CK_OK(mxc_nd_wait_to_read(outs[0]));
+    double t = now() - t0;
+    ck_assert_msg(t < 0.35, "two branches of 0.2 s took %.3f s", t);
+    ck_assert_msg(t >= 0.19, "a branch of 0.2 s took %.3f s", t);
+    mxc_executor_free(x);
+    mxc_symbol_free(s);
+}
+END_TEST
+
+START_TEST(test_reshape_shares_weights) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE), *y = NULL;
+    const char *names[] = {"data"};
+    mxc_shape shapes[] = {SHAPE(9, 6)};
+    CK_OK(mxc_executor_reshape(x, 1, names, shapes, &y));
+    mxc_ndarray *const *xa, *const *ya;
+    CK_OK(mxc_executor_arrays(x, NULL, &xa, NULL, NULL, NULL));
+    CK_OK(mxc_executor_arrays(y, NULL, &ya, NULL, NULL, NULL));
+    mxc_shape s;
+    CK_OK(mxc_nd_get_shape(ya[0], &s));
+    ck_assert_int_eq(s.dims[0], 9);
+    /* fc1_weight is the same memory: a write through one is seen by the other */
+    float *w = read_all(xa[1]);
+    w[0] = 42.0f;
+    CK_OK(mxc_nd_sync_copy_from_cpu(ya[1], w, sizeof(float) * (size_t)mxc_nd_size(ya[1])));
+    float *back = read_all(xa[1]);
+    ck_assert_float_eq(back[0], 42.0f);
+    free(w);
+    free(back);
+    CK_OK(mxc_executor_forward(y, 0));
+    int n;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(y, &n, &outs));
+    CK_OK(mxc_nd_get_shape(outs[0], &s));
+    ck_assert_int_eq(s.dims[0], 9);
+    CK_OK(mxc_nd_wait_to_read(outs[0]));
+    mxc_executor_free(y);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* ---- Misuse ------------------------------------------------------------------------- */
+
+START_TEST(test_misuse) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = NULL;
+    mxc_ndarray *a[5] = {NULL};
+    const mxc_shape shapes[] = {SHAPE(4, 6), SHAPE(5, 6), SHAPE(5), SHAPE(3, 5), SHAPE(3)};
+    for (int i = 0; i < 5; i++)
+        CK_OK(mxc_nd_zeros(&shapes[i], MXC_FLOAT32, mxc_cpu(), &a[i]));
+    CK_ERR(MXC_EINVAL, mxc_executor_bind(sym, mxc_cpu(), 4, a, NULL, NULL, 0, NULL, &x));
+    ck_assert_ptr_null(x);
+    /* fc2_weight of the wrong shape: the message names the node */
+    mxc_ndarray *bad = NULL;
+    CK_OK(mxc_nd_zeros(&SHAPE(3, 4), MXC_FLOAT32, mxc_cpu(), &bad));
+    mxc_ndarray *b[5] = {a[0], a[1], a[2], bad, a[4]};
+    CK_ERR(MXC_ESHAPE, mxc_executor_bind(sym, mxc_cpu(), 5, b, NULL, NULL, 0, NULL, &x));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "fc2"));
+    /* no gradients bound: backward is an error */
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), 5, a, NULL, NULL, 0, NULL, &x));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_ERR(MXC_EINVAL, mxc_executor_backward(x, 0, NULL));
+    mxc_executor_free(x);
+    /* gradients bound but the head gradient missing */
+    CK_OK(mxc_executor_simple_bind(sym, mxc_cpu(), 1, (const char *[]){"data"}, shapes,
+                                   MXC_GRAD_WRITE, &x));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_ERR(MXC_EINVAL, mxc_executor_backward(x, 0, NULL));
+    mxc_executor_free(x);
+    CK_ERR(MXC_EINVAL, mxc_executor_simple_bind(sym, mxc_cpu(), 1, (const char *[]){"nope"},
+                                                shapes, MXC_GRAD_WRITE, &x));
+    CK_ERR(MXC_EMISUSE, mxc_executor_forward(NULL, 0));
+    for (int i = 0; i < 5; i++)
+        mxc_nd_free(a[i]);
+    mxc_nd_free(bad);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("executor");
+    TCase *tc = tcase_create("executor");
+    tcase_set_timeout(tc, mxct_timeout(60));
+    tcase_add_test(tc, test_forward_equals_imperative);
+    tcase_add_test(tc, test_backward_equals_finite_differences);
+    tcase_add_test(tc, test_add_to_accumulates_across_passes);
+    tcase_add_test(tc, test_fan_out_gradients_are_summed);
+    tcase_add_test(tc, test_plan_shares_memory_and_peak_stays_within);
+    tcase_add_test(tc, test_independent_branches_run_concurrently);
+    tcase_add_test(tc, test_reshape_shares_weights);
+    tcase_add_test(tc, test_misuse);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return mxct_run_suite(suite()); }
