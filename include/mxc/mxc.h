@@ -10,5 +10,10 @@
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
 #include "mxc/storage.h"
+#include "mxc/symbol.h"
+#include "mxc/executor.h"
+#include "mxc/networks.h"
+#include "mxc/model.h"
+#include "mxc/io.h"
 
 #endif /* MXC_MXC_H */

@@ -1,0 +1,245 @@
+/*
+ * mxc/model.h — training: initializers, optimizers, metrics and the fit loop.
+ *
+ * The pieces follow MXNet's Python API: an initializer fills each parameter by the
+ * pattern of its name (weights by the chosen scheme, biases and betas 0, gammas 1,
+ * moving means 0, moving variances 1); an optimizer updates a weight from its gradient
+ * through the update operators (sgd_update, sgd_mom_update, adam_update), with per-
+ * parameter learning-rate and weight-decay multipliers and a learning-rate schedule; a
+ * metric accumulates a figure over batches; mxc_model_fit runs epochs of forward,
+ * backward and update over a data iterator, reports progress, evaluates and checkpoints.
+ *
+ * Thread-safety: every object here is used by one thread at a time.
+ */
+#ifndef MXC_MODEL_H
+#define MXC_MODEL_H
+
+#include "mxc/base.h"
+#include "mxc/io.h"
+#include "mxc/ndarray.h"
+#include "mxc/symbol.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Initializers ---------------------------------------------------------------- */
+
+/** How weights are drawn. */
+enum mxc_init_kind {
+    MXC_INIT_UNIFORM = 0,  /**< uniform in [-scale, scale] */
+    MXC_INIT_NORMAL = 1,   /**< normal with mean 0 and standard deviation `scale` */
+    MXC_INIT_XAVIER = 2,   /**< Xavier/Glorot: see xavier_* below */
+    MXC_INIT_CONSTANT = 3, /**< every weight equals `scale` */
+};
+
+enum mxc_xavier_factor { MXC_XAVIER_AVG = 0, MXC_XAVIER_IN = 1, MXC_XAVIER_OUT = 2 };
+
+typedef struct mxc_init_config {
+    int kind;          /**< an mxc_init_kind */
+    float scale;       /**< UNIFORM / NORMAL / CONSTANT (MXNet's defaults: 0.07, 0.01) */
+    int xavier_gaussian;  /**< XAVIER: 0 uniform in [-s, s], 1 normal with sigma s */
+    int xavier_factor;    /**< XAVIER: an mxc_xavier_factor (fan average, in or out) */
+    float xavier_magnitude; /**< XAVIER: s = sqrt(magnitude / factor); MXNet's default 3 */
+} mxc_init_config;
+
+/** Fills `array` as parameter `name` under `cfg`: names ending in "weight" get the
+ * scheme (Xavier fans: in = shape[1] * receptive field, out = shape[0] * receptive
+ * field); "bias", "beta", "moving_mean" get 0; "gamma", "moving_var" get 1. Draws use
+ * the random resource, so mxc_random_seed makes them reproducible. Returns MXC_OK,
+ * MXC_EINVAL (unknown name pattern, bad config), MXC_EMISUSE, MXC_ENOTSUP (not float32). */
+MXC_API int mxc_init_array(const mxc_init_config *cfg, const char *name, mxc_ndarray *array);
+
+/* ---- Optimizers ------------------------------------------------------------------ */
+
+enum mxc_optimizer_kind { MXC_OPT_SGD = 0, MXC_OPT_ADAM = 1 };
+
+/** Learning-rate schedules: lr = base * factor^k, where k counts the steps passed
+ * (FACTOR: every `step` updates; MULTI_FACTOR: at each update count in `steps`), never
+ * below `stop_factor_lr` (FACTOR). */
+enum mxc_lr_schedule { MXC_LR_CONSTANT = 0, MXC_LR_FACTOR = 1, MXC_LR_MULTI_FACTOR = 2 };
+
+#define MXC_LR_MAX_STEPS 16
+
+typedef struct mxc_optimizer_config {
+    int kind;            /**< an mxc_optimizer_kind */
+    float lr;            /**< learning rate */
+    float momentum;      /**< SGD momentum (0: plain SGD) */
+    float wd;            /**< weight decay */
+    float rescale_grad;  /**< gradients are multiplied by this first (0 means 1); fit
+                              sets 1 / batch_size when it is 0 */
+    float clip_gradient; /**< clip (after rescaling) to [-c, c]; <= 0: no clipping */
+    float beta1, beta2, epsilon; /**< Adam (0: 0.9, 0.999, 1e-8) */
+    int lr_schedule;     /**< an mxc_lr_schedule */
+    int step;            /**< FACTOR: updates between decays */
+    float factor;        /**< FACTOR / MULTI_FACTOR: multiplier per decay */
+    float stop_factor_lr; /**< FACTOR: the lowest learning rate */
+    int num_steps;        /**< MULTI_FACTOR: the update counts where lr decays */
+    int steps[MXC_LR_MAX_STEPS];
+} mxc_optimizer_config;
+
+typedef struct mxc_optimizer mxc_optimizer;
+
+/** Creates an optimizer. Returns MXC_OK, MXC_EINVAL (bad kind or values), MXC_ENOMEM. */
+MXC_API int mxc_optimizer_create(const mxc_optimizer_config *cfg, mxc_optimizer **out);
+
+/** Multipliers of parameter `name` (default 1 and 1; MXNet also defaults biases' wd_mult
+ * to 0 only when asked, so mxc does not). Returns MXC_OK, MXC_EINVAL, MXC_ENOMEM. */
+MXC_API int mxc_optimizer_set_mult(mxc_optimizer *opt, const char *name, float lr_mult,
+                                   float wd_mult);
+
+/** Updates parameter `index` (any stable small integer per parameter; state such as
+ * momentum is kept per index) named `name` in place from `grad`, pushed on the engine
+ * (returns without waiting). Counts one update per call for the schedule. Returns MXC_OK,
+ * MXC_EINVAL, MXC_EMISUSE, MXC_ESHAPE (weight and grad differ), MXC_ENOMEM. */
+MXC_API int mxc_optimizer_update(mxc_optimizer *opt, int index, const char *name,
+                                 mxc_ndarray *weight, mxc_ndarray *grad);
+
+/** The learning rate the next update of a parameter with lr_mult 1 would use. */
+MXC_API float mxc_optimizer_current_lr(const mxc_optimizer *opt);
+
+/** Frees the optimizer and its states (NULL is fine). */
+MXC_API void mxc_optimizer_free(mxc_optimizer *opt);
+
+/* ---- Metrics --------------------------------------------------------------------- */
+
+typedef struct mxc_metric mxc_metric;
+
+/** Creates a metric by MXNet's name: "acc" (accuracy of the arg-max), "top_k_accuracy"
+ * (label among the `top_k` highest scores), "ce" (cross-entropy: mean of -log p[label]),
+ * "mse" (mean squared error), or "composite" (a list of metrics, see mxc_metric_add).
+ * Returns MXC_OK, MXC_EINVAL (unknown name, top_k < 1), MXC_ENOMEM. */
+MXC_API int mxc_metric_create(const char *name, int top_k, mxc_metric **out);
+
+/** Adds `child` to a composite metric, which takes it over. Returns MXC_OK, MXC_EINVAL
+ * (not a composite), MXC_ENOMEM. */
+MXC_API int mxc_metric_add(mxc_metric *composite, mxc_metric *child);
+
+/** Accumulates one batch: `preds[i]` (N, C) scores (or (N,) / (N, k) for mse) against
+ * `labels[i]` (N,) class indices (or values for mse), for i < num. Waits for the arrays.
+ * The last `pad` samples of each batch are padding and are not counted. Returns MXC_OK,
+ * MXC_EINVAL / MXC_ESHAPE (shapes disagree, a label out of range), MXC_EMISUSE. */
+MXC_API int mxc_metric_update(mxc_metric *m, int num, mxc_ndarray *const *labels,
+                              mxc_ndarray *const *preds, int pad);
+
+/** The current value(s): `*num` of them (1, or the children's count for a composite),
+ * names ("accuracy", "top_k_accuracy", "cross-entropy", "mse") and values, owned by the
+ * metric. A metric that has seen no sample reports NAN. */
+MXC_API int mxc_metric_get(mxc_metric *m, int *num, const char *const **names,
+                           const double **values);
+
+/** Starts over (a new epoch). */
+MXC_API int mxc_metric_reset(mxc_metric *m);
+
+MXC_API void mxc_metric_free(mxc_metric *m);
+
+/* ---- Models: a symbol with its parameters ---------------------------------------- */
+
+/** A network and its parameters (arguments other than the inputs, and auxiliary
+ * states), as MXNet's checkpoints hold them. */
+typedef struct mxc_model mxc_model;
+
+/** A model of `sym` (copied) with no parameters yet: fit initialises them. Returns
+ * MXC_OK, MXC_EMISUSE, MXC_ENOMEM. */
+MXC_API int mxc_model_create(mxc_symbol *sym, mxc_model **out);
+
+/** Loads `prefix`-symbol.json and `prefix`-EEEE.params (EEEE = epoch, 4 digits) as saved
+ * by MXNet or mxc (parameters named "arg:<name>" and "aux:<name>"). Returns MXC_OK,
+ * MXC_EIO (a file cannot be read, with its path), MXC_EFORMAT, MXC_EINVAL, MXC_ENOMEM. */
+MXC_API int mxc_model_load(const char *prefix, int epoch, mxc_model **out);
+
+/** Saves the model as `prefix`-symbol.json and `prefix`-EEEE.params, each written to a
+ * temporary file, flushed and renamed over the old one, so an interrupted save never
+ * damages an earlier checkpoint. Waits for pending writes to the parameters. Returns
+ * MXC_OK, MXC_EIO, MXC_EINVAL (no parameters yet), MXC_ENOMEM. */
+MXC_API int mxc_model_save(const mxc_model *model, const char *prefix, int epoch);
+
+/** The model's symbol (owned by the model). */
+MXC_API mxc_symbol *mxc_model_symbol(const mxc_model *model);
+
+/** The parameter named `name` ("fc1_weight", "bn1_moving_mean"), owned by the model, or
+ * NULL. */
+MXC_API mxc_ndarray *mxc_model_param(const mxc_model *model, const char *name);
+
+MXC_API void mxc_model_free(mxc_model *model);
+
+/* ---- Fitting ------------------------------------------------------------------------ */
+
+/** What a progress callback sees. */
+typedef struct mxc_fit_progress {
+    int epoch;             /**< counting from the fit's begin_epoch */
+    int64_t batch;         /**< batches done in this epoch */
+    int64_t num_batches;   /**< batches per epoch */
+    int end_of_epoch;      /**< non-zero once per epoch, after evaluation and checkpoint */
+    double samples_per_s;  /**< over the last reporting interval (the epoch at its end) */
+    double seconds;        /**< since the fit started */
+    double seconds_left;   /**< estimate for the whole fit */
+    const char *metric_name;
+    double train_metric;   /**< running value this epoch */
+    double eval_metric;    /**< at the end of an epoch with an eval iterator, else NAN */
+    const char *checkpoint; /**< params file written at this epoch's end, or NULL */
+} mxc_fit_progress;
+
+typedef void (*mxc_fit_callback)(const mxc_fit_progress *progress, void *user);
+
+/** Prints MXNet Speedometer-style lines to stderr ("Epoch[0] Batch [100/600] Speed:
+ * 5123.4 samples/sec accuracy=0.812 (1m02s left)", and per epoch the train and
+ * validation metrics and the time taken). The default callback. */
+MXC_API void mxc_fit_print_progress(const mxc_fit_progress *progress, void *user);
+
+typedef struct mxc_fit_config {
+    int num_epochs;            /**< epochs to run (> 0) */
+    int begin_epoch;           /**< numbering of the first epoch (resume: the epoch of the
+                                    checkpoint the model was loaded from) */
+    mxc_optimizer_config optimizer;
+    mxc_init_config init;      /**< for parameters the model does not have yet */
+    const char *metric;        /**< "acc" (default), "ce", "mse", "top_k_accuracy" */
+    int top_k;
+    uint64_t seed;             /**< mxc_random_seed(seed) before initialising */
+    const char *checkpoint_prefix; /**< save after each epoch when not NULL */
+    int frequent;              /**< batches between progress reports (default 50) */
+    mxc_fit_callback callback; /**< NULL: mxc_fit_print_progress; set quiet to silence */
+    void *user;
+    int quiet;                 /**< no progress at all */
+    const char *data_name;     /**< default "data" */
+    const char *label_name;    /**< default "softmax_label" */
+} mxc_fit_config;
+
+/** Defaults: 1 epoch, SGD lr 0.01, Xavier (uniform, avg, magnitude 3), "acc", seed 0,
+ * report every 50 batches. */
+MXC_API void mxc_fit_config_init(mxc_fit_config *cfg);
+
+/** The outcome of a fit. */
+typedef struct mxc_fit_result {
+    double train_metric;   /**< last epoch */
+    double eval_metric;    /**< last epoch, NAN without an eval iterator */
+    double samples_per_s;  /**< training samples per second over the whole fit */
+    double seconds;
+    int epochs;
+} mxc_fit_result;
+
+/** Trains `model` on `train` (batches of data and labels) for cfg->num_epochs epochs:
+ * binds the symbol for the iterator's shapes, initialises missing parameters, then per
+ * batch runs forward, backward and the optimizer on every parameter; per epoch computes
+ * the training metric, scores `eval` (may be NULL), reports progress and checkpoints.
+ * `result` may be NULL. Returns MXC_OK, MXC_EINVAL (bad config), MXC_ESHAPE (the
+ * iterator's shapes do not fit the symbol), MXC_EIO (a checkpoint cannot be written), or
+ * the failure of a batch (the message names the operation). */
+MXC_API int mxc_model_fit(mxc_model *model, mxc_data_iter *train, mxc_data_iter *eval,
+                          const mxc_fit_config *cfg, mxc_fit_result *result);
+
+/** The metric `metric` ("acc", ...) of the model over one epoch of `it` (from its start;
+ * the iterator is reset first). Returns MXC_OK or as mxc_model_fit. */
+MXC_API int mxc_model_score(mxc_model *model, mxc_data_iter *it, const char *metric,
+                            double *value);
+
+/** The model's first output for every sample of one epoch of `it` (padding rows left
+ * out), stacked into a new array `*out` of shape (samples, ...). Returns as
+ * mxc_model_score. */
+MXC_API int mxc_model_predict(mxc_model *model, mxc_data_iter *it, mxc_ndarray **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MXC_MODEL_H */

@@ -1,0 +1,667 @@
+/*
+ * model/fit.c — models (a symbol and its named parameters), MXNet-compatible
+ * checkpoints, and the training loop: bind for the iterator's shapes, initialise what is
+ * missing, then per batch copy the batch in, forward, backward, update every parameter
+ * and feed the metric; per epoch evaluate, checkpoint and report.
+ *
+ * The batch loop never waits on purpose: copies, passes and updates are pushed and the
+ * engine orders them. The one wait per batch is the metric reading the forward output,
+ * which overlaps with the backward pass and updates already pushed.
+ */
+#include "mxc/executor.h"
+#include "mxc/model.h"
+
+#include "common/common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define MODEL_MAGIC 0x4d4f444cu /* "MODL" */
+
+struct mxc_model {
+    uint32_t magic;
+    mxc_symbol *sym;
+    int num_params;
+    char **names;          /* parameter names, without "arg:" / "aux:" */
+    bool *is_aux;
+    mxc_ndarray **arrays;
+};
+
+static int check_model(const mxc_model *m, const char *fn) {
+    if (m == NULL || m->magic != MODEL_MAGIC)
+        return mxc__error(MXC_EMISUSE, "%s: model is %s", fn,
+                          m == NULL ? "NULL" : "not a live handle");
+    return MXC_OK;
+}
+
+int mxc_model_create(mxc_symbol *sym, mxc_model **out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_create: out is NULL");
+    *out = NULL;
+    mxc_model *m = mxc__calloc(1, sizeof *m);
+    if (m == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_model_create: out of memory");
+    int rc = mxc_symbol_copy(sym, &m->sym);
+    if (rc != MXC_OK) {
+        mxc__free(m);
+        return rc;
+    }
+    m->magic = MODEL_MAGIC;
+    *out = m;
+    return MXC_OK;
+}
+
+mxc_symbol *mxc_model_symbol(const mxc_model *m) {
+    return check_model(m, __func__) == MXC_OK ? m->sym : NULL;
+}
+
+static int find_param(const mxc_model *m, const char *name, bool aux) {
+    for (int i = 0; i < m->num_params; i++)
+        if (m->is_aux[i] == aux && strcmp(m->names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+mxc_ndarray *mxc_model_param(const mxc_model *m, const char *name) {
+    if (check_model(m, __func__) != MXC_OK || name == NULL)
+        return NULL;
+    int i = find_param(m, name, false);
+    if (i < 0)
+        i = find_param(m, name, true);
+    return i >= 0 ? m->arrays[i] : NULL;
+}
+
+/* Adds (taking `a`) or replaces parameter `name`. */
+static int set_param(mxc_model *m, const char *name, bool aux, mxc_ndarray *a) {
+    int i = find_param(m, name, aux);
+    if (i >= 0) {
+        mxc_nd_free(m->arrays[i]);
+        m->arrays[i] = a;
+        return MXC_OK;
+    }
+    int n = m->num_params + 1;
+    char **names = mxc__realloc(m->names, sizeof *names * (size_t)n);
+    if (names)
+        m->names = names;
+    bool *is_aux = mxc__realloc(m->is_aux, sizeof *is_aux * (size_t)n);
+    if (is_aux)
+        m->is_aux = is_aux;
+    mxc_ndarray **arrays = mxc__realloc(m->arrays, sizeof *arrays * (size_t)n);
+    if (arrays)
+        m->arrays = arrays;
+    char *copy = mxc__strdup(name);
+    if (!names || !is_aux || !arrays || !copy) {
+        mxc__free(copy);
+        return mxc__error(MXC_ENOMEM, "model: out of memory");
+    }
+    names[m->num_params] = copy;
+    is_aux[m->num_params] = aux;
+    arrays[m->num_params] = a;
+    m->num_params = n;
+    return MXC_OK;
+}
+
+void mxc_model_free(mxc_model *m) {
+    if (m == NULL || m->magic != MODEL_MAGIC)
+        return;
+    m->magic = 0;
+    for (int i = 0; i < m->num_params; i++) {
+        mxc__free(m->names[i]);
+        mxc_nd_free(m->arrays[i]);
+    }
+    mxc__free(m->names);
+    mxc__free(m->is_aux);
+    mxc__free(m->arrays);
+    mxc_symbol_free(m->sym);
+    mxc__free(m);
+}
+
+/* ---- Checkpoints -------------------------------------------------------------------- */
+
+static void checkpoint_paths(const char *prefix, int epoch, char *sym_path, char *params_path,
+                             size_t size) {
+    snprintf(sym_path, size, "%s-symbol.json", prefix);
+    snprintf(params_path, size, "%s-%04d.params", prefix, epoch);
+}
+
+int mxc_model_save(const mxc_model *m, const char *prefix, int epoch) {
+    int rc = check_model(m, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (prefix == NULL || epoch < 0 || epoch > 9999)
+        return mxc__error(MXC_EINVAL, "mxc_model_save: bad prefix or epoch %d", epoch);
+    if (m->num_params == 0)
+        return mxc__error(MXC_EINVAL, "mxc_model_save: the model has no parameters yet");
+    char sym_path[4096], params_path[4096];
+    checkpoint_paths(prefix, epoch, sym_path, params_path, sizeof sym_path);
+    rc = mxc_symbol_save(m->sym, sym_path);
+    if (rc != MXC_OK)
+        return rc;
+    char **names = mxc__calloc((size_t)m->num_params, sizeof *names);
+    if (names == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_model_save: out of memory");
+    for (int i = 0; i < m->num_params && rc == MXC_OK; i++) {
+        size_t len = strlen(m->names[i]) + 5;
+        names[i] = mxc__malloc(len);
+        if (names[i] == NULL)
+            rc = mxc__error(MXC_ENOMEM, "mxc_model_save: out of memory");
+        else
+            snprintf(names[i], len, "%s:%s", m->is_aux[i] ? "aux" : "arg", m->names[i]);
+    }
+    if (rc == MXC_OK)
+        rc = mxc_nd_save(params_path, (size_t)m->num_params, m->arrays,
+                         (const char *const *)names);
+    for (int i = 0; i < m->num_params; i++)
+        mxc__free(names[i]);
+    mxc__free(names);
+    return rc;
+}
+
+int mxc_model_load(const char *prefix, int epoch, mxc_model **out) {
+    if (out == NULL || prefix == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_load: NULL argument");
+    *out = NULL;
+    char sym_path[4096], params_path[4096];
+    checkpoint_paths(prefix, epoch, sym_path, params_path, sizeof sym_path);
+    mxc_symbol *sym = NULL;
+    int rc = mxc_symbol_load(sym_path, &sym);
+    if (rc != MXC_OK)
+        return rc;
+    mxc_model *m = NULL;
+    rc = mxc_model_create(sym, &m);
+    mxc_symbol_free(sym);
+    if (rc != MXC_OK)
+        return rc;
+    size_t count = 0;
+    mxc_ndarray **arrays = NULL;
+    char **names = NULL;
+    rc = mxc_nd_load(params_path, mxc_cpu(), &count, &arrays, &names);
+    if (rc == MXC_OK && names == NULL && count > 0)
+        rc = mxc__error(MXC_EFORMAT, "%s: parameters have no names", params_path);
+    for (size_t i = 0; rc == MXC_OK && i < count; i++) {
+        bool aux = strncmp(names[i], "aux:", 4) == 0;
+        if (!aux && strncmp(names[i], "arg:", 4) != 0) {
+            rc = mxc__error(MXC_EFORMAT, "%s: parameter %s is not named arg:<name> or "
+                            "aux:<name>", params_path, names[i]);
+            break;
+        }
+        rc = set_param(m, names[i] + 4, aux, arrays[i]);
+        if (rc == MXC_OK)
+            arrays[i] = NULL; /* the model has it now */
+    }
+    mxc_nd_list_free(count, arrays, names);
+    if (rc != MXC_OK) {
+        mxc_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return MXC_OK;
+}
+
+/* ---- Binding for an iterator -------------------------------------------------------- */
+
+/* What a fit, score or predict binds: the executor and the parameters it updates. */
+struct session {
+    mxc_executor *exec;
+    int num_args;
+    char **arg_names; /* copies: the symbol's lists change with its next listing */
+    int data_index, label_index; /* arguments fed from the iterator (-1: none) */
+    mxc_ndarray *const *args, *const *grads;
+};
+
+static const char *or_default(const char *s, const char *d) { return s ? s : d; }
+
+/* Binds model->sym for the iterator's batch shapes. Parameters the model lacks are
+ * created and initialised with `init` (when NULL, a missing parameter is an error). */
+static int bind_session(mxc_model *m, mxc_data_iter *it, const char *data_name,
+                        const char *label_name, bool train, const mxc_init_config *init,
+                        struct session *s) {
+    int rc = MXC_OK;
+    memset(s, 0, sizeof *s);
+    s->data_index = s->label_index = -1;
+    mxc_shape dshape, lshape;
+    MXC_TRY(mxc_data_iter_provide_data(it, &dshape));
+    MXC_TRY(mxc_data_iter_provide_label(it, &lshape));
+    int na, nx;
+    const char *const *arg_names, *const *aux_names;
+    MXC_TRY(mxc_symbol_list_arguments(m->sym, &na, &arg_names));
+    MXC_TRY(mxc_symbol_list_auxiliary_states(m->sym, &nx, &aux_names));
+    s->arg_names = mxc__calloc((size_t)na + 1, sizeof *s->arg_names);
+    MXC_CHECK(s->arg_names != NULL, MXC_ENOMEM, "model: out of memory");
+    s->num_args = na;
+    for (int i = 0; i < na; i++)
+        MXC_CHECK((s->arg_names[i] = mxc__strdup(arg_names[i])) != NULL, MXC_ENOMEM,
+                  "model: out of memory");
+    const char *in_names[2] = {data_name, label_name};
+    mxc_shape in_shapes[2] = {dshape, lshape};
+    int n_in = 0;
+    for (int i = 0; i < na; i++) {
+        if (strcmp(arg_names[i], data_name) == 0)
+            s->data_index = i;
+        else if (strcmp(arg_names[i], label_name) == 0 && lshape.ndim > 0)
+            s->label_index = i;
+    }
+    MXC_CHECK(s->data_index >= 0, MXC_EINVAL, "model: the symbol has no argument %s",
+              data_name);
+    n_in = s->label_index >= 0 ? 2 : 1;
+    mxc_shape *arg_s = mxc__calloc((size_t)(na + nx) + 1, sizeof *arg_s);
+    mxc_ndarray **arrays = mxc__calloc((size_t)(2 * na + nx) + 1, sizeof *arrays);
+    int *reqs = mxc__calloc((size_t)na + 1, sizeof *reqs);
+    if (arg_s == NULL || arrays == NULL || reqs == NULL) {
+        rc = mxc__error(MXC_ENOMEM, "model: out of memory");
+        goto done;
+    }
+    int unknown = 0;
+    rc = mxc_symbol_infer_shape(m->sym, n_in, in_names, in_shapes, arg_s, NULL, arg_s + na,
+                                &unknown, NULL);
+    if (rc == MXC_OK && unknown > 0)
+        rc = mxc__error(MXC_ESHAPE, "model: %d parameter shapes cannot be inferred from "
+                        "the data shape", unknown);
+    for (int i = 0; rc == MXC_OK && i < na + nx; i++) {
+        bool aux = i >= na;
+        const char *name = aux ? aux_names[i - na] : arg_names[i];
+        mxc_ndarray **slot = aux ? &arrays[2 * na + (i - na)] : &arrays[i];
+        if (i == s->data_index || i == s->label_index) {
+            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, mxc_cpu(), 1, slot);
+            continue;
+        }
+        if (!aux && strcmp(name, label_name) == 0) { /* no labels: the loss reads zeros */
+            rc = mxc_nd_zeros(&arg_s[i], MXC_FLOAT32, mxc_cpu(), slot);
+            continue;
+        }
+        int p = find_param(m, name, aux);
+        mxc_shape have;
+        if (p >= 0 && mxc_nd_get_shape(m->arrays[p], &have) == MXC_OK &&
+            (have.ndim != arg_s[i].ndim ||
+             memcmp(have.dims, arg_s[i].dims, sizeof(int64_t) * (size_t)have.ndim) != 0)) {
+            char b1[128], b2[128];
+            rc = mxc__error(MXC_ESHAPE, "model: parameter %s is %s, the data needs %s", name,
+                            mxc__shape_str(&have, b1, sizeof b1),
+                            mxc__shape_str(&arg_s[i], b2, sizeof b2));
+            break;
+        }
+        if (p < 0) {
+            if (init == NULL) {
+                rc = mxc__error(MXC_EINVAL, "model: no value for parameter %s", name);
+                break;
+            }
+            mxc_ndarray *a = NULL;
+            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, mxc_cpu(), 1, &a);
+            if (rc == MXC_OK)
+                rc = mxc_init_array(init, name, a);
+            if (rc == MXC_OK)
+                rc = set_param(m, name, aux, a);
+            else
+                mxc_nd_free(a);
+            p = m->num_params - 1;
+        }
+        if (rc == MXC_OK)
+            rc = mxc_nd_reshape(m->arrays[p], &arg_s[i], slot); /* shares the memory */
+        if (rc == MXC_OK && train && !aux) {
+            reqs[i] = MXC_GRAD_WRITE;
+            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, mxc_cpu(), 1, &arrays[na + i]);
+        }
+    }
+    if (rc == MXC_OK)
+        rc = mxc_executor_bind(m->sym, mxc_cpu(), na, arrays, train ? arrays + na : NULL,
+                               train ? reqs : NULL, nx, arrays + 2 * na, &s->exec);
+    if (rc == MXC_OK)
+        rc = mxc_executor_arrays(s->exec, NULL, &s->args, &s->grads, NULL, NULL);
+done:
+    for (int i = 0; arrays && i < 2 * na + nx; i++)
+        mxc_nd_free(arrays[i]);
+    mxc__free(arrays);
+    mxc__free(arg_s);
+    mxc__free(reqs);
+fail:
+    return rc;
+}
+
+/* Pushes the copy of the iterator's current batch into the executor's inputs. */
+static int feed(const struct session *s, mxc_data_iter *it) {
+    int rc = mxc_nd_copy_to(mxc_data_iter_data(it), s->args[s->data_index]);
+    if (rc == MXC_OK && s->label_index >= 0)
+        rc = mxc_nd_copy_to(mxc_data_iter_label(it), s->args[s->label_index]);
+    return rc;
+}
+
+static mxc_ndarray *first_output(const struct session *s) {
+    int n;
+    mxc_ndarray *const *outs;
+    return mxc_executor_outputs(s->exec, &n, &outs) == MXC_OK && n > 0 ? outs[0] : NULL;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double metric_value(mxc_metric *metric, const char **name) {
+    int n;
+    const char *const *names;
+    const double *values;
+    if (mxc_metric_get(metric, &n, &names, &values) != MXC_OK || n < 1)
+        return NAN;
+    if (name)
+        *name = names[0];
+    return values[0];
+}
+
+/* One pass over `it` in inference mode, feeding `metric` (if any) and `collect`. */
+static int evaluate(const struct session *s, mxc_data_iter *it, mxc_metric *metric,
+                    int (*collect)(void *, mxc_ndarray *, int64_t), void *user) {
+    int rc = mxc_data_iter_reset(it), more;
+    while (rc == MXC_OK && (more = mxc_data_iter_next(it)) == 1) {
+        rc = feed(s, it);
+        if (rc == MXC_OK)
+            rc = mxc_executor_forward(s->exec, 0);
+        mxc_ndarray *out = first_output(s), *label = mxc_data_iter_label(it);
+        int64_t pad = mxc_data_iter_pad(it);
+        if (rc == MXC_OK && metric)
+            rc = mxc_metric_update(metric, 1, &label, &out, (int)pad);
+        if (rc == MXC_OK && collect)
+            rc = collect(user, out, pad);
+    }
+    if (rc == MXC_OK && more < 0)
+        rc = more;
+    return rc;
+}
+
+static void free_session(struct session *s) {
+    mxc_executor_free(s->exec);
+    for (int i = 0; s->arg_names && i < s->num_args; i++)
+        mxc__free(s->arg_names[i]);
+    mxc__free(s->arg_names);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- Fit ---------------------------------------------------------------------------- */
+
+void mxc_fit_config_init(mxc_fit_config *c) {
+    if (c == NULL)
+        return;
+    *c = (mxc_fit_config){.num_epochs = 1,
+                          .optimizer = {.kind = MXC_OPT_SGD, .lr = 0.01f},
+                          .init = {.kind = MXC_INIT_XAVIER, .xavier_magnitude = 3},
+                          .metric = "acc",
+                          .frequent = 50};
+}
+
+static void format_duration(double s, char *buf, size_t size) {
+    if (!(s >= 0) || s > 1e7)
+        snprintf(buf, size, "?");
+    else if (s >= 3600)
+        snprintf(buf, size, "%dh%02dm", (int)(s / 3600), (int)fmod(s / 60, 60));
+    else if (s >= 60)
+        snprintf(buf, size, "%dm%02ds", (int)(s / 60), (int)fmod(s, 60));
+    else
+        snprintf(buf, size, "%.1fs", s);
+}
+
+void mxc_fit_print_progress(const mxc_fit_progress *p, void *user) {
+    (void)user;
+    char left[32], took[32];
+    format_duration(p->seconds_left, left, sizeof left);
+    format_duration(p->seconds, took, sizeof took);
+    if (!p->end_of_epoch) {
+        fprintf(stderr, "Epoch[%d] Batch [%lld/%lld]\tSpeed: %.1f samples/sec\t%s=%.6f\t"
+                "(%s left)\n", p->epoch, (long long)p->batch, (long long)p->num_batches,
+                p->samples_per_s, p->metric_name, p->train_metric, left);
+        return;
+    }
+    fprintf(stderr, "Epoch[%d] Train-%s=%.6f\tSpeed: %.1f samples/sec\n", p->epoch,
+            p->metric_name, p->train_metric, p->samples_per_s);
+    if (!isnan(p->eval_metric))
+        fprintf(stderr, "Epoch[%d] Validation-%s=%.6f\n", p->epoch, p->metric_name,
+                p->eval_metric);
+    fprintf(stderr, "Epoch[%d] Time so far %s, %s left%s%s\n", p->epoch, took, left,
+            p->checkpoint ? "; saved " : "", p->checkpoint ? p->checkpoint : "");
+}
+
+static int check_fit_args(const mxc_model *m, mxc_data_iter *train, const mxc_fit_config *c) {
+    int rc = check_model(m, "mxc_model_fit");
+    if (rc != MXC_OK)
+        return rc;
+    if (train == NULL || c == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_fit: NULL iterator or config");
+    if (c->num_epochs < 1 || c->begin_epoch < 0 || c->frequent < 0)
+        return mxc__error(MXC_EINVAL, "mxc_model_fit: %d epochs from %d, report every %d",
+                          c->num_epochs, c->begin_epoch, c->frequent);
+    return MXC_OK;
+}
+
+/* The parts of a fit that outlive one epoch. */
+struct fit {
+    const mxc_fit_config *cfg;
+    mxc_model *model;
+    struct session train;
+    mxc_optimizer *opt;
+    mxc_metric *metric;
+    mxc_fit_progress prog;
+    int64_t batch_size;
+    double start;
+};
+
+static void report(struct fit *f) {
+    if (f->cfg->quiet)
+        return;
+    mxc_fit_callback cb = f->cfg->callback ? f->cfg->callback : mxc_fit_print_progress;
+    cb(&f->prog, f->cfg->user);
+}
+
+/* Pushes one batch's work: inputs, forward, backward, updates; then the metric. */
+static int train_batch(struct fit *f, mxc_data_iter *it) {
+    const struct session *s = &f->train;
+    int rc = feed(s, it);
+    if (rc == MXC_OK)
+        rc = mxc_executor_forward(s->exec, 1);
+    if (rc == MXC_OK)
+        rc = mxc_executor_backward(s->exec, 0, NULL);
+    for (int i = 0; rc == MXC_OK && i < s->num_args; i++)
+        if (s->grads[i] != NULL)
+            rc = mxc_optimizer_update(f->opt, i, s->arg_names[i], s->args[i], s->grads[i]);
+    mxc_ndarray *out = first_output(s), *label = mxc_data_iter_label(it);
+    if (rc == MXC_OK)
+        rc = mxc_metric_update(f->metric, 1, &label, &out, (int)mxc_data_iter_pad(it));
+    return rc;
+}
+
+static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *eval,
+                     mxc_metric *eval_metric) {
+    const mxc_fit_config *c = f->cfg;
+    int64_t nb = mxc_data_iter_num_batches(train), b = 0;
+    int rc = mxc_metric_reset(f->metric), more = 0;
+    if (rc == MXC_OK)
+        rc = mxc_data_iter_reset(train);
+    double epoch_start = now_s(), mark = epoch_start;
+    int64_t mark_batch = 0;
+    f->prog = (mxc_fit_progress){.epoch = c->begin_epoch + e, .num_batches = nb,
+                                 .metric_name = f->prog.metric_name, .eval_metric = NAN};
+    while (rc == MXC_OK && (more = mxc_data_iter_next(train)) == 1) {
+        rc = train_batch(f, train);
+        b++;
+        if (rc == MXC_OK && c->frequent > 0 && b % c->frequent == 0) {
+            double t = now_s(), per_batch = (t - f->start) / (double)(e * nb + b);
+            f->prog.batch = b;
+            f->prog.samples_per_s = (double)((b - mark_batch) * f->batch_size) / (t - mark);
+            f->prog.seconds = t - f->start;
+            f->prog.seconds_left = per_batch * (double)((c->num_epochs - e) * nb - b);
+            f->prog.train_metric = metric_value(f->metric, &f->prog.metric_name);
+            report(f);
+            mark = t;
+            mark_batch = b;
+        }
+    }
+    if (rc == MXC_OK && more < 0)
+        rc = more;
+    if (rc == MXC_OK)
+        rc = mxc_nd_wait_all();
+    if (rc != MXC_OK)
+        return rc;
+    double t = now_s();
+    f->prog.batch = b;
+    f->prog.end_of_epoch = 1;
+    f->prog.samples_per_s = (double)(b * f->batch_size) / (t - epoch_start);
+    f->prog.train_metric = metric_value(f->metric, &f->prog.metric_name);
+    if (eval) {
+        struct session es;
+        rc = mxc_metric_reset(eval_metric);
+        if (rc == MXC_OK)
+            rc = bind_session(f->model, eval, or_default(c->data_name, "data"),
+                              or_default(c->label_name, "softmax_label"), false, NULL, &es);
+        if (rc == MXC_OK) {
+            rc = evaluate(&es, eval, eval_metric, NULL, NULL);
+            free_session(&es);
+        }
+        f->prog.eval_metric = metric_value(eval_metric, NULL);
+    }
+    char path[4096];
+    if (rc == MXC_OK && c->checkpoint_prefix) {
+        rc = mxc_model_save(f->model, c->checkpoint_prefix, c->begin_epoch + e + 1);
+        snprintf(path, sizeof path, "%s-%04d.params", c->checkpoint_prefix,
+                 c->begin_epoch + e + 1);
+        f->prog.checkpoint = path;
+    }
+    t = now_s();
+    f->prog.seconds = t - f->start;
+    f->prog.seconds_left = (t - f->start) / (e + 1) * (c->num_epochs - e - 1);
+    if (rc == MXC_OK)
+        report(f);
+    f->prog.checkpoint = NULL;
+    return rc;
+}
+
+int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval,
+                  const mxc_fit_config *c, mxc_fit_result *result) {
+    int rc = check_fit_args(m, train, c);
+    if (rc != MXC_OK)
+        return rc;
+    struct fit f = {.cfg = c, .model = m, .start = now_s()};
+    mxc_metric *eval_metric = NULL;
+    mxc_shape dshape;
+    const char *metric = or_default(c->metric, "acc");
+    MXC_TRY(mxc_data_iter_provide_data(train, &dshape));
+    f.batch_size = dshape.dims[0];
+    MXC_TRY(mxc_metric_create(metric, c->top_k, &f.metric));
+    MXC_TRY(mxc_metric_create(metric, c->top_k, &eval_metric));
+    f.prog.metric_name = metric;
+    MXC_TRY(mxc_random_seed(c->seed));
+    MXC_TRY(bind_session(m, train, or_default(c->data_name, "data"),
+                         or_default(c->label_name, "softmax_label"), true, &c->init,
+                         &f.train));
+    mxc_optimizer_config oc = c->optimizer;
+    if (oc.rescale_grad == 0) /* the loss gradients are sums over the batch */
+        oc.rescale_grad = 1.0f / (float)f.batch_size;
+    MXC_TRY(mxc_optimizer_create(&oc, &f.opt));
+    for (int e = 0; e < c->num_epochs; e++)
+        MXC_TRY(run_epoch(&f, e, train, eval, eval_metric));
+    if (result) {
+        double t = now_s() - f.start;
+        int64_t samples = mxc_data_iter_num_batches(train) * f.batch_size * c->num_epochs;
+        *result = (mxc_fit_result){f.prog.train_metric, f.prog.eval_metric,
+                                   (double)samples / t, t, c->num_epochs};
+    }
+fail:
+    mxc_nd_wait_all();
+    free_session(&f.train);
+    mxc_optimizer_free(f.opt);
+    mxc_metric_free(f.metric);
+    mxc_metric_free(eval_metric);
+    return rc;
+}
+
+/* ---- Score and predict -------------------------------------------------------------- */
+
+int mxc_model_score(mxc_model *m, mxc_data_iter *it, const char *metric_name, double *value) {
+    int rc = check_model(m, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (it == NULL || value == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_score: NULL argument");
+    mxc_metric *metric = NULL;
+    struct session s;
+    rc = mxc_metric_create(or_default(metric_name, "acc"), 1, &metric);
+    if (rc == MXC_OK)
+        rc = bind_session(m, it, "data", "softmax_label", false, NULL, &s);
+    if (rc == MXC_OK) {
+        rc = evaluate(&s, it, metric, NULL, NULL);
+        free_session(&s);
+    }
+    *value = rc == MXC_OK ? metric_value(metric, NULL) : NAN;
+    mxc_metric_free(metric);
+    return rc;
+}
+
+/* Rows of the predictions, grown batch by batch on the host. */
+struct rows {
+    float *data;
+    int64_t num_rows, row_size, cap_rows;
+    mxc_shape row_shape;
+};
+
+static int collect_rows(void *user, mxc_ndarray *out, int64_t pad) {
+    struct rows *r = user;
+    mxc_shape s;
+    int rc = mxc_nd_get_shape(out, &s);
+    if (rc != MXC_OK)
+        return rc;
+    int64_t n = s.dims[0], size = mxc_nd_size(out), keep = n - pad;
+    if (r->row_size == 0) {
+        r->row_size = n ? size / n : 0;
+        r->row_shape = s;
+    }
+    float *batch = mxc__malloc(sizeof(float) * (size_t)(size + 1));
+    if (batch == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_model_predict: out of memory");
+    rc = mxc_nd_sync_copy_to_cpu(out, batch, sizeof(float) * (size_t)size);
+    if (rc == MXC_OK && r->num_rows + keep > r->cap_rows) {
+        int64_t cap = 2 * (r->num_rows + keep);
+        float *d = mxc__realloc(r->data, sizeof(float) * (size_t)(cap * r->row_size + 1));
+        if (d == NULL)
+            rc = mxc__error(MXC_ENOMEM, "mxc_model_predict: out of memory");
+        else {
+            r->data = d;
+            r->cap_rows = cap;
+        }
+    }
+    if (rc == MXC_OK) {
+        memcpy(r->data + r->num_rows * r->row_size, batch,
+               sizeof(float) * (size_t)(keep * r->row_size));
+        r->num_rows += keep;
+    }
+    mxc__free(batch);
+    return rc;
+}
+
+int mxc_model_predict(mxc_model *m, mxc_data_iter *it, mxc_ndarray **out) {
+    int rc = check_model(m, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (it == NULL || out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_predict: NULL argument");
+    *out = NULL;
+    struct session s;
+    struct rows r = {0};
+    rc = bind_session(m, it, "data", "softmax_label", false, NULL, &s);
+    if (rc == MXC_OK) {
+        rc = evaluate(&s, it, NULL, collect_rows, &r);
+        free_session(&s);
+    }
+    if (rc == MXC_OK) {
+        mxc_shape shape = r.row_shape;
+        shape.dims[0] = r.num_rows;
+        rc = mxc_nd_create(&shape, MXC_FLOAT32, mxc_cpu(), 0, out);
+        if (rc == MXC_OK && r.num_rows > 0)
+            rc = mxc_nd_sync_copy_from_cpu(*out, r.data,
+                                           sizeof(float) * (size_t)(r.num_rows * r.row_size));
+        if (rc != MXC_OK) {
+            mxc_nd_free(*out);
+            *out = NULL;
+        }
+    }
+    mxc__free(r.data);
+    return rc;
+}

@@ -1,0 +1,355 @@
+/*
+ * tests/check_model.c — the training pieces of mxc/model.h: initializers (name patterns,
+ * each scheme's range and spread, reproducibility for a seed), metrics (values on known
+ * batches, padding, composites, bad input), optimizers (SGD, momentum and Adam against
+ * the formulas over several steps, multipliers, learning-rate schedules) and the network
+ * builders of mxc/networks.h.
+ */
+#include "mxc/executor.h"
+#include "mxc/io.h"
+#include "mxc/model.h"
+#include "mxc/ndarray.h"
+#include "mxc/networks.h"
+#include "mxc/symbol.h"
+#include "tests/util/test_util.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mxc_ndarray *array(mxc_shape s, const float *values) {
+    mxc_ndarray *a = NULL;
+    CK_OK(mxc_nd_create(&s, MXC_FLOAT32, mxc_cpu(), 0, &a));
+    if (values)
+        CK_OK(mxc_nd_sync_copy_from_cpu(a, values, sizeof(float) * (size_t)mxc_nd_size(a)));
+    return a;
+}
+
+static float *host(mxc_ndarray *a) {
+    float *h = malloc(sizeof(float) * (size_t)mxc_nd_size(a));
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, h, sizeof(float) * (size_t)mxc_nd_size(a)));
+    return h;
+}
+
+/* ---- Initializers ------------------------------------------------------------------- */
+
+START_TEST(test_init_patterns) {
+    mxc_init_config cfg = {.kind = MXC_INIT_XAVIER};
+    const char *names[] = {"fc1_bias", "bn_gamma", "bn_beta", "bn_moving_mean", "bn_moving_var"};
+    const float want[] = {0, 1, 0, 0, 1};
+    for (int i = 0; i < 5; i++) {
+        mxc_ndarray *a = array(SHAPE(7), NULL);
+        CK_OK(mxc_init_array(&cfg, names[i], a));
+        float *h = host(a);
+        for (int k = 0; k < 7; k++)
+            ck_assert_float_eq(h[k], want[i]);
+        free(h);
+        mxc_nd_free(a);
+    }
+    mxc_ndarray *a = array(SHAPE(7), NULL);
+    CK_ERR(MXC_EINVAL, mxc_init_array(&cfg, "data", a));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "data"));
+    CK_ERR(MXC_EINVAL, mxc_init_array(&cfg, "fc_weight", a)); /* Xavier needs 2-D */
+    CK_ERR(MXC_EINVAL, mxc_init_array(NULL, "fc_weight", a));
+    mxc_nd_free(a);
+}
+END_TEST
+
+/* Xavier uniform avg on (64, 32, 3, 3): scale sqrt(3 / ((288 + 576) / 2)). */
+START_TEST(test_init_xavier_range_and_seed) {
+    mxc_init_config cfg = {.kind = MXC_INIT_XAVIER};
+    mxc_ndarray *a = array(SHAPE(64, 32, 3, 3), NULL), *b = array(SHAPE(64, 32, 3, 3), NULL);
+    CK_OK(mxc_random_seed(5));
+    CK_OK(mxc_init_array(&cfg, "conv_weight", a));
+    CK_OK(mxc_random_seed(5));
+    CK_OK(mxc_init_array(&cfg, "conv_weight", b));
+    float *ha = host(a), *hb = host(b);
+    int64_t n = mxc_nd_size(a);
+    double scale = sqrt(3.0 / ((32 * 9 + 64 * 9) / 2.0)), lo = 0, hi = 0, sq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        ck_assert_float_eq(ha[i], hb[i]);
+        lo = fmin(lo, ha[i]);
+        hi = fmax(hi, ha[i]);
+        sq += (double)ha[i] * ha[i];
+    }
+    ck_assert(lo >= -scale && hi <= scale);
+    ck_assert(lo < -0.95 * scale && hi > 0.95 * scale);
+    /* the variance of U(-s, s) is s^2 / 3 */
+    ck_assert_double_le(fabs(sq / (double)n - scale * scale / 3) / (scale * scale / 3), 0.05);
+    free(ha);
+    free(hb);
+    mxc_nd_free(a);
+    mxc_nd_free(b);
+}
+END_TEST
+
+START_TEST(test_init_other_schemes) {
+    mxc_ndarray *a = array(SHAPE(100, 100), NULL);
+    mxc_init_config normal = {.kind = MXC_INIT_NORMAL, .scale = 0.5f};
+    CK_OK(mxc_init_array(&normal, "w_weight", a));
+    float *h = host(a);
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 10000; i++) {
+        sum += h[i];
+        sq += (double)h[i] * h[i];
+    }
+    ck_assert_double_le(fabs(sum / 10000), 0.02);
+    ck_assert_double_le(fabs(sqrt(sq / 10000) - 0.5), 0.02);
+    free(h);
+    mxc_init_config constant = {.kind = MXC_INIT_CONSTANT, .scale = 0.25f};
+    CK_OK(mxc_init_array(&constant, "w_weight", a));
+    h = host(a);
+    ck_assert_float_eq(h[0], 0.25f);
+    ck_assert_float_eq(h[9999], 0.25f);
+    free(h);
+    mxc_init_config uniform = {.kind = MXC_INIT_UNIFORM, .scale = 0.1f};
+    CK_OK(mxc_init_array(&uniform, "w_weight", a));
+    h = host(a);
+    for (int i = 0; i < 10000; i++)
+        ck_assert(h[i] >= -0.1f && h[i] <= 0.1f);
+    free(h);
+    mxc_nd_free(a);
+}
+END_TEST
+
+/* ---- Metrics ------------------------------------------------------------------------ */
+
+START_TEST(test_metrics_values) {
+    /* 4 samples, 3 classes; the last one is padding */
+    const float pred[] = {0.7f, 0.2f, 0.1f, /* argmax 0 */ 0.1f, 0.3f, 0.6f, /* 2 */
+                          0.3f, 0.4f, 0.3f, /* 1 */ 0.9f, 0.05f, 0.05f};
+    const float label[] = {0, 1, 1, 2};
+    mxc_ndarray *p = array(SHAPE(4, 3), pred), *l = array(SHAPE(4), label);
+    mxc_metric *acc, *top2, *ce, *all;
+    CK_OK(mxc_metric_create("acc", 0, &acc));
+    CK_OK(mxc_metric_create("top_k_accuracy", 2, &top2));
+    CK_OK(mxc_metric_create("ce", 0, &ce));
+    CK_OK(mxc_metric_create("composite", 0, &all));
+    CK_OK(mxc_metric_add(all, acc));
+    CK_OK(mxc_metric_add(all, top2));
+    CK_OK(mxc_metric_add(all, ce));
+    CK_OK(mxc_metric_update(all, 1, &l, &p, 1));
+    int n;
+    const char *const *names;
+    const double *v;
+    CK_OK(mxc_metric_get(all, &n, &names, &v));
+    ck_assert_int_eq(n, 3);
+    ck_assert_str_eq(names[0], "accuracy");
+    ck_assert_double_eq_tol(v[0], 2.0 / 3, 1e-9);        /* samples 0 and 2 */
+    ck_assert_double_eq_tol(v[1], 3.0 / 3, 1e-9);        /* class 1 second in sample 1 */
+    double want_ce = -(log(0.7) + log(0.3) + log(0.4)) / 3;
+    ck_assert_double_eq_tol(v[2], want_ce, 1e-6);
+    CK_OK(mxc_metric_reset(all));
+    CK_OK(mxc_metric_get(all, &n, &names, &v));
+    ck_assert(isnan(v[0]));
+    /* a label that is not a class */
+    const float bad[] = {0, 1, 3, 0};
+    mxc_ndarray *lb = array(SHAPE(4), bad);
+    CK_ERR(MXC_EINVAL, mxc_metric_update(acc, 1, &lb, &p, 0));
+    mxc_ndarray *short_label = array(SHAPE(3), label);
+    CK_ERR(MXC_ESHAPE, mxc_metric_update(acc, 1, &short_label, &p, 0));
+    CK_ERR(MXC_EINVAL, mxc_metric_create("f1", 0, &acc));
+    mxc_metric_free(all);
+    mxc_nd_free(p);
+    mxc_nd_free(l);
+    mxc_nd_free(lb);
+    mxc_nd_free(short_label);
+}
+END_TEST
+
+START_TEST(test_metric_mse) {
+    const float pred[] = {1, 2, 3, 4}, label[] = {1, 0, 3, 2};
+    mxc_ndarray *p = array(SHAPE(4), pred), *l = array(SHAPE(4), label);
+    mxc_metric *m;
+    CK_OK(mxc_metric_create("mse", 0, &m));
+    CK_OK(mxc_metric_update(m, 1, &l, &p, 0));
+    int n;
+    const char *const *names;
+    const double *v;
+    CK_OK(mxc_metric_get(m, &n, &names, &v));
+    ck_assert_double_eq_tol(v[0], (0 + 4 + 0 + 4) / 4.0, 1e-9);
+    mxc_metric_free(m);
+    mxc_nd_free(p);
+    mxc_nd_free(l);
+}
+END_TEST
+
+/* ---- Networks ----------------------------------------------------------------------- */
+
+static void expect_args(mxc_symbol *s, int want, const char *first, const char *last) {
+    int n;
+    const char *const *names;
+    CK_OK(mxc_symbol_list_arguments(s, &n, &names));
+    ck_assert_int_eq(n, want);
+    ck_assert_str_eq(names[0], first);
+    ck_assert_str_eq(names[n - 1], last);
+}
+
+START_TEST(test_networks) {
+    mxc_symbol *s = NULL;
+    int hidden[] = {128, 64};
+    CK_OK(mxc_net_mlp(2, hidden, "relu", 10, &s));
+    expect_args(s, 8, "data", "softmax_label");
+    mxc_symbol_free(s);
+    CK_OK(mxc_net_lenet(10, &s));
+    expect_args(s, 10, "data", "softmax_label");
+    mxc_symbol_free(s);
+    CK_OK(mxc_net_resnet(2, 10, &s));
+    int n;
+    const char *const *aux;
+    CK_OK(mxc_symbol_list_auxiliary_states(s, &n, &aux));
+    ck_assert_int_eq(n, 2 * (1 + 8 * 2 + 3)); /* stem, 16 block convs, 3 projections */
+    mxc_symbol_free(s);
+    CK_ERR(MXC_EINVAL, mxc_net_mlp(1, (int[]){0}, "relu", 10, &s));
+    ck_assert_ptr_null(s);
+    CK_ERR(MXC_EINVAL, mxc_net_lenet(0, &s));
+}
+END_TEST
+
+/* ---- Fit, checkpoints, score, predict ------------------------------------------------ */
+
+/* 400 samples of 2 features in 2 linearly separable classes (label = x0 + x1 > 0). */
+static mxc_data_iter *toy_iter(int batch, unsigned seed) {
+    float x[800], y[400];
+    srand(seed);
+    for (int i = 0; i < 400; i++) {
+        x[2 * i] = 2.0f * (float)rand() / (float)RAND_MAX - 1.0f;
+        x[2 * i + 1] = 2.0f * (float)rand() / (float)RAND_MAX - 1.0f;
+        y[i] = x[2 * i] + x[2 * i + 1] > 0 ? 1.0f : 0.0f;
+    }
+    mxc_ndarray *data = array(SHAPE(400, 2), x), *label = array(SHAPE(400), y);
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = batch;
+    p.shuffle = 1;
+    p.seed = seed;
+    mxc_data_iter *it = NULL;
+    CK_OK(mxc_data_iter_create_array(data, label, &p, &it));
+    mxc_nd_free(data);
+    mxc_nd_free(label);
+    return it;
+}
+
+struct progress_log {
+    int lines, epochs;
+    double last_metric;
+};
+
+static void log_progress(const mxc_fit_progress *p, void *user) {
+    struct progress_log *log = user;
+    log->lines++;
+    log->epochs += p->end_of_epoch != 0;
+    log->last_metric = p->train_metric;
+}
+
+START_TEST(test_fit_checkpoint_score_predict) {
+    int hidden[] = {16};
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_net_mlp(1, hidden, "relu", 2, &net));
+    mxc_model *model = NULL;
+    CK_OK(mxc_model_create(net, &model));
+    mxc_symbol_free(net);
+    mxc_data_iter *train = toy_iter(20, 1), *test = toy_iter(50, 2);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.num_epochs = 5;
+    cfg.optimizer.lr = 0.5f;
+    cfg.optimizer.momentum = 0.9f;
+    cfg.seed = 3;
+    cfg.frequent = 10;
+    cfg.checkpoint_prefix = "build/check_model_toy";
+    struct progress_log log = {0};
+    cfg.callback = log_progress;
+    cfg.user = &log;
+    mxc_fit_result res;
+    CK_OK(mxc_model_fit(model, train, test, &cfg, &res));
+    ck_assert_int_eq(log.epochs, 5);
+    ck_assert_int_eq(log.lines, 5 * (1 + 2)); /* 20 batches: reports at 10 and 20 */
+    ck_assert_msg(res.train_metric > 0.95 && res.eval_metric > 0.95,
+                  "train %.3f, eval %.3f on a separable problem", res.train_metric,
+                  res.eval_metric);
+    ck_assert(res.samples_per_s > 0);
+    /* the last checkpoint scores the same */
+    mxc_model *loaded = NULL;
+    CK_OK(mxc_model_load("build/check_model_toy", 5, &loaded));
+    double acc = 0;
+    CK_OK(mxc_model_score(loaded, test, "acc", &acc));
+    ck_assert_double_eq_tol(acc, res.eval_metric, 1e-9);
+    mxc_ndarray *pred = NULL;
+    CK_OK(mxc_model_predict(loaded, test, &pred));
+    mxc_shape s;
+    CK_OK(mxc_nd_get_shape(pred, &s));
+    ck_assert_int_eq(s.ndim, 2);
+    ck_assert_int_eq(s.dims[0], 400);
+    ck_assert_int_eq(s.dims[1], 2);
+    float *p = host(pred);
+    for (int i = 0; i < 400; i++)
+        ck_assert_float_eq_tol(p[2 * i] + p[2 * i + 1], 1.0f, 1e-5f); /* softmax rows */
+    free(p);
+    /* resuming: a second fit from the loaded model continues where it stopped */
+    cfg.num_epochs = 1;
+    cfg.begin_epoch = 5;
+    cfg.quiet = 1;
+    CK_OK(mxc_model_fit(loaded, train, NULL, &cfg, &res));
+    ck_assert(res.train_metric > 0.95);
+    ck_assert(isnan(res.eval_metric));
+    mxc_model *again = NULL;
+    CK_OK(mxc_model_load("build/check_model_toy", 6, &again));
+    CK_ERR(MXC_EIO, mxc_model_load("build/check_model_toy", 7, &again));
+    ck_assert_ptr_null(again);
+    CK_ERR(MXC_EINVAL, mxc_model_fit(loaded, NULL, NULL, &cfg, &res));
+    mxc_nd_free(pred);
+    mxc_model_free(loaded);
+    mxc_model_free(model);
+    mxc_data_iter_free(train);
+    mxc_data_iter_free(test);
+}
+END_TEST
+
+/* The same seed and data give the same weights with the naive engine's order... and with
+ * any engine here, since every kernel is deterministic and the order per variable fixed. */
+START_TEST(test_fit_reproducible) {
+    float *w[2];
+    for (int run = 0; run < 2; run++) {
+        int hidden[] = {8};
+        mxc_symbol *net = NULL;
+        CK_OK(mxc_net_mlp(1, hidden, "relu", 2, &net));
+        mxc_model *model = NULL;
+        CK_OK(mxc_model_create(net, &model));
+        mxc_symbol_free(net);
+        mxc_data_iter *train = toy_iter(20, 4);
+        mxc_fit_config cfg;
+        mxc_fit_config_init(&cfg);
+        cfg.num_epochs = 2;
+        cfg.optimizer.lr = 0.1f;
+        cfg.seed = 11;
+        cfg.quiet = 1;
+        CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+        w[run] = host(mxc_model_param(model, "fc1_weight"));
+        mxc_model_free(model);
+        mxc_data_iter_free(train);
+    }
+    ck_assert_mem_eq(w[0], w[1], sizeof(float) * 16);
+    free(w[0]);
+    free(w[1]);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("model");
+    TCase *tc = tcase_create("model");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_test(tc, test_init_patterns);
+    tcase_add_test(tc, test_init_xavier_range_and_seed);
+    tcase_add_test(tc, test_init_other_schemes);
+    tcase_add_test(tc, test_metrics_values);
+    tcase_add_test(tc, test_metric_mse);
+    tcase_add_test(tc, test_networks);
+    tcase_add_test(tc, test_fit_checkpoint_score_predict);
+    tcase_add_test(tc, test_fit_reproducible);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return mxct_run_suite(suite()); }
