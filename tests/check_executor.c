@@ -366,6 +366,85 @@ START_TEST(test_reshape_shares_weights) {
 }
 END_TEST
 
+/* ---- MXNet's own networks ------------------------------------------------------------ */
+
+/* The array named `name` in a loaded list, or NULL. */
+static mxc_ndarray *named(size_t n, mxc_ndarray **arrays, char **names, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return arrays[i];
+    return NULL;
+}
+
+/* tests/data/symbol/<net>: the symbol, parameters and a forward pass saved by MXNet 1.9.1
+ * (scripts/gen_symbol_fixtures.py). Bound here with the same arrays, forward in inference
+ * mode gives MXNet's outputs within 1e-4 (relative to 1 + |value|). */
+static void check_mxnet_forward(const char *net) {
+    char path[256];
+    mxc_symbol *sym = NULL;
+    snprintf(path, sizeof path, "tests/data/symbol/%s-symbol.json", net);
+    CK_OK(mxc_symbol_load(path, &sym));
+    size_t np = 0, nio = 0;
+    mxc_ndarray **params = NULL, **io = NULL;
+    char **pnames = NULL, **ionames = NULL;
+    snprintf(path, sizeof path, "tests/data/symbol/%s-0000.params", net);
+    CK_OK(mxc_nd_load(path, mxc_cpu(), &np, &params, &pnames));
+    snprintf(path, sizeof path, "tests/data/symbol/%s-io.params", net);
+    CK_OK(mxc_nd_load(path, mxc_cpu(), &nio, &io, &ionames));
+    int na, nx, no;
+    const char *const *args, *const *auxs, *const *outs;
+    CK_OK(mxc_symbol_list_arguments(sym, &na, &args));
+    CK_OK(mxc_symbol_list_auxiliary_states(sym, &nx, &auxs));
+    mxc_ndarray *arg_arrays[64], *aux_arrays[64];
+    ck_assert_int_le(na, 64);
+    ck_assert_int_le(nx, 64);
+    for (int i = 0; i < na; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "input:%s", args[i]);
+        arg_arrays[i] = named(nio, io, ionames, key);
+        snprintf(key, sizeof key, "arg:%s", args[i]);
+        if (arg_arrays[i] == NULL)
+            arg_arrays[i] = named(np, params, pnames, key);
+        ck_assert_msg(arg_arrays[i] != NULL, "%s: no value for %s", net, args[i]);
+    }
+    for (int i = 0; i < nx; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "aux:%s", auxs[i]);
+        aux_arrays[i] = named(np, params, pnames, key);
+        ck_assert_msg(aux_arrays[i] != NULL, "%s: no value for %s", net, auxs[i]);
+    }
+    mxc_executor *x = NULL;
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), na, arg_arrays, NULL, NULL, nx, aux_arrays, &x));
+    CK_OK(mxc_executor_forward(x, 0));
+    mxc_ndarray *const *got;
+    int ng;
+    CK_OK(mxc_executor_outputs(x, &ng, &got));
+    CK_OK(mxc_symbol_list_outputs(sym, &no, &outs));
+    ck_assert_int_eq(ng, no);
+    for (int i = 0; i < no; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "output:%s", outs[i]);
+        mxc_ndarray *want = named(nio, io, ionames, key);
+        ck_assert_msg(want != NULL, "%s: no reference for %s", net, outs[i]);
+        ck_assert_int_eq(mxc_nd_size(got[i]), mxc_nd_size(want));
+        float *w = read_all(want);
+        snprintf(key, sizeof key, "%s: %s", net, outs[i]);
+        expect_close(got[i], w, 1e-4, key);
+        free(w);
+    }
+    mxc_executor_free(x);
+    mxc_nd_list_free(np, params, pnames);
+    mxc_nd_list_free(nio, io, ionames);
+    mxc_symbol_free(sym);
+}
+
+START_TEST(test_mxnet_networks_forward) {
+    const char *nets[] = {"mlp", "lenet", "resblock", "concat"};
+    for (int i = 0; i < 4; i++)
+        check_mxnet_forward(nets[i]);
+}
+END_TEST
+
 /* ---- Misuse ------------------------------------------------------------------------- */
 
 START_TEST(test_misuse) {
@@ -415,6 +494,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_plan_shares_memory_and_peak_stays_within);
     tcase_add_test(tc, test_independent_branches_run_concurrently);
     tcase_add_test(tc, test_reshape_shares_weights);
+    tcase_add_test(tc, test_mxnet_networks_forward);
     tcase_add_test(tc, test_misuse);
     suite_add_tcase(s, tc);
     return s;
