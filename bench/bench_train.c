@@ -1,0 +1,684 @@
+/*
+ * bench/bench_train.c — training and inference throughput and peak memory of mxc on the
+ * MLP and LeNet at batch 100, against PyTorch (scripts/bench_train_pytorch.py) run in the
+ * same invocation.
+ *
+ *   mlp_train    MLP 784-128-64-10 (relu, mxc_net_mlp), SGD lr 0.1
+ *   lenet_train  LeNet (mxc_net_lenet) on 1x28x28, SGD lr 0.05 momentum 0.9
+ *   mlp_infer, lenet_infer   the same networks, forward(is_train = 0) only
+ *
+ * Training: Xavier init (uniform, fan average, magnitude 3), rescale_grad 1/100 (the
+ * batch mean, as PyTorch's cross-entropy). Each batch copies its data and labels from a
+ * host buffer of synthetic data (random pixels in [0, 1), random labels: throughput does
+ * not depend on the values) into the executor's arrays with mxc_nd_sync_copy_from_cpu,
+ * then pushes forward(is_train = 1), backward and mxc_optimizer_update of every weight.
+ * After one warm-up batch, samples/s over one epoch (--epochs-samples, default 60,000),
+ * timed up to the end of mxc_nd_wait_all. Inference: the same over 10,000 samples
+ * (--infer-samples) with forward(is_train = 0) and a wait for the output of each batch.
+ * With --repeats R (default 3) the epoch is timed R times in one process and the median
+ * is reported. Peak RSS is the VmHWM of the process that ran the case (it includes the
+ * host data buffer, 179 MiB for 60,000 training samples, as PyTorch's does).
+ *
+ * Every case runs in a fresh child process (this binary re-executed with --child), once
+ * with the environment as given (the engine's defaults when MXC_CPU_WORKER_NTHREADS and
+ * MXC_OP_NTHREADS are unset: one CPU worker per core, one thread per operator) and once
+ * with MXC_CPU_WORKER_NTHREADS=1 (one worker, whose operators get every core); both are
+ * reported, and the faster is compared. The PyTorch side runs as a child process of this
+ * benchmark: `/usr/bin/python3 scripts/bench_train_pytorch.py --json --cases CASE ...`
+ * (Debian's python, which python3-torch installs for), which itself runs each case under
+ * two thread settings in fresh subprocesses and reports the faster (`baseline_threads`).
+ * If torch is missing, mxc's figures are still printed and the ratios are null.
+ *
+ *   build/bin/bench_train [--json] [--quick] [--epochs-samples N] [--infer-samples N]
+ *                         [--repeats R] [--cases mlp_train,...] [--no-baseline]
+ *                         [--python PATH] [--pytorch-script PATH]
+ *   build/bin/bench_train --child CASE [...]   one case in this process (for profiling:
+ *       MXC_PROFILER_AUTOSTART=1 MXC_PROFILER_OUTPUT=trace.json build/bin/bench_train
+ *       --child mlp_train --epochs-samples 1000 --repeats 1)
+ *
+ * JSON lines (DESIGN.md section 10): bench "train", case, system "mxc", samples_per_s,
+ * peak_rss_mib, mxc_settings (the faster setting) with both settings' figures,
+ * baseline "pytorch", baseline_samples_per_s, baseline_threads, baseline_peak_rss_mib,
+ * ratio_vs_baseline (mxc samples/s over PyTorch's) and rss_ratio_vs_baseline (PyTorch's
+ * peak RSS over mxc's: above 1, mxc uses less).
+ */
+#include "bench_util.h"
+
+#include "common/common.h"
+#include "common/parallel.h"
+#include "mxc/mxc.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BATCH 100
+#define NUM_CASES 4
+#define NUM_SETTINGS 2
+
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        if (rc_ != MXC_OK) {                                                               \
+            fprintf(stderr, "bench_train: %s: %s: %s\n", #call, mxc_err_name(rc_),         \
+                    mxc_last_error());                                                     \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static const char *const case_names[NUM_CASES] = {"mlp_train", "mlp_infer", "lenet_train",
+                                                  "lenet_infer"};
+/* The mxc settings: the environment as given, and one CPU worker. */
+static const char *const setting_names[NUM_SETTINGS] = {"default", "workers1"};
+
+struct options {
+    bool json, quick, no_baseline;
+    long epochs_samples, infer_samples, repeats;
+    bool cases[NUM_CASES];
+    const char *python, *script;
+};
+
+/* ---- The operators the benchmark needs ----------------------------------------------- */
+
+/* Writes the operators case `kase` needs that are not registered to `buf`; returns how
+ * many are missing. */
+static int missing_ops(const char *kase, char *buf, size_t size) {
+    static const char *const mlp[] = {"FullyConnected", "Activation", "SoftmaxOutput",
+                                      "sgd_update", NULL};
+    static const char *const lenet[] = {"Convolution", "Activation", "Pooling", "Flatten",
+                                        "FullyConnected", "SoftmaxOutput", "sgd_mom_update",
+                                        NULL};
+    const char *const *needed = strncmp(kase, "lenet", 5) == 0 ? lenet : mlp;
+    int missing = 0;
+    buf[0] = '\0';
+    for (int i = 0; needed[i]; i++) {
+        mxc_op_info info;
+        if (mxc_op_get_info(needed[i], &info) != MXC_OK) {
+            size_t len = strlen(buf);
+            snprintf(buf + len, size - len, "%s%s", missing ? ", " : "", needed[i]);
+            missing++;
+        }
+    }
+    return missing;
+}
+
+/* ---- Child: one case in this process --------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+
+static float rand_unit(void) { /* xorshift64*: [0, 1) with 24 random bits */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545f4914f6cdd1du) >> 40) * (1.0f / 16777216.0f);
+}
+
+static int find_arg(int num, const char *const *names, const char *name) {
+    for (int i = 0; i < num; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+static int run_case(const char *kase, const struct options *o) {
+    char missing[256];
+    if (missing_ops(kase, missing, sizeof missing)) {
+        fprintf(stderr, "bench_train: operators not registered yet: %s "
+                "(operator/op_list.h); mxc cannot run %s\n", missing, kase);
+        return 2;
+    }
+    bool lenet = strncmp(kase, "lenet", 5) == 0;
+    bool train = strstr(kase, "_train") != NULL;
+    long n = train ? o->epochs_samples : o->infer_samples;
+    n -= n % BATCH;
+    if (n < BATCH)
+        n = BATCH;
+    const size_t pixels = 784;
+
+    /* The synthetic data set: random pixels in [0, 1), random labels 0..9. */
+    float *data = malloc(sizeof *data * (size_t)n * pixels);
+    float *labels = malloc(sizeof *labels * (size_t)n);
+    if (data == NULL || labels == NULL) {
+        fprintf(stderr, "bench_train: out of memory for %ld samples\n", n);
+        return 1;
+    }
+    for (size_t i = 0; i < (size_t)n * pixels; i++)
+        data[i] = rand_unit();
+    for (long i = 0; i < n; i++)
+        labels[i] = (float)(int)(rand_unit() * 10);
+
+    mxc_symbol *sym = NULL;
+    if (lenet) {
+        CHECK(mxc_net_lenet(10, &sym));
+    } else {
+        int hidden[2] = {128, 64};
+        CHECK(mxc_net_mlp(2, hidden, "relu", 10, &sym));
+    }
+    mxc_shape dshape = lenet ? (mxc_shape){4, {BATCH, 1, 28, 28}} : (mxc_shape){2, {BATCH, 784}};
+    mxc_shape lshape = {1, {BATCH}};
+    const char *in_names[] = {"data", "softmax_label"};
+    mxc_shape in_shapes[] = {dshape, lshape};
+    mxc_executor *x = NULL;
+    CHECK(mxc_executor_simple_bind(sym, mxc_cpu(), 2, in_names, in_shapes,
+                                   train ? MXC_GRAD_WRITE : MXC_GRAD_NULL, &x));
+    int num_args = 0, num_names = 0, num_out = 0;
+    mxc_ndarray *const *args = NULL, *const *grads = NULL, *const *outs = NULL;
+    const char *const *names = NULL;
+    CHECK(mxc_executor_arrays(x, &num_args, &args, &grads, NULL, NULL));
+    CHECK(mxc_executor_outputs(x, &num_out, &outs));
+    CHECK(mxc_symbol_list_arguments(sym, &num_names, &names));
+    int di = find_arg(num_names, names, "data"), li = find_arg(num_names, names,
+                                                               "softmax_label");
+    if (di < 0 || li < 0 || num_names != num_args) {
+        fprintf(stderr, "bench_train: the network has no data / softmax_label argument\n");
+        return 1;
+    }
+    mxc_init_config init = {.kind = MXC_INIT_XAVIER, .xavier_factor = MXC_XAVIER_AVG,
+                            .xavier_magnitude = 3};
+    for (int i = 0; i < num_args; i++)
+        if (i != di && i != li)
+            CHECK(mxc_init_array(&init, names[i], args[i]));
+    mxc_optimizer_config oc = {.kind = MXC_OPT_SGD, .lr = lenet ? 0.05f : 0.1f,
+                               .momentum = lenet ? 0.9f : 0.0f,
+                               .rescale_grad = 1.0f / BATCH};
+    mxc_optimizer *opt = NULL;
+    CHECK(mxc_optimizer_create(&oc, &opt));
+    CHECK(mxc_nd_wait_all());
+
+    const size_t dbytes = sizeof(float) * BATCH * pixels, lbytes = sizeof(float) * BATCH;
+    const long batches = n / BATCH;
+    double *rates = malloc(sizeof *rates * (size_t)o->repeats);
+    if (rates == NULL)
+        return 1;
+    /* rep -1 is the warm-up batch. */
+    for (long rep = -1; rep < o->repeats; rep++) {
+        long nb = rep < 0 ? 1 : batches;
+        uint64_t t0 = bench_now_ns();
+        for (long b = 0; b < nb; b++) {
+            CHECK(mxc_nd_sync_copy_from_cpu(args[li], labels + b * BATCH, lbytes));
+            CHECK(mxc_nd_sync_copy_from_cpu(args[di], data + (size_t)b * BATCH * pixels,
+                                            dbytes));
+            CHECK(mxc_executor_forward(x, train));
+            if (train) {
+                CHECK(mxc_executor_backward(x, 0, NULL));
+                for (int i = 0; i < num_args; i++)
+                    if (grads[i] != NULL)
+                        CHECK(mxc_optimizer_update(opt, i, names[i], args[i], grads[i]));
+            } else {
+                CHECK(mxc_nd_wait_to_read(outs[0]));
+            }
+        }
+        CHECK(mxc_nd_wait_all());
+        double secs = (double)(bench_now_ns() - t0) / 1e9;
+        if (rep >= 0)
+            rates[rep] = (double)(nb * BATCH) / secs;
+    }
+    long peak_kib = bench_peak_rss_kib();
+    char runs[512] = "";
+    for (long r = 0; r < o->repeats; r++) {
+        size_t len = strlen(runs);
+        snprintf(runs + len, sizeof runs - len, "%s%.0f", r ? " " : "", rates[r]);
+    }
+    double rate = bench_median(rates, (int)o->repeats);
+
+    mxc_engine *eng = NULL;
+    CHECK(mxc_engine_get_default(&eng));
+    long workers = mxc__env_long("MXC_CPU_WORKER_NTHREADS", 0);
+    if (workers <= 0 || workers >= 4096)
+        workers = mxc__cpu_count();
+    bench_json j;
+    bench_json_begin(&j, "train_child", kase);
+    bench_json_num(&j, "samples_per_s", rate);
+    bench_json_num(&j, "peak_rss_mib", peak_kib < 0 ? NAN : peak_kib / 1024.0);
+    bench_json_str(&j, "runs", runs);
+    bench_json_num(&j, "samples", (double)n);
+    bench_json_str(&j, "engine", mxc_engine_type_name(mxc_engine_type_of(eng)));
+    bench_json_num(&j, "cpu_workers", (double)workers);
+    bench_json_num(&j, "op_threads", (double)mxc__op_threads());
+    bench_json_print(&j, stdout);
+
+    free(rates);
+    mxc_optimizer_free(opt);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+    free(data);
+    free(labels);
+    return 0;
+}
+
+/* ---- Parent: child processes and their JSON lines ------------------------------------ */
+
+/* Runs argv[0] with argv, with `env_name`=`env_value` set when env_name is not NULL,
+ * and collects its stdout into `out` (stderr passes through). Returns its exit status,
+ * or -1 when it could not be started. */
+static int capture(char *const *argv, const char *env_name, const char *env_value, char *out,
+                   size_t size) {
+    int fd[2];
+    out[0] = '\0';
+    if (pipe(fd) != 0)
+        return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fd[0]);
+        close(fd[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        dup2(fd[1], STDOUT_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        if (env_name)
+            setenv(env_name, env_value, 1);
+        execv(argv[0], argv);
+        fprintf(stderr, "bench_train: cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(fd[1]);
+    size_t len = 0;
+    for (;;) {
+        char chunk[4096];
+        ssize_t got = read(fd[0], chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        size_t take = (size_t)got < size - 1 - len ? (size_t)got : size - 1 - len;
+        memcpy(out + len, chunk, take);
+        len += take;
+    }
+    out[len] = '\0';
+    close(fd[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* The line of `text` that is a JSON object holding `"case": "<kase>"` (or, when kase is
+ * NULL, any object holding `key`), copied to `line`; false when there is none. */
+static bool find_line(const char *text, const char *kase, const char *key, char *line,
+                      size_t size) {
+    char want[96];
+    snprintf(want, sizeof want, "\"%s\"", kase ? kase : key);
+    for (const char *p = text; *p;) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (*p == '{' && len < size) {
+            memcpy(line, p, len);
+            line[len] = '\0';
+            if (strstr(line, want))
+                return true;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
+/* The value of top-level key `key` in a flat JSON object (either "k":v or "k": v). */
+static const char *json_value(const char *line, const char *key) {
+    char want[96];
+    snprintf(want, sizeof want, "\"%s\"", key);
+    const char *p = strstr(line, want);
+    if (p == NULL)
+        return NULL;
+    p += strlen(want);
+    while (*p == ' ')
+        p++;
+    if (*p != ':')
+        return NULL;
+    p++;
+    while (*p == ' ')
+        p++;
+    return p;
+}
+
+static double json_number(const char *line, const char *key) {
+    const char *v = json_value(line, key);
+    if (v == NULL || strncmp(v, "null", 4) == 0)
+        return NAN;
+    char *end;
+    double d = strtod(v, &end);
+    return end == v ? NAN : d;
+}
+
+static void json_string(const char *line, const char *key, char *out, size_t size) {
+    const char *v = json_value(line, key);
+    out[0] = '\0';
+    if (v == NULL || *v != '"')
+        return;
+    v++;
+    size_t len = 0;
+    while (v[len] && v[len] != '"' && len + 1 < size) {
+        out[len] = v[len];
+        len++;
+    }
+    out[len] = '\0';
+}
+
+struct mxc_result {
+    bool ok;
+    double rate, rss;
+    int workers, op_threads;
+    char runs[128], engine[32];
+};
+
+struct torch_result {
+    bool ok;
+    double rate, rss, rate_torch2, rate_openblas1, rss_torch2, rss_openblas1;
+    char threads[32], version[32];
+};
+
+static void run_mxc(const char *self, const char *kase, int setting, const struct options *o,
+                    struct mxc_result *r) {
+    char ep[32], inf[32], rep[32];
+    snprintf(ep, sizeof ep, "%ld", o->epochs_samples);
+    snprintf(inf, sizeof inf, "%ld", o->infer_samples);
+    snprintf(rep, sizeof rep, "%ld", o->repeats);
+    char *argv[] = {(char *)self, "--child", (char *)kase, "--epochs-samples", ep,
+                    "--infer-samples", inf, "--repeats", rep, NULL};
+    static char out[1 << 16];
+    char line[2048];
+    memset(r, 0, sizeof *r);
+    int st = capture(argv, setting == 1 ? "MXC_CPU_WORKER_NTHREADS" : NULL, "1", out,
+                     sizeof out);
+    if (st != 0 || !find_line(out, kase, NULL, line, sizeof line)) {
+        fprintf(stderr, "bench_train: mxc %s (%s) failed (status %d)\n", kase,
+                setting_names[setting], st);
+        return;
+    }
+    r->ok = true;
+    r->rate = json_number(line, "samples_per_s");
+    r->rss = json_number(line, "peak_rss_mib");
+    r->workers = (int)json_number(line, "cpu_workers");
+    r->op_threads = (int)json_number(line, "op_threads");
+    json_string(line, "runs", r->runs, sizeof r->runs);
+    json_string(line, "engine", r->engine, sizeof r->engine);
+}
+
+/* Runs the PyTorch script for one case. Returns false when the baseline is unavailable
+ * altogether (no python, no script, no torch), with the reason in `why`. */
+static bool run_torch(const char *kase, const struct options *o, struct torch_result *r,
+                      char *why, size_t why_size) {
+    memset(r, 0, sizeof *r);
+    if (access(o->python, X_OK) != 0) {
+        snprintf(why, why_size, "%s not found (Debian's python3; scripts/deps.sh --bench)",
+                 o->python);
+        return false;
+    }
+    if (o->script == NULL || access(o->script, R_OK) != 0) {
+        snprintf(why, why_size, "scripts/bench_train_pytorch.py not found (run from the "
+                 "repository root or pass --pytorch-script)");
+        return false;
+    }
+    char ep[32], inf[32], rep[32];
+    snprintf(ep, sizeof ep, "%ld", o->epochs_samples);
+    snprintf(inf, sizeof inf, "%ld", o->infer_samples);
+    snprintf(rep, sizeof rep, "%ld", o->repeats);
+    char *argv[] = {(char *)o->python, (char *)o->script, "--json", "--cases", (char *)kase,
+                    "--epochs-samples", ep, "--infer-samples", inf, "--repeats", rep, NULL};
+    static char out[1 << 16];
+    char line[2048];
+    int st = capture(argv, NULL, NULL, out, sizeof out);
+    if (find_line(out, NULL, "error", line, sizeof line) &&
+        !find_line(out, kase, NULL, line, sizeof line)) {
+        find_line(out, NULL, "error", line, sizeof line);
+        json_string(line, "error", why, why_size);
+        return false;
+    }
+    if (!find_line(out, kase, NULL, line, sizeof line) ||
+        !isfinite(json_number(line, "samples_per_s"))) {
+        fprintf(stderr, "bench_train: PyTorch %s failed (status %d)\n", kase, st);
+        return true;
+    }
+    r->ok = true;
+    r->rate = json_number(line, "samples_per_s");
+    r->rss = json_number(line, "peak_rss_mib");
+    r->rate_torch2 = json_number(line, "samples_per_s_torch2");
+    r->rate_openblas1 = json_number(line, "samples_per_s_torch2_openblas1");
+    r->rss_torch2 = json_number(line, "peak_rss_mib_torch2");
+    r->rss_openblas1 = json_number(line, "peak_rss_mib_torch2_openblas1");
+    json_string(line, "threads", r->threads, sizeof r->threads);
+    json_string(line, "torch_version", r->version, sizeof r->version);
+    return true;
+}
+
+/* The script beside the repository this binary was built in, or in the working folder. */
+static const char *find_script(const char *self) {
+    static char path[4096];
+    const char *rel = "scripts/bench_train_pytorch.py";
+    if (access(rel, R_OK) == 0)
+        return rel;
+    const char *slash = strrchr(self, '/');
+    if (slash) { /* <repo>/build*'/bin/bench_train */
+        snprintf(path, sizeof path, "%.*s/../../%s", (int)(slash - self), self, rel);
+        if (access(path, R_OK) == 0)
+            return path;
+    }
+    return NULL;
+}
+
+static double fmt_rate(double v) { return isfinite(v) ? v : 0; }
+
+static void print_row(FILE *f, const char *kase, const struct mxc_result *m,
+                      const struct torch_result *t, int best, bool runnable) {
+    char cell[NUM_SETTINGS][24], tcell[2][24], ratio[16], rss[32];
+    for (int s = 0; s < NUM_SETTINGS; s++)
+        snprintf(cell[s], sizeof cell[s], m[s].ok ? "%.0f" : runnable ? "failed" : "n/a",
+                 fmt_rate(m[s].rate));
+    snprintf(tcell[0], sizeof tcell[0], t->ok ? "%.0f" : "-", fmt_rate(t->rate_torch2));
+    snprintf(tcell[1], sizeof tcell[1], t->ok ? "%.0f" : "-", fmt_rate(t->rate_openblas1));
+    if (best >= 0 && t->ok)
+        snprintf(ratio, sizeof ratio, "%.2fx", m[best].rate / t->rate);
+    else
+        snprintf(ratio, sizeof ratio, "-");
+    if (best >= 0)
+        snprintf(rss, sizeof rss, t->ok ? "%.0f / %.0f" : "%.0f / -", m[best].rss, t->rss);
+    else
+        snprintf(rss, sizeof rss, t->ok ? "- / %.0f" : "-", t->rss);
+    fprintf(f, "%-12s %12s %12s %12s %12s %8s  %-9s %-17s %s\n", kase, cell[0], cell[1],
+            tcell[0], tcell[1], ratio, best >= 0 ? setting_names[best] : "-",
+            t->ok ? t->threads : "-", rss);
+    fflush(f);
+}
+
+static void print_json(const char *kase, const struct mxc_result *m,
+                       const struct torch_result *t, int best, const struct options *o,
+                       const char *baseline_error) {
+    bench_json j;
+    bench_json_begin(&j, "train", kase);
+    bench_json_str(&j, "system", "mxc");
+    bench_json_num(&j, "samples_per_s", best >= 0 ? m[best].rate : NAN);
+    bench_json_num(&j, "peak_rss_mib", best >= 0 ? m[best].rss : NAN);
+    bench_json_str(&j, "mxc_settings", best >= 0 ? setting_names[best] : NULL);
+    bench_json_num(&j, "mxc_cpu_workers", best >= 0 ? m[best].workers : NAN);
+    bench_json_num(&j, "mxc_op_threads", best >= 0 ? m[best].op_threads : NAN);
+    for (int s = 0; s < NUM_SETTINGS; s++) {
+        char key[64];
+        snprintf(key, sizeof key, "samples_per_s_%s", setting_names[s]);
+        bench_json_num(&j, key, m[s].ok ? m[s].rate : NAN);
+        snprintf(key, sizeof key, "peak_rss_mib_%s", setting_names[s]);
+        bench_json_num(&j, key, m[s].ok ? m[s].rss : NAN);
+    }
+    bench_json_str(&j, "baseline", "pytorch");
+    bench_json_num(&j, "baseline_samples_per_s", t->ok ? t->rate : NAN);
+    bench_json_str(&j, "baseline_threads", t->ok ? t->threads : NULL);
+    bench_json_num(&j, "baseline_peak_rss_mib", t->ok ? t->rss : NAN);
+    bench_json_num(&j, "baseline_samples_per_s_torch2", t->ok ? t->rate_torch2 : NAN);
+    bench_json_num(&j, "baseline_samples_per_s_torch2_openblas1",
+                   t->ok ? t->rate_openblas1 : NAN);
+    bench_json_num(&j, "ratio_vs_baseline",
+                   best >= 0 && t->ok ? m[best].rate / t->rate : NAN);
+    bench_json_num(&j, "rss_ratio_vs_baseline", best >= 0 && t->ok ? t->rss / m[best].rss
+                                                                   : NAN);
+    if (baseline_error && baseline_error[0])
+        bench_json_str(&j, "baseline_error", baseline_error);
+    bool train = strstr(kase, "_train") != NULL;
+    long n = train ? o->epochs_samples : o->infer_samples;
+    bench_json_num(&j, "samples", (double)(n - n % BATCH < BATCH ? BATCH : n - n % BATCH));
+    bench_json_num(&j, "repeats", (double)o->repeats);
+    bench_json_print(&j, stdout);
+}
+
+static void usage(const char *prog) {
+    fprintf(stderr,
+            "usage: %s [--json] [--quick] [--epochs-samples N] [--infer-samples N]\n"
+            "          [--repeats R] [--cases mlp_train,mlp_infer,lenet_train,lenet_infer]\n"
+            "          [--no-baseline] [--python PATH] [--pytorch-script PATH]\n"
+            "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n",
+            prog, prog);
+    exit(2);
+}
+
+static long parse_count(const char *prog, const char *v) {
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    if (v == NULL || *end != '\0' || n < 1)
+        usage(prog);
+    return n;
+}
+
+int main(int argc, char **argv) {
+    struct options o = {.epochs_samples = 60000, .infer_samples = 10000, .repeats = 3,
+                        .python = "/usr/bin/python3"};
+    const char *child = NULL, *cases = NULL;
+    bool epochs_given = false, infer_given = false, repeats_given = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--json") == 0) {
+            o.json = true;
+        } else if (strcmp(a, "--quick") == 0) {
+            o.quick = true;
+        } else if (strcmp(a, "--no-baseline") == 0) {
+            o.no_baseline = true;
+        } else if (strcmp(a, "--epochs-samples") == 0) {
+            o.epochs_samples = parse_count(argv[0], v);
+            epochs_given = true;
+            i++;
+        } else if (strcmp(a, "--infer-samples") == 0) {
+            o.infer_samples = parse_count(argv[0], v);
+            infer_given = true;
+            i++;
+        } else if (strcmp(a, "--repeats") == 0) {
+            o.repeats = parse_count(argv[0], v);
+            repeats_given = true;
+            i++;
+        } else if (strcmp(a, "--cases") == 0 && v) {
+            cases = v;
+            i++;
+        } else if (strcmp(a, "--python") == 0 && v) {
+            o.python = v;
+            i++;
+        } else if (strcmp(a, "--pytorch-script") == 0 && v) {
+            o.script = v;
+            i++;
+        } else if (strcmp(a, "--child") == 0 && v) {
+            child = v;
+            i++;
+        } else {
+            usage(argv[0]);
+        }
+    }
+    if (o.quick) {
+        if (!epochs_given)
+            o.epochs_samples = 6000;
+        if (!infer_given)
+            o.infer_samples = 2000;
+        if (!repeats_given)
+            o.repeats = 1;
+    }
+    int want = 0;
+    for (int c = 0; c < NUM_CASES; c++) {
+        o.cases[c] = cases == NULL;
+        if (cases) {
+            const char *p = strstr(cases, case_names[c]);
+            size_t len = strlen(case_names[c]);
+            o.cases[c] = p && (p == cases || p[-1] == ',') && (p[len] == ',' || !p[len]);
+        }
+        want += o.cases[c];
+    }
+    if (child) {
+        for (int c = 0; c < NUM_CASES; c++)
+            if (strcmp(child, case_names[c]) == 0)
+                return run_case(child, &o);
+        usage(argv[0]);
+    }
+    if (want == 0)
+        usage(argv[0]);
+
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "bench_train: cannot find this binary (/proc/self/exe)\n");
+        return 1;
+    }
+    self[len] = '\0';
+    if (o.script == NULL)
+        o.script = find_script(self);
+
+    FILE *tf = o.json ? stderr : stdout;
+    const char *ew = getenv("MXC_CPU_WORKER_NTHREADS"), *eo = getenv("MXC_OP_NTHREADS");
+    fprintf(tf, "bench_train: batch %d, %ld training samples, %ld inference samples, "
+            "median of %ld run(s); mxc settings: default = MXC_CPU_WORKER_NTHREADS=%s "
+            "MXC_OP_NTHREADS=%s, workers1 = MXC_CPU_WORKER_NTHREADS=1 MXC_OP_NTHREADS=%s\n",
+            BATCH, o.epochs_samples, o.infer_samples, o.repeats, ew ? ew : "(unset)",
+            eo ? eo : "(unset)", eo ? eo : "(unset)");
+    fprintf(tf, "%-12s %12s %12s %12s %12s %8s  %-9s %-17s %s\n", "case", "mxc default",
+            "mxc workers1", "torch2", "torch2+ob1", "ratio", "mxc best", "torch best",
+            "RSS MiB mxc/torch");
+    bool baseline = !o.no_baseline;
+    char why[512] = "";
+    int status = 0;
+    struct mxc_result seen[NUM_SETTINGS];
+    memset(seen, 0, sizeof seen);
+    char torch_version[32] = "";
+    for (int c = 0; c < NUM_CASES; c++) {
+        if (!o.cases[c])
+            continue;
+        struct mxc_result m[NUM_SETTINGS];
+        memset(m, 0, sizeof m);
+        int best = -1;
+        char missing[256];
+        bool runnable = missing_ops(case_names[c], missing, sizeof missing) == 0;
+        if (!runnable) {
+            status = 1;
+            fprintf(tf, "bench_train: mxc cannot run %s yet: operators not registered: %s "
+                    "(operator/op_list.h); only the PyTorch baseline runs\n", case_names[c],
+                    missing);
+        }
+        for (int s = 0; s < NUM_SETTINGS && runnable; s++) {
+            run_mxc(self, case_names[c], s, &o, &m[s]);
+            if (!m[s].ok) {
+                status = 1;
+                continue;
+            }
+            if (!seen[s].ok)
+                seen[s] = m[s];
+            if (best < 0 || m[s].rate > m[best].rate)
+                best = s;
+        }
+        struct torch_result t;
+        memset(&t, 0, sizeof t);
+        if (baseline && !run_torch(case_names[c], &o, &t, why, sizeof why)) {
+            baseline = false;
+            fprintf(tf, "bench_train: NO PyTorch BASELINE: %s; printing mxc's figures "
+                    "alone (ratios null)\n", why);
+        }
+        if (t.ok)
+            snprintf(torch_version, sizeof torch_version, "%s", t.version);
+        print_row(tf, case_names[c], m, &t, best, runnable);
+        if (o.json)
+            print_json(case_names[c], m, &t, best, &o, why);
+    }
+    for (int s = 0; s < NUM_SETTINGS; s++)
+        if (seen[s].ok)
+            fprintf(tf, "mxc %-8s = engine %s, %d CPU worker(s), %d thread(s) per operator\n",
+                    setting_names[s], seen[s].engine, seen[s].workers, seen[s].op_threads);
+    if (torch_version[0])
+        fprintf(tf, "PyTorch %s (%s): torch2 = torch.set_num_threads(2); torch2+ob1 = the same "
+                "with OPENBLAS_NUM_THREADS=1\n", torch_version, o.python);
+    return status;
+}
