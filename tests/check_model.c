@@ -296,6 +296,7 @@ START_TEST(test_fit_checkpoint_score_predict) {
     ck_assert(isnan(res.eval_metric));
     mxc_model *again = NULL;
     CK_OK(mxc_model_load("build/check_model_toy", 6, &again));
+    mxc_model_free(again);
     CK_ERR(MXC_EIO, mxc_model_load("build/check_model_toy", 7, &again));
     ck_assert_ptr_null(again);
     CK_ERR(MXC_EINVAL, mxc_model_fit(loaded, NULL, NULL, &cfg, &res));
