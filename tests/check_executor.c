@@ -6,6 +6,8 @@
  * time, reshape shares weights, and misuse is reported.
  */
 #include "mxc/executor.h"
+#include "mxc/model.h"
+#include "mxc/networks.h"
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
 #include "mxc/storage.h"
@@ -252,6 +254,79 @@ START_TEST(test_fan_out_gradients_are_summed) {
 }
 END_TEST
 
+/* -sum log p[label] of the bound LeNet's softmax output, in double. */
+static double softmax_loss(mxc_executor *x, const float *labels, int n, int classes) {
+    CK_OK(mxc_executor_forward(x, 1));
+    int no;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &no, &outs));
+    float *p = read_all(outs[0]);
+    double l = 0;
+    for (int i = 0; i < n; i++)
+        l -= log((double)p[i * classes + (int)labels[i]]);
+    free(p);
+    return l;
+}
+
+/* LeNet (conv, tanh, max-pool, fc, SoftmaxOutput): the gradient of every weight array
+ * at sampled elements equals finite differences of the cross-entropy. */
+START_TEST(test_lenet_backward_equals_finite_differences) {
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_net_lenet(10, &net));
+    mxc_executor *x = NULL;
+    const char *names[] = {"data", "softmax_label"};
+    mxc_shape shapes[] = {SHAPE(2, 1, 28, 28), SHAPE(2)};
+    CK_OK(mxc_executor_simple_bind(net, mxc_cpu(), 2, names, shapes, MXC_GRAD_WRITE, &x));
+    int na;
+    mxc_ndarray *const *args, *const *grads;
+    CK_OK(mxc_executor_arrays(x, &na, &args, &grads, NULL, NULL));
+    const char *const *arg_names;
+    CK_OK(mxc_symbol_list_arguments(net, &na, &arg_names));
+    const float labels[2] = {3, 7};
+    mxc_init_config init = {.kind = MXC_INIT_XAVIER, .xavier_magnitude = 3};
+    CK_OK(mxc_random_seed(17));
+    for (int a = 0; a < na; a++) {
+        if (strcmp(arg_names[a], "data") == 0)
+            fill(args[a], 5, 0, 1);
+        else if (strcmp(arg_names[a], "softmax_label") == 0)
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], labels, sizeof labels));
+        else
+            CK_OK(mxc_init_array(&init, arg_names[a], args[a]));
+    }
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 0, NULL));
+    srand(23);
+    for (int a = 0; a < na; a++) {
+        if (grads[a] == NULL || strcmp(arg_names[a], "softmax_label") == 0)
+            continue;
+        float *g = read_all(grads[a]), *p = read_all(args[a]);
+        int64_t n = mxc_nd_size(args[a]);
+        for (int t = 0; t < 4; t++) {
+            int64_t i = rand() % n;
+            /* small: max pooling has kinks a larger step crosses (1e-2 does) */
+            const float eps = 5e-4f;
+            float keep = p[i];
+            p[i] = keep + eps;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
+            double lp = softmax_loss(x, labels, 2, 10);
+            p[i] = keep - eps;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
+            double lm = softmax_loss(x, labels, 2, 10);
+            p[i] = keep;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
+            double fd = (lp - lm) / (2 * eps);
+            ck_assert_msg(fabs(fd - g[i]) <= 5e-3 + 2e-2 * fabs(fd),
+                          "%s[%lld]: backward %g, finite difference %g", arg_names[a],
+                          (long long)i, (double)g[i], fd);
+        }
+        free(g);
+        free(p);
+    }
+    mxc_executor_free(x);
+    mxc_symbol_free(net);
+}
+END_TEST
+
 /* ---- Memory ------------------------------------------------------------------------- */
 
 /* data -> 8 x (fc 64 -> relu) ; training */
@@ -491,6 +566,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_backward_equals_finite_differences);
     tcase_add_test(tc, test_add_to_accumulates_across_passes);
     tcase_add_test(tc, test_fan_out_gradients_are_summed);
+    tcase_add_test(tc, test_lenet_backward_equals_finite_differences);
     tcase_add_test(tc, test_plan_shares_memory_and_peak_stays_within);
     tcase_add_test(tc, test_independent_branches_run_concurrently);
     tcase_add_test(tc, test_reshape_shares_weights);
