@@ -520,6 +520,41 @@ START_TEST(test_mxnet_networks_forward) {
 }
 END_TEST
 
+struct monitor_log {
+    int calls;
+    bool saw_fc1, saw_backward;
+};
+
+static void monitor(const char *name, mxc_ndarray *array, void *user) {
+    struct monitor_log *log = user;
+    log->calls++;
+    log->saw_fc1 |= strcmp(name, "fc1_output0") == 0 && mxc_nd_size(array) == 4 * 5;
+    log->saw_backward |= strstr(name, "_backward_") != NULL;
+}
+
+START_TEST(test_monitor_sees_every_output) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    struct monitor_log log = {0};
+    CK_OK(mxc_executor_set_monitor(x, monitor, &log));
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_ones(&SHAPE(4, 3), MXC_FLOAT32, mxc_cpu(), &head));
+    CK_OK(mxc_executor_forward(x, 1));
+    ck_assert_int_eq(log.calls, 3); /* fc1, relu1, fc2 */
+    ck_assert(log.saw_fc1);
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    ck_assert(log.saw_backward);
+    CK_OK(mxc_executor_set_monitor(x, NULL, NULL));
+    int before = log.calls;
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_nd_wait_all());
+    ck_assert_int_eq(log.calls, before);
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
 /* ---- Misuse ------------------------------------------------------------------------- */
 
 START_TEST(test_misuse) {
@@ -571,6 +606,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_independent_branches_run_concurrently);
     tcase_add_test(tc, test_reshape_shares_weights);
     tcase_add_test(tc, test_mxnet_networks_forward);
+    tcase_add_test(tc, test_monitor_sees_every_output);
     tcase_add_test(tc, test_misuse);
     suite_add_tcase(s, tc);
     return s;
