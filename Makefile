@@ -161,7 +161,8 @@ $(BIN)/%: tools/%.c $(LIB)/libmxc.a
 	$(Q)$(CC) $(CFLAGS) $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS)
 
 # TESTS=engine limits the run to check_engine; extra runner flags via TEST_ARGS.
-test: features $(TEST_BINS)
+# check_cli runs the mxc tool of the same build
+test: features $(TEST_BINS) $(TOOL_BINS)
 	@bash scripts/run_tests.sh $(BIN) $(TESTS)
 
 # README's test command: the suites in the normal build, then under AddressSanitizer and

@@ -1,0 +1,158 @@
+/*
+ * tests/check_cli.c — the `mxc` command run as a user runs it (a child process of the
+ * binary next to this test): info, usage errors, a short training on Fashion-MNIST whose
+ * JSON summary has the promised fields and an accuracy no broken gradient reaches,
+ * scoring the checkpoint, resuming, and predictions written as an NDArray list.
+ */
+#include "mxc/ndarray.h"
+#include "tests/util/test_util.h"
+
+#include <check.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char mxc_bin[4096];
+
+/* Runs `mxc <args>` (stderr to stdout when `merge`), returns its exit status and the
+ * output in a static buffer. */
+static int run(const char *args, const char **out) {
+    static char buf[1 << 16];
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", mxc_bin, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    int status = pclose(p);
+    *out = buf;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static bool have_data(void) {
+    const char *dir = getenv("MXC_FASHION_MNIST_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz",
+             dir && *dir ? dir : "/usr/share/datasets/fashion-mnist");
+    if (access(path, R_OK) == 0)
+        return true;
+    printf("check_cli: %s missing (scripts/deps.sh installs dataset-fashion-mnist); "
+           "training tests skipped\n", path);
+    return false;
+}
+
+/* The number after "key": in a JSON line, or -1. */
+static double json_number(const char *text, const char *key) {
+    char pat[128];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(text, pat);
+    return p ? strtod(p + strlen(pat), NULL) : -1;
+}
+
+START_TEST(test_info_and_usage) {
+    const char *out;
+    ck_assert_int_eq(run("info", &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "operators:"));
+    ck_assert_ptr_nonnull(strstr(out, "engine:"));
+    ck_assert_int_eq(run("", &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "usage:"));
+    ck_assert_int_eq(run("--help", &out), 0);
+    ck_assert_int_eq(run("train --network mlp --epochs zero", &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--epochs"));
+    ck_assert_int_eq(run("frobnicate", &out), 2);
+    ck_assert_int_eq(run("train", &out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--network"));
+    ck_assert_int_eq(run("train --network build/no-such-symbol.json", &out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "no-such-symbol.json"));
+    ck_assert_int_eq(run("score --prefix build/no-such-model --epoch 1", &out), 1);
+    ck_assert_int_eq(run("train --network mlp --data a,b,c", &out), 2);
+}
+END_TEST
+
+START_TEST(test_train_score_resume_predict) {
+    if (!have_data())
+        return;
+    const char *out;
+    /* 3 epochs on 5,000 samples: about 0.75 on the test set; chance is 0.1 */
+    ck_assert_int_eq(run("train --network mlp --epochs 3 --num-samples 5000 --seed 1 "
+                         "--prefix build/check_cli_mlp --frequent 0 --json",
+                         &out),
+                     0);
+    const char *json = strrchr(out, '{');
+    ck_assert_ptr_nonnull(json);
+    double test_acc = json_number(json, "test_accuracy");
+    ck_assert_msg(test_acc > 0.6, "test accuracy %g:\n%s", test_acc, out);
+    ck_assert(json_number(json, "train_accuracy") > 0.6);
+    ck_assert(json_number(json, "samples_per_s") > 0);
+    ck_assert(json_number(json, "seconds") > 0);
+    ck_assert_int_eq((int)json_number(json, "epochs"), 3);
+    /* the checkpoint scores the same */
+    ck_assert_int_eq(run("score --prefix build/check_cli_mlp --epoch 3 --json", &out), 0);
+    ck_assert_double_eq_tol(json_number(strrchr(out, '{'), "test_accuracy"), test_acc, 1e-6);
+    /* a resumed run continues the numbering */
+    ck_assert_int_eq(run("train --network mlp --epochs 1 --num-samples 5000 --resume "
+                         "--prefix build/check_cli_mlp --frequent 0 --json",
+                         &out),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "resuming from build/check_cli_mlp-0003.params"));
+    ck_assert_int_eq((int)json_number(strrchr(out, '{'), "epochs"), 4);
+    ck_assert_int_eq(access("build/check_cli_mlp-0004.params", R_OK), 0);
+    /* predictions for 7 inputs, as an NDArray list */
+    mxc_ndarray *x = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(7, 784), MXC_FLOAT32, mxc_cpu(), 0, &x));
+    CK_OK(mxc_nd_random_uniform(x, 0, 1));
+    CK_OK(mxc_nd_save("build/check_cli_input.params", 1, &x, NULL));
+    mxc_nd_free(x);
+    ck_assert_int_eq(run("predict --prefix build/check_cli_mlp --epoch 4 "
+                         "--input build/check_cli_input.params "
+                         "--output build/check_cli_output.params",
+                         &out),
+                     0);
+    size_t n = 0;
+    mxc_ndarray **arrays = NULL;
+    char **names = NULL;
+    CK_OK(mxc_nd_load("build/check_cli_output.params", mxc_cpu(), &n, &arrays, &names));
+    ck_assert_uint_eq(n, 1);
+    mxc_shape s;
+    CK_OK(mxc_nd_get_shape(arrays[0], &s));
+    ck_assert_int_eq(s.ndim, 2);
+    ck_assert_int_eq(s.dims[0], 7);
+    ck_assert_int_eq(s.dims[1], 10);
+    float p[70];
+    CK_OK(mxc_nd_sync_copy_to_cpu(arrays[0], p, sizeof p));
+    for (int i = 0; i < 7; i++) {
+        float sum = 0;
+        for (int k = 0; k < 10; k++)
+            sum += p[10 * i + k];
+        ck_assert_float_eq_tol(sum, 1.0f, 1e-4f);
+    }
+    mxc_nd_list_free(n, arrays, names);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("cli");
+    tcase_set_timeout(tc, mxct_timeout(120));
+    tcase_add_test(tc, test_info_and_usage);
+    tcase_add_test(tc, test_train_score_resume_predict);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        fprintf(stderr, "check_cli: cannot find its own path\n");
+        return 1;
+    }
+    self[len] = '\0';
+    snprintf(mxc_bin, sizeof mxc_bin, "%s/mxc", dirname(self));
+    (void)argv;
+    return mxct_run_suite(suite());
+}

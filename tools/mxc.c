@@ -1,0 +1,366 @@
+/*
+ * tools/mxc.c — the `mxc` command: train a network on Fashion-MNIST (or IDX/CSV files),
+ * score or run a checkpoint, and describe the build. Everything goes through the public
+ * C API (mxc/model.h, mxc/io.h, mxc/networks.h), so this file is also a worked example of
+ * it. docs/tool.md is its manual.
+ *
+ *   mxc train  --network mlp|lenet|<symbol.json> [--data fashion-mnist|<paths>] ...
+ *   mxc score  --prefix P --epoch E [--data ...] [--json]
+ *   mxc predict --prefix P --epoch E --input <NDArray list> --output <file>
+ *   mxc info
+ */
+#include "mxc/mxc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define USAGE_ERROR 2
+
+/* Prints the library's message for a failed call and exits 1. */
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        int rc_ = (call);                                                                  \
+        if (rc_ != MXC_OK) {                                                               \
+            fprintf(stderr, "mxc: %s\n", mxc_last_error());                                \
+            exit(1);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+struct options {
+    const char *network, *data, *prefix, *input, *output, *optimizer;
+    int epochs, epoch, batch_size, frequent, resume, json, num_samples;
+    float lr, momentum, wd;
+    unsigned long long seed;
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage:\n"
+            "  mxc train --network mlp|lenet|<symbol.json> [--data fashion-mnist|DATA]\n"
+            "            [--epochs N] [--batch-size B] [--lr X] [--momentum M] [--wd W]\n"
+            "            [--optimizer sgd|adam] [--prefix P] [--seed S] [--resume]\n"
+            "            [--num-samples N] [--frequent N] [--json]\n"
+            "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json]\n"
+            "  mxc predict --prefix P --epoch E --input FILE --output FILE\n"
+            "  mxc info\n"
+            "DATA is fashion-mnist (Debian's dataset-fashion-mnist, or $MXC_FASHION_MNIST_DIR),\n"
+            "or TRAIN_IMAGES,TRAIN_LABELS,TEST_IMAGES,TEST_LABELS (IDX files, gzip or raw).\n");
+}
+
+static void usage_error(const char *msg, const char *arg) {
+    fprintf(stderr, "mxc: %s%s%s\n", msg, arg ? ": " : "", arg ? arg : "");
+    usage(stderr);
+    exit(USAGE_ERROR);
+}
+
+static long parse_int(const char *s, const char *flag, long lo, long hi) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi)
+        usage_error("bad integer for", flag);
+    return v;
+}
+
+static float parse_float(const char *s, const char *flag) {
+    char *end;
+    float v = strtof(s, &end);
+    if (*end || end == s || !(v >= 0))
+        usage_error("bad non-negative number for", flag);
+    return v;
+}
+
+static void parse(int argc, char **argv, struct options *o) {
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--resume") == 0) {
+            o->resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+            continue;
+        }
+        if (i + 1 >= argc)
+            usage_error("missing value after", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--network") == 0)
+            o->network = v;
+        else if (strcmp(a, "--data") == 0)
+            o->data = v;
+        else if (strcmp(a, "--prefix") == 0)
+            o->prefix = v;
+        else if (strcmp(a, "--input") == 0)
+            o->input = v;
+        else if (strcmp(a, "--output") == 0)
+            o->output = v;
+        else if (strcmp(a, "--optimizer") == 0)
+            o->optimizer = v;
+        else if (strcmp(a, "--epochs") == 0)
+            o->epochs = (int)parse_int(v, a, 1, 100000);
+        else if (strcmp(a, "--epoch") == 0)
+            o->epoch = (int)parse_int(v, a, 0, 9999);
+        else if (strcmp(a, "--batch-size") == 0)
+            o->batch_size = (int)parse_int(v, a, 1, 1 << 20);
+        else if (strcmp(a, "--frequent") == 0)
+            o->frequent = (int)parse_int(v, a, 0, 1 << 30);
+        else if (strcmp(a, "--num-samples") == 0)
+            o->num_samples = (int)parse_int(v, a, 1, 1 << 30);
+        else if (strcmp(a, "--seed") == 0)
+            o->seed = (unsigned long long)parse_int(v, a, 0, 0x7fffffffL);
+        else if (strcmp(a, "--lr") == 0)
+            o->lr = parse_float(v, a);
+        else if (strcmp(a, "--momentum") == 0)
+            o->momentum = parse_float(v, a);
+        else if (strcmp(a, "--wd") == 0)
+            o->wd = parse_float(v, a);
+        else
+            usage_error("unknown option", a);
+    }
+}
+
+/* ---- Data ----------------------------------------------------------------------------- */
+
+/* An iterator over --data's train or test files with `p`; NULL when --data has no test
+ * files. */
+static mxc_data_iter *create(const struct options *o, int train, int flat,
+                             const mxc_data_iter_params *p) {
+    mxc_data_iter *it = NULL;
+    const char *data = o->data ? o->data : "fashion-mnist";
+    if (strcmp(data, "fashion-mnist") == 0) {
+        CHECK(mxc_data_iter_create_fashion_mnist(NULL, train, flat, p, &it));
+        return it;
+    }
+    char buf[4096], *paths[4] = {NULL};
+    snprintf(buf, sizeof buf, "%s", data);
+    int n = 0;
+    for (char *t = strtok(buf, ","); t && n < 4; t = strtok(NULL, ","))
+        paths[n++] = t;
+    if (n != 4 && n != 2)
+        usage_error("--data needs fashion-mnist or 2 or 4 comma-separated IDX paths", data);
+    if (!train && n == 2)
+        return NULL;
+    CHECK(mxc_data_iter_create_idx(paths[train ? 0 : 2], paths[train ? 1 : 3], flat, p, &it));
+    return it;
+}
+
+/* The train (shuffled; with --num-samples N only about the first N samples, as the first
+ * of ceil(total / N) parts) or test iterator, flat (N, 784) or (N, 1, 28, 28). */
+static mxc_data_iter *open_data(const struct options *o, int train, int flat) {
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = o->batch_size;
+    p.shuffle = train;
+    p.seed = o->seed;
+    mxc_data_iter *it = create(o, train, flat, &p);
+    int64_t total = it ? mxc_data_iter_num_samples(it) : 0;
+    if (train && o->num_samples > 0 && o->num_samples < total) {
+        mxc_data_iter_free(it);
+        p.num_parts = (int)((total + o->num_samples - 1) / o->num_samples);
+        it = create(o, train, flat, &p);
+    }
+    return it;
+}
+
+/* ---- Commands ------------------------------------------------------------------------- */
+
+/* The symbol of --network and whether its input is flat. */
+static mxc_symbol *network(const char *name, int *flat) {
+    mxc_symbol *net = NULL;
+    *flat = 0;
+    if (strcmp(name, "mlp") == 0) {
+        int hidden[] = {128, 64};
+        *flat = 1;
+        CHECK(mxc_net_mlp(2, hidden, "relu", 10, &net));
+    } else if (strcmp(name, "lenet") == 0) {
+        CHECK(mxc_net_lenet(10, &net));
+    } else {
+        CHECK(mxc_symbol_load(name, &net));
+        /* a user network: flat input when its first layer is fully connected */
+        const char *json;
+        CHECK(mxc_symbol_save_json(net, &json));
+        *flat = strstr(json, "Convolution") == NULL;
+    }
+    return net;
+}
+
+/* The highest epoch E with <prefix>-EEEE.params, or 0. */
+static int latest_epoch(const char *prefix) {
+    for (int e = 9999; e > 0; e--) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s-%04d.params", prefix, e);
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            fclose(f);
+            return e;
+        }
+    }
+    return 0;
+}
+
+static int cmd_train(struct options *o) {
+    if (o->network == NULL)
+        usage_error("train needs --network", NULL);
+    int lenet = strcmp(o->network, "lenet") == 0;
+    if (o->lr == 0)
+        o->lr = lenet ? 0.05f : 0.1f;
+    if (o->momentum < 0)
+        o->momentum = lenet ? 0.9f : 0.0f;
+    const char *prefix = o->prefix ? o->prefix : lenet ? "build/lenet" : "build/mlp";
+    int flat;
+    mxc_symbol *net = network(o->network, &flat);
+    mxc_model *model = NULL;
+    int begin = 0;
+    if (o->resume && (begin = latest_epoch(prefix)) > 0) {
+        CHECK(mxc_model_load(prefix, begin, &model));
+        fprintf(stderr, "mxc: resuming from %s-%04d.params\n", prefix, begin);
+    } else {
+        CHECK(mxc_model_create(net, &model));
+    }
+    mxc_data_iter *train = open_data(o, 1, flat), *test = open_data(o, 0, flat);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.num_epochs = o->epochs;
+    cfg.begin_epoch = begin;
+    cfg.optimizer.kind = strcmp(o->optimizer, "adam") == 0 ? MXC_OPT_ADAM : MXC_OPT_SGD;
+    if (strcmp(o->optimizer, "adam") != 0 && strcmp(o->optimizer, "sgd") != 0)
+        usage_error("--optimizer must be sgd or adam", o->optimizer);
+    cfg.optimizer.lr = o->lr;
+    cfg.optimizer.momentum = o->momentum;
+    cfg.optimizer.wd = o->wd;
+    cfg.seed = o->seed;
+    cfg.checkpoint_prefix = prefix;
+    cfg.frequent = o->frequent;
+    mxc_fit_result r;
+    CHECK(mxc_model_fit(model, train, test, &cfg, &r));
+    fprintf(stderr, "mxc: train accuracy %.4f, test accuracy %.4f, %.0f samples/s, %.1f s\n"
+            "mxc: checkpoint %s-symbol.json and %s-%04d.params\n",
+            r.train_metric, r.eval_metric, r.samples_per_s, r.seconds, prefix, prefix,
+            begin + o->epochs);
+    if (o->json)
+        printf("{\"train_accuracy\": %.6f, \"test_accuracy\": %.6f, \"samples_per_s\": %.1f, "
+               "\"epochs\": %d, \"seconds\": %.3f, \"prefix\": \"%s\", "
+               "\"checkpoint\": \"%s-%04d.params\"}\n",
+               r.train_metric, r.eval_metric, r.samples_per_s, begin + o->epochs, r.seconds,
+               prefix, prefix, begin + o->epochs);
+    mxc_data_iter_free(train);
+    mxc_data_iter_free(test);
+    mxc_model_free(model);
+    mxc_symbol_free(net);
+    return 0;
+}
+
+static mxc_model *load_checkpoint(const struct options *o) {
+    if (o->prefix == NULL || o->epoch < 0)
+        usage_error("needs --prefix and --epoch", NULL);
+    mxc_model *m = NULL;
+    CHECK(mxc_model_load(o->prefix, o->epoch, &m));
+    return m;
+}
+
+static int cmd_score(struct options *o) {
+    mxc_model *m = load_checkpoint(o);
+    const char *json;
+    CHECK(mxc_symbol_save_json(mxc_model_symbol(m), &json));
+    int flat = strstr(json, "Convolution") == NULL;
+    mxc_data_iter *test = open_data(o, 0, flat);
+    if (test == NULL)
+        usage_error("score needs test files in --data", o->data);
+    double acc;
+    CHECK(mxc_model_score(m, test, "acc", &acc));
+    if (o->json)
+        printf("{\"test_accuracy\": %.6f, \"samples\": %lld}\n", acc,
+               (long long)mxc_data_iter_num_samples(test));
+    else
+        printf("test accuracy %.4f on %lld samples\n", acc,
+               (long long)mxc_data_iter_num_samples(test));
+    mxc_data_iter_free(test);
+    mxc_model_free(m);
+    return 0;
+}
+
+static int cmd_predict(struct options *o) {
+    if (o->input == NULL || o->output == NULL)
+        usage_error("predict needs --input and --output", NULL);
+    mxc_model *m = load_checkpoint(o);
+    size_t n = 0;
+    mxc_ndarray **arrays = NULL;
+    char **names = NULL;
+    CHECK(mxc_nd_load(o->input, mxc_cpu(), &n, &arrays, &names));
+    if (n == 0) {
+        fprintf(stderr, "mxc: %s holds no array\n", o->input);
+        return 1;
+    }
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    mxc_shape s;
+    CHECK(mxc_nd_get_shape(arrays[0], &s));
+    p.batch_size = s.ndim > 0 && s.dims[0] < 100 ? s.dims[0] : 100;
+    mxc_data_iter *it = NULL;
+    CHECK(mxc_data_iter_create_array(arrays[0], NULL, &p, &it));
+    mxc_ndarray *out = NULL;
+    CHECK(mxc_model_predict(m, it, &out));
+    const char *out_name = "output";
+    CHECK(mxc_nd_save(o->output, 1, &out, &out_name));
+    mxc_shape os;
+    CHECK(mxc_nd_get_shape(out, &os));
+    fprintf(stderr, "mxc: wrote %lld predictions to %s\n", (long long)os.dims[0], o->output);
+    mxc_nd_free(out);
+    mxc_data_iter_free(it);
+    mxc_nd_list_free(n, arrays, names);
+    mxc_model_free(m);
+    return 0;
+}
+
+static int cmd_info(void) {
+    mxc_engine *eng;
+    CHECK(mxc_engine_get_default(&eng));
+    size_t nops;
+    const char *const *ops;
+    CHECK(mxc_op_list(&nops, &ops));
+    printf("mxc %s\n", mxc_version());
+    printf("features: BLAS (OpenBLAS)");
+#ifdef MXC_USE_OPENMP
+    printf(", OpenMP");
+#endif
+#ifdef MXC_USE_CUDA
+    printf(", CUDA");
+#endif
+#ifdef MXC_USE_CUDNN
+    printf(", cuDNN");
+#endif
+#ifdef MXC_USE_MPI
+    printf(", MPI");
+#endif
+    printf("\nengine: %s\n", mxc_engine_type_name(mxc_engine_type_of(eng)));
+    printf("devices: cpu, %d GPU(s)\n", mxc_gpu_count());
+    printf("operators: %zu registered\n", nops);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return USAGE_ERROR;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    struct options o = {.epochs = 1, .epoch = -1, .batch_size = 100, .frequent = 100,
+                        .momentum = -1, .optimizer = "sgd"};
+    parse(argc, argv, &o);
+    if (strcmp(cmd, "train") == 0)
+        return cmd_train(&o);
+    if (strcmp(cmd, "score") == 0)
+        return cmd_score(&o);
+    if (strcmp(cmd, "predict") == 0)
+        return cmd_predict(&o);
+    if (strcmp(cmd, "info") == 0)
+        return cmd_info();
+    usage_error("unknown command", cmd);
+    return USAGE_ERROR;
+}
