@@ -40,12 +40,12 @@
 #error "bench_engine needs OpenMP (-fopenmp) for its baseline"
 #endif
 
-#define BODY_NS 1000u       /* the busy body's length */
-#define W3_READERS 8        /* readers of A per W3 round */
-#define W4_VARS 256
-#define MAX_VARS W4_VARS
-#define MAX_READS W3_READERS
-#define W4_SEED 0x9E3779B97F4A7C15ull
+#define BODY_NS       1000u /* the busy body's length */
+#define W3_READERS    8     /* readers of A per W3 round */
+#define W4_VARS       256
+#define MAX_VARS      W4_VARS
+#define MAX_READS     W3_READERS
+#define W4_SEED       0x9E3779B97F4A7C15ull
 #define NUM_VARS_TEST 1000000L /* variables created for the vars/1M case */
 
 /* ---- Workloads ---------------------------------------------------------------------- */
@@ -97,8 +97,7 @@ static void gen_next(struct op_gen *g, struct op *op) {
     op->num_writes = 0;
     op->arg = NULL;
     switch (g->workload) {
-    case W1B:
-        break;
+    case W1B: break;
     case W2:
         op->num_writes = 1;
         op->write = 0;
@@ -225,13 +224,17 @@ static int op_checked(const mxc_run_ctx *rctx, void *arg) {
 static bool check_w4(const char *system, long num_ops) {
     int bad = atomic_load(&check_violation);
     if (bad > 0) {
-        fprintf(stderr, "bench_engine: W4 check failed on %s: two writers of variable %d "
-                "overlapped\n", system, bad - 1);
+        fprintf(stderr,
+                "bench_engine: W4 check failed on %s: two writers of variable %d "
+                "overlapped\n",
+                system, bad - 1);
         return false;
     }
     if (bad < 0) {
-        fprintf(stderr, "bench_engine: W4 check failed on %s: a read of variable %d "
-                "overlapped a write of it\n", system, -bad - 1);
+        fprintf(stderr,
+                "bench_engine: W4 check failed on %s: a read of variable %d "
+                "overlapped a write of it\n",
+                system, -bad - 1);
         return false;
     }
     static uint64_t value[W4_VARS], count[W4_VARS];
@@ -250,14 +253,17 @@ static bool check_w4(const char *system, long num_ops) {
     for (int v = 0; v < W4_VARS; v++) {
         uint64_t got = atomic_load(&check_vars[v].count);
         if (got != count[v]) {
-            fprintf(stderr, "bench_engine: W4 check failed on %s: variable %d mutated %llu "
-                    "times, serial %llu\n", system, v, (unsigned long long)got,
-                    (unsigned long long)count[v]);
+            fprintf(stderr,
+                    "bench_engine: W4 check failed on %s: variable %d mutated %llu "
+                    "times, serial %llu\n",
+                    system, v, (unsigned long long)got, (unsigned long long)count[v]);
             return false;
         }
         if (atomic_load(&check_vars[v].value) != value[v]) {
-            fprintf(stderr, "bench_engine: W4 check failed on %s: variable %d ends with a "
-                    "value the serial order does not give (writes reordered)\n", system, v);
+            fprintf(stderr,
+                    "bench_engine: W4 check failed on %s: variable %d ends with a "
+                    "value the serial order does not give (writes reordered)\n",
+                    system, v);
             return false;
         }
     }
@@ -293,8 +299,7 @@ struct runner {
 };
 
 static _Noreturn void die_mxc(const char *what, int rc) {
-    fprintf(stderr, "bench_engine: %s failed: %s (%s)\n", what, mxc_err_name(rc),
-            mxc_last_error());
+    fprintf(stderr, "bench_engine: %s failed: %s (%s)\n", what, mxc_err_name(rc), mxc_last_error());
     exit(1);
 }
 
@@ -373,13 +378,13 @@ static void omp_submit(mxc_engine_fn fn, const struct op *op) {
         fn(NULL, arg);
         break;
     case 8:
-#pragma omp task firstprivate(fn, arg) depend(inout : w[0])                                  \
-    depend(in : rd[0][0], rd[1][0], rd[2][0], rd[3][0], rd[4][0], rd[5][0], rd[6][0], rd[7][0])
+#pragma omp task firstprivate(fn, arg) depend(inout   \
+                                              : w[0]) \
+    depend(in                                         \
+           : rd[0][0], rd[1][0], rd[2][0], rd[3][0], rd[4][0], rd[5][0], rd[6][0], rd[7][0])
         fn(NULL, arg);
         break;
-    default:
-        fprintf(stderr, "bench_engine: no OpenMP task form for %d reads\n", nr);
-        exit(1);
+    default: fprintf(stderr, "bench_engine: no OpenMP task form for %d reads\n", nr); exit(1);
     }
 }
 
@@ -509,10 +514,11 @@ static struct result measure(const struct system *sys, int workload, int body,
             if (rc != MXC_OK)
                 die_mxc("mxc_engine_get_stats", rc);
             if (st.pending != 0 || st.failed != 0) {
-                fprintf(stderr, "bench_engine: %s/%s on %s: after wait_all, %lld ops "
-                        "pending and %llu failed\n", workload_names[workload],
-                        body_names[body], sys->name, (long long)st.pending,
-                        (unsigned long long)st.failed);
+                fprintf(stderr,
+                        "bench_engine: %s/%s on %s: after wait_all, %lld ops "
+                        "pending and %llu failed\n",
+                        workload_names[workload], body_names[body], sys->name,
+                        (long long)st.pending, (unsigned long long)st.failed);
                 exit(1);
             }
         }
@@ -552,9 +558,9 @@ static void print_row(FILE *tbl, const struct options *opt, int workload, int bo
                                 opt->runs);
     if (len >= 2 && len < sizeof note)
         note[len - 2] = '\0'; /* the last "; " */
-    fprintf(tbl, "%-4s %-6s %-14s %10.1f %10.3fM %9.1f %9.1f %10s  %s\n",
-            workload_names[workload], body_names[body], sys->name, res->ns_per_op,
-            1e3 / res->ns_per_op, res->peak_rss_mib, res->start_rss_mib, ratio_s, note);
+    fprintf(tbl, "%-4s %-6s %-14s %10.1f %10.3fM %9.1f %9.1f %10s  %s\n", workload_names[workload],
+            body_names[body], sys->name, res->ns_per_op, 1e3 / res->ns_per_op, res->peak_rss_mib,
+            res->start_rss_mib, ratio_s, note);
     if (!opt->json)
         return;
     char kase[32];
@@ -582,12 +588,11 @@ static void measure_vars(FILE *tbl, const struct options *opt) {
     memset(vars, 0, NUM_VARS_TEST * sizeof *vars); /* resident before the baseline */
     fprintf(tbl, "\nvars/1M: %ld variables created with mxc_engine_new_var, then deleted\n",
             NUM_VARS_TEST);
-    fprintf(tbl, "%-14s %12s %12s %10s %10s\n", "system", "RSS B/var", "pool B/var",
-            "ns/new", "ns/delete");
+    fprintf(tbl, "%-14s %12s %12s %10s %10s\n", "system", "RSS B/var", "pool B/var", "ns/new",
+            "ns/delete");
     for (int s = 0; s < NUM_SYSTEMS; s++) {
         const struct system *sys = &systems[s];
-        if (sys->kind != SYS_MXC ||
-            (opt->only_system && strcmp(opt->only_system, sys->name) != 0))
+        if (sys->kind != SYS_MXC || (opt->only_system && strcmp(opt->only_system, sys->name) != 0))
             continue;
         mxc_engine *engine = engine_create(sys->engine_type, opt->workers);
         mxc_engine_stats st0, st1;
@@ -645,25 +650,24 @@ static double measure_cores(void) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: bench_engine [options]\n"
-            "  --quick           N = 100000 and 3 runs\n"
-            "  --n N             operations per run (default 1000000)\n"
-            "  --runs K          runs per case, median reported (default 5, at most 64)\n"
-            "  --json            JSON lines on stdout, the table on stderr\n"
-            "  --workload W      only W1b, W2, W3 or W4 (the vars/1M case is skipped)\n"
-            "  --system S        only mxc-naive, mxc-pooled, mxc-perdevice, openmp, serial\n"
-            "  --workers K       mxc CPU workers (default: MXC_CPU_WORKER_NTHREADS or CPUs)\n"
-            "  --omp-cap N       OpenMP runs W3 and W4 with at most N ops (default 100000;\n"
-            "                    0: no cap); its cost per op grows with N, so capping favours\n"
-            "                    OpenMP\n"
-            "  --time-limit S    a run stops pushing after S seconds (default 15)\n"
-            "  --cell-budget S   no more runs of a case after S seconds (default 20)\n");
+    fprintf(f, "usage: bench_engine [options]\n"
+               "  --quick           N = 100000 and 3 runs\n"
+               "  --n N             operations per run (default 1000000)\n"
+               "  --runs K          runs per case, median reported (default 5, at most 64)\n"
+               "  --json            JSON lines on stdout, the table on stderr\n"
+               "  --workload W      only W1b, W2, W3 or W4 (the vars/1M case is skipped)\n"
+               "  --system S        only mxc-naive, mxc-pooled, mxc-perdevice, openmp, serial\n"
+               "  --workers K       mxc CPU workers (default: MXC_CPU_WORKER_NTHREADS or CPUs)\n"
+               "  --omp-cap N       OpenMP runs W3 and W4 with at most N ops (default 100000;\n"
+               "                    0: no cap); its cost per op grows with N, so capping favours\n"
+               "                    OpenMP\n"
+               "  --time-limit S    a run stops pushing after S seconds (default 15)\n"
+               "  --cell-budget S   no more runs of a case after S seconds (default 20)\n");
 }
 
 static bool parse_args(int argc, char **argv, struct options *opt) {
-    *opt = (struct options){.n = 1000000, .runs = 5, .omp_cap = 100000, .time_limit_s = 15,
-                            .cell_budget_s = 20};
+    *opt = (struct options){
+        .n = 1000000, .runs = 5, .omp_cap = 100000, .time_limit_s = 15, .cell_budget_s = 20};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes_value = true;
@@ -702,10 +706,10 @@ static bool parse_args(int argc, char **argv, struct options *opt) {
         }
         i += takes_value;
     }
-    if (opt->n < 1 || opt->runs < 1 || opt->runs > 64 || opt->workers < 0 ||
-        opt->omp_cap < 0 || !(opt->time_limit_s > 0) || !(opt->cell_budget_s > 0)) {
+    if (opt->n < 1 || opt->runs < 1 || opt->runs > 64 || opt->workers < 0 || opt->omp_cap < 0 ||
+        !(opt->time_limit_s > 0) || !(opt->cell_budget_s > 0)) {
         fprintf(stderr, "bench_engine: --n, --runs (1..64), --time-limit and --cell-budget "
-                "must be positive; --workers and --omp-cap not negative\n");
+                        "must be positive; --workers and --omp-cap not negative\n");
         return false;
     }
     return true;
@@ -726,24 +730,34 @@ int main(int argc, char **argv) {
         snprintf(workers, sizeof workers, "%s (MXC_CPU_WORKER_NTHREADS)", env_workers);
     else
         snprintf(workers, sizeof workers, "default (number of CPUs)");
-    fprintf(tbl, "bench_engine: N = %ld ops per run, median of %d runs; bodies: empty and "
-            "%u ns busy-wait\n", opt.n, opt.runs, BODY_NS);
-    fprintf(tbl, "mxc: cpu_workers = %s, plus the pushing thread; OpenMP: libgomp tasks "
-            "with depend, 2 threads (one creating)\n", workers);
+    fprintf(tbl,
+            "bench_engine: N = %ld ops per run, median of %d runs; bodies: empty and "
+            "%u ns busy-wait\n",
+            opt.n, opt.runs, BODY_NS);
+    fprintf(tbl,
+            "mxc: cpu_workers = %s, plus the pushing thread; OpenMP: libgomp tasks "
+            "with depend, 2 threads (one creating)\n",
+            workers);
     fprintf(tbl, "time per op = (push of all ops + wait_all) / ops; ratio = OpenMP ns / system "
-            "ns (> 1: faster than OpenMP)\n");
+                 "ns (> 1: faster than OpenMP)\n");
     if (opt.omp_cap > 0 && opt.n > opt.omp_cap)
-        fprintf(tbl, "OpenMP runs W3 and W4 with N = %ld (its cost per op grows with N: the "
-                "cap favours OpenMP)\n", opt.omp_cap);
-    fprintf(tbl, "CPU two spinning threads get before the run: %.2f cores (2.00 when nothing "
-            "else runs)\n", measure_cores());
+        fprintf(tbl,
+                "OpenMP runs W3 and W4 with N = %ld (its cost per op grows with N: the "
+                "cap favours OpenMP)\n",
+                opt.omp_cap);
+    fprintf(tbl,
+            "CPU two spinning threads get before the run: %.2f cores (2.00 when nothing "
+            "else runs)\n",
+            measure_cores());
     bool peak_reset_works = bench_reset_peak_rss() == 0;
-    fprintf(tbl, "peak MiB: process VmHWM over the runs of each case, %s; start MiB: RSS "
+    fprintf(tbl,
+            "peak MiB: process VmHWM over the runs of each case, %s; start MiB: RSS "
             "when the case began\n(memory an earlier case left in the heap counts in "
-            "both)\n\n", peak_reset_works ? "reset before the case (clear_refs)"
-            : "NOT reset (clear_refs not writable): peak since process start");
-    fprintf(tbl, "%-4s %-6s %-14s %10s %11s %9s %9s %10s  %s\n", "wl", "body", "system",
-            "ns/op", "ops/s", "peak MiB", "start MiB", "vs OpenMP", "note");
+            "both)\n\n",
+            peak_reset_works ? "reset before the case (clear_refs)"
+                             : "NOT reset (clear_refs not writable): peak since process start");
+    fprintf(tbl, "%-4s %-6s %-14s %10s %11s %9s %9s %10s  %s\n", "wl", "body", "system", "ns/op",
+            "ops/s", "peak MiB", "start MiB", "vs OpenMP", "note");
     for (int w = 0; w < NUM_WORKLOADS; w++) {
         if (opt.only_workload && strcmp(opt.only_workload, workload_names[w]) != 0)
             continue;

@@ -25,13 +25,13 @@
 
 #include <stdbool.h>
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != MXC_OK) {                                                               \
-            fprintf(stderr, "%s: %s: %s\n", #call, mxc_err_name(rc_), mxc_last_error());   \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                                                      \
+    do {                                                                                 \
+        int rc_ = (call);                                                                \
+        if (rc_ != MXC_OK) {                                                             \
+            fprintf(stderr, "%s: %s: %s\n", #call, mxc_err_name(rc_), mxc_last_error()); \
+            exit(1);                                                                     \
+        }                                                                                \
     } while (0)
 
 struct net_case {
@@ -80,10 +80,9 @@ static void measure(int which, const struct net_case *c, bool json) {
     fprintf(json ? stderr : stdout,
             "%-16s naive %10.2f MiB  planned %10.2f MiB (%.1f%% of naive, %d blocks)  "
             "peak %10.2f MiB (%.1f%% of planned)  step %.1f ms (first %.1f ms)\n",
-            c->name, info.naive_bytes / 1048576.0, info.planned_bytes / 1048576.0,
-            100 * ratio, info.num_blocks, peak / 1048576.0,
-            100.0 * (double)peak / (double)info.planned_bytes, (t2 - t1) / 1e6,
-            (t1 - t0) / 1e6);
+            c->name, info.naive_bytes / 1048576.0, info.planned_bytes / 1048576.0, 100 * ratio,
+            info.num_blocks, peak / 1048576.0, 100.0 * (double)peak / (double)info.planned_bytes,
+            (t2 - t1) / 1e6, (t1 - t0) / 1e6);
     if (json) {
         bench_json j;
         bench_json_begin(&j, "memory", c->name);

@@ -42,16 +42,16 @@
 #include <unistd.h>
 
 #define ELEMWISE_N (1 << 20)
-#define DOT_N 512
-#define MAX_RUNS 101
+#define DOT_N      512
+#define MAX_RUNS   101
 
 struct options {
     bool quick, json;
     int runs;
-    long ops;        /* small_op operations per run */
-    int ew_reps;     /* element-wise operations per run */
-    int dot_reps;    /* dot operations per run */
-    bool child;      /* --child-small-op: print small_op's ns per op and exit */
+    long ops;     /* small_op operations per run */
+    int ew_reps;  /* element-wise operations per run */
+    int dot_reps; /* dot operations per run */
+    bool child;   /* --child-small-op: print small_op's ns per op and exit */
 };
 
 static void die(const char *what, int rc) {
@@ -59,11 +59,11 @@ static void die(const char *what, int rc) {
     exit(1);
 }
 
-#define TRY(call)                    \
-    do {                             \
-        int rc_ = (call);            \
-        if (rc_ != MXC_OK)           \
-            die(#call, rc_);         \
+#define TRY(call)            \
+    do {                     \
+        int rc_ = (call);    \
+        if (rc_ != MXC_OK)   \
+            die(#call, rc_); \
     } while (0)
 
 static mxc_ndarray *new_array(int ndim, const int64_t *dims, const float *data) {
@@ -122,8 +122,7 @@ static struct small_result small_op_run(long ops) {
     }
     mxc_nd_free(a);
     TRY(mxc_nd_wait_all());
-    return (struct small_result){(double)(t2 - t0) / (double)ops,
-                                 (double)(t1 - t0) / (double)ops};
+    return (struct small_result){(double)(t2 - t0) / (double)ops, (double)(t1 - t0) / (double)ops};
 }
 
 static struct small_result small_op_median(const struct options *opt) {
@@ -160,8 +159,7 @@ static double small_op_naive(const struct options *opt) {
 
 /* The baseline loop, compiled with the same flags as the library's kernel and, like it,
  * knowing nothing about aliasing. */
-__attribute__((noinline)) static void c_add(const float *a, const float *b, float *c,
-                                            int64_t n) {
+__attribute__((noinline)) static void c_add(const float *a, const float *b, float *c, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         c[i] = a[i] + b[i];
 }
@@ -213,8 +211,8 @@ static struct pair_result dot_bench(const struct options *opt) {
     const size_t nn = (size_t)DOT_N * DOT_N;
     float *ha = host_array(nn, 5), *hb = host_array(nn, 6), *hc = host_array(nn, 7);
     float *got = host_array(nn, 8);
-    mxc_ndarray *a = new_array(2, dims, ha), *b = new_array(2, dims, hb), *c = new_array(2, dims,
-                                                                                        NULL);
+    mxc_ndarray *a = new_array(2, dims, ha), *b = new_array(2, dims, hb),
+                *c = new_array(2, dims, NULL);
     double mxc_t[MAX_RUNS], base_t[MAX_RUNS];
     for (int r = -1; r < opt->runs; r++) {
         uint64_t t0 = bench_now_ns();
@@ -259,8 +257,8 @@ static struct pair_result dot_bench(const struct options *opt) {
 /* One JSON line: the case, the system, one metric for mxc (and the baseline's as
  * "baseline_<metric>"), the baseline's name and the ratio of times. */
 static void json_line(const char *kase, const char *system, const char *metric, double value,
-                      double base_value, const char *baseline, double ratio,
-                      const char *extra_key, double extra) {
+                      double base_value, const char *baseline, double ratio, const char *extra_key,
+                      double extra) {
     bench_json j;
     char base_key[64];
     bench_json_begin(&j, "ndarray", kase);
@@ -276,11 +274,12 @@ static void json_line(const char *kase, const char *system, const char *metric, 
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_ndarray [--quick] [--runs K] [--ops N] [--json]\n"
-                    "  --quick    3 runs, N = 20000, fewer element-wise and dot repetitions\n"
-                    "  --runs K   runs per measurement (median; default 5, at most %d)\n"
-                    "  --ops N    small_op operations per run (default 100000)\n"
-                    "  --json     JSON lines on stdout, the table on stderr\n",
+    fprintf(stderr,
+            "usage: bench_ndarray [--quick] [--runs K] [--ops N] [--json]\n"
+            "  --quick    3 runs, N = 20000, fewer element-wise and dot repetitions\n"
+            "  --runs K   runs per measurement (median; default 5, at most %d)\n"
+            "  --ops N    small_op operations per run (default 100000)\n"
+            "  --json     JSON lines on stdout, the table on stderr\n",
             MAX_RUNS);
 }
 
@@ -307,8 +306,13 @@ static bool parse_args(int argc, char **argv, struct options *opt) {
         }
     }
     if (opt->quick)
-        *opt = (struct options){.quick = true, .json = opt->json, .child = opt->child,
-                                .runs = 3, .ops = 20000, .ew_reps = 20, .dot_reps = 10};
+        *opt = (struct options){.quick = true,
+                                .json = opt->json,
+                                .child = opt->child,
+                                .runs = 3,
+                                .ops = 20000,
+                                .ew_reps = 20,
+                                .dot_reps = 10};
     if (runs)
         opt->runs = runs;
     if (ops)
@@ -327,10 +331,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     /* The child runs first, while this process has no engine threads competing. */
-    double naive_ns = strcmp(getenv("MXC_ENGINE_TYPE") ? getenv("MXC_ENGINE_TYPE") : "",
-                             "naive") == 0
-                          ? NAN
-                          : small_op_naive(&opt);
+    double naive_ns =
+        strcmp(getenv("MXC_ENGINE_TYPE") ? getenv("MXC_ENGINE_TYPE") : "", "naive") == 0
+            ? NAN
+            : small_op_naive(&opt);
     char system[64];
     snprintf(system, sizeof system, "mxc-%s", engine_name());
     FILE *tbl = opt.json ? stderr : stdout;
@@ -344,14 +348,12 @@ int main(int argc, char **argv) {
     double ew_bytes = 12.0 * ELEMWISE_N, dot_flop = 2.0 * DOT_N * DOT_N * DOT_N;
     fprintf(tbl, "ndarray benchmark, %s, median of %d runs%s\n", system, opt.runs,
             opt.quick ? " (quick)" : "");
-    fprintf(tbl, "%-16s %14s %14s %-12s %8s\n", "case", "mxc", "baseline", "(baseline)",
-            "ratio");
-    fprintf(tbl, "%-16s %11.1f ns %11.1f ns %-12s %8.2f   (push alone %.1f ns/op)\n",
-            "small_op", small.ns_per_op, naive_ns, "naive-engine", naive_ns / small.ns_per_op,
+    fprintf(tbl, "%-16s %14s %14s %-12s %8s\n", "case", "mxc", "baseline", "(baseline)", "ratio");
+    fprintf(tbl, "%-16s %11.1f ns %11.1f ns %-12s %8.2f   (push alone %.1f ns/op)\n", "small_op",
+            small.ns_per_op, naive_ns, "naive-engine", naive_ns / small.ns_per_op,
             small.push_ns_per_op);
     fprintf(tbl, "%-16s %9.2f GB/s %9.2f GB/s %-12s %8.2f\n", "elemwise_add_1M",
-            ew_bytes / ew.mxc_s / 1e9, ew_bytes / ew.base_s / 1e9, "c-loop",
-            ew.base_s / ew.mxc_s);
+            ew_bytes / ew.mxc_s / 1e9, ew_bytes / ew.base_s / 1e9, "c-loop", ew.base_s / ew.mxc_s);
     fprintf(tbl, "%-16s %6.2f GFLOP/s %6.2f GFLOP/s %-12s %8.2f\n", "dot_512",
             dot_flop / dot.mxc_s / 1e9, dot_flop / dot.base_s / 1e9, "sgemm",
             dot.base_s / dot.mxc_s);

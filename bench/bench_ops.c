@@ -81,7 +81,7 @@ static float *buffer(int64_t n, unsigned seed) {
 
 /* ---- One operator, ready to call ---------------------------------------------------- */
 
-#define MAX_IN 4
+#define MAX_IN  4
 #define MAX_OUT 3
 #define MAX_AUX 2
 
@@ -100,8 +100,7 @@ static struct mxc__tensor tensor(mxc_shape s, unsigned seed) {
     return (struct mxc__tensor){buffer(n, seed), s, MXC_FLOAT32, mxc_cpu(), n};
 }
 
-static void op_setup(struct op_run *r, const char *name, const char *const *kv,
-                     mxc_shape data) {
+static void op_setup(struct op_run *r, const char *name, const char *const *kv, mxc_shape data) {
     const char *keys[16], *vals[16];
     int n = 0;
     for (; kv[2 * n]; n++) {
@@ -117,8 +116,8 @@ static void op_setup(struct op_run *r, const char *name, const char *const *kv,
     if (r->num_in > MAX_IN || r->num_out > MAX_OUT || r->num_aux > MAX_AUX)
         die("too many arguments for this benchmark");
     mxc_shape in_s[MAX_IN] = {data}, out_s[MAX_OUT] = {{0}}, aux_s[MAX_AUX] = {{0}};
-    if (r->def->infer_shape(r->params, in_s, r->num_in, out_s, r->num_out, aux_s,
-                            r->num_aux) != MXC_OK)
+    if (r->def->infer_shape(r->params, in_s, r->num_in, out_s, r->num_out, aux_s, r->num_aux) !=
+        MXC_OK)
         die(name);
     for (int i = 0; i < r->num_in; i++) {
         r->in[i] = tensor(in_s[i], 1u + (unsigned)i);
@@ -171,8 +170,7 @@ static double op_bytes(const struct op_run *r, bool backward) {
 }
 
 static void op_call(struct op_run *r, bool backward) {
-    static const int req[MAX_IN] = {MXC__REQ_WRITE, MXC__REQ_WRITE, MXC__REQ_WRITE,
-                                    MXC__REQ_WRITE};
+    static const int req[MAX_IN] = {MXC__REQ_WRITE, MXC__REQ_WRITE, MXC__REQ_WRITE, MXC__REQ_WRITE};
     mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
     struct mxc__op_call c = {
         .rctx = &rctx,
@@ -205,14 +203,20 @@ struct gemm {
 };
 
 static struct gemm gemm_make(bool ta, bool tb, int m, int n, int k) {
-    return (struct gemm){ta, tb, m, n, k, buffer((int64_t)m * k, 11), buffer((int64_t)k * n, 12),
+    return (struct gemm){ta,
+                         tb,
+                         m,
+                         n,
+                         k,
+                         buffer((int64_t)m * k, 11),
+                         buffer((int64_t)k * n, 12),
                          buffer((int64_t)m * n, 0)};
 }
 
 static void gemm_run(const struct gemm *g) {
-    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans,
-                g->tb ? CblasTrans : CblasNoTrans, g->m, g->n, g->k, 1.0f, g->a,
-                g->ta ? g->m : g->k, g->b, g->tb ? g->k : g->n, 0.0f, g->c, g->n);
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
+                g->m, g->n, g->k, 1.0f, g->a, g->ta ? g->m : g->k, g->b, g->tb ? g->k : g->n, 0.0f,
+                g->c, g->n);
 }
 
 static void gemm_free(struct gemm *g) {
@@ -306,9 +310,11 @@ static void report(const struct options *o, const char *op, const char *dir, con
         bench_json_num(&j, "threads", o->threads);
         bench_json_print(&j, stdout);
     }
-    fprintf(o->json ? stderr : stdout, "%-36s %9.3f ms %8.2f %-7s  %-5s %8.2f %-7s  ratio %.2f"
-            "  T=%d\n", kase, ms, rate, unit, bandwidth ? "copy" : "sgemm", base, unit,
-            rate / base, o->threads);
+    fprintf(o->json ? stderr : stdout,
+            "%-36s %9.3f ms %8.2f %-7s  %-5s %8.2f %-7s  ratio %.2f"
+            "  T=%d\n",
+            kase, ms, rate, unit, bandwidth ? "copy" : "sgemm", base, unit, rate / base,
+            o->threads);
 }
 
 struct bcase {
@@ -373,23 +379,29 @@ static void run_case(const struct options *o, const struct bcase *c) {
 }
 
 /* FC (M, K) -> (M, H): forward X·Wᵀ; backward dY·W (M, K, H) and dYᵀ·X (H, K, M). */
-#define FC(name, m, k, h)                                                                 \
-    {"FullyConnected", name, {"num_hidden", #h, NULL}, {m, k}, 2, false, m, h, k, false,  \
-     true, m, k, h, h, k, m, false, false, true, false}
+#define FC(name, m, k, h)                                                                         \
+    {                                                                                             \
+        "FullyConnected", name, {"num_hidden", #h, NULL}, {m, k}, 2, false, m, h, k, false, true, \
+            m, k, h, h, k, m, false, false, true, false                                           \
+    }
 
 /* Conv N x C x H x W, F filters, KxK, pad P -> OH x OW; with R = C*K*K and Q = N*OH*OW:
  * forward W (F, R) · cols (R, Q); backward Wᵀ · dY (R, Q, F) and dY · colsᵀ (F, R, Q). */
-#define CONV(name, n, c, h, f, k, pad, oh)                                                 \
-    {"Convolution", name, {"kernel", "(" #k ", " #k ")", "pad", "(" #pad ", " #pad ")",    \
-     "num_filter", #f, NULL}, {n, c, h, h}, 4, false,                                      \
-     f, (n) * (oh) * (oh), (c) * (k) * (k), false, false,                                  \
-     (c) * (k) * (k), (n) * (oh) * (oh), f, f, (c) * (k) * (k), (n) * (oh) * (oh),         \
-     true, false, false, true}
+#define CONV(name, n, c, h, f, k, pad, oh)                                                         \
+    {                                                                                              \
+        "Convolution", name,                                                                       \
+            {"kernel", "(" #k ", " #k ")", "pad", "(" #pad ", " #pad ")", "num_filter", #f, NULL}, \
+            {n, c, h, h}, 4, false, f, (n) * (oh) * (oh), (c) * (k) * (k), false, false,           \
+            (c) * (k) * (k), (n) * (oh) * (oh), f, f, (c) * (k) * (k), (n) * (oh) * (oh), true,    \
+            false, false, true                                                                     \
+    }
 
 /* A memory-bound operator on data (N, C, H, W), against the copy loop. */
-#define BANDWIDTH(op, name, n, c, h, w, ...) \
-    {op, name, {__VA_ARGS__, NULL}, {n, c, h, w}, 4, true, 0, 0, 0, false, false, \
-     0, 0, 0, 0, 0, 0, false, false, false, false}
+#define BANDWIDTH(op, name, n, c, h, w, ...)                                                     \
+    {                                                                                            \
+        op, name, {__VA_ARGS__, NULL}, {n, c, h, w}, 4, true, 0, 0, 0, false, false, 0, 0, 0, 0, \
+            0, 0, false, false, false, false                                                     \
+    }
 
 static const struct bcase cases[] = {
     FC("mlp1", 100, 784, 128),
@@ -398,15 +410,16 @@ static const struct bcase cases[] = {
     CONV("lenet_conv1", 100, 1, 28, 20, 5, 0, 24),
     CONV("lenet_conv2", 100, 20, 12, 50, 5, 0, 8),
     CONV("resnet_3x3", 8, 64, 56, 64, 3, 1, 56),
-    BANDWIDTH("Pooling", "lenet_pool1", 100, 20, 24, 24, "kernel", "(2, 2)", "stride",
-              "(2, 2)", "pool_type", "max"),
+    BANDWIDTH("Pooling", "lenet_pool1", 100, 20, 24, 24, "kernel", "(2, 2)", "stride", "(2, 2)",
+              "pool_type", "max"),
     BANDWIDTH("Pooling", "lenet_pool2", 100, 50, 8, 8, "kernel", "(2, 2)", "stride", "(2, 2)",
               "pool_type", "max"),
     /* being written alongside; measured when registered */
     BANDWIDTH("Activation", "lenet_relu1", 100, 20, 24, 24, "act_type", "relu"),
     BANDWIDTH("BatchNorm", "lenet_bn1", 100, 20, 24, 24, "fix_gamma", "False"),
-    {"SoftmaxOutput", "mlp_out", {NULL}, {100, 10}, 2, true, 0, 0, 0, false, false,
-     0, 0, 0, 0, 0, 0, false, false, false, false},
+    {"SoftmaxOutput", "mlp_out", {NULL}, {100, 10}, 2, true, 0, 0, 0,
+     false,           false,     0,      0,         0, 0,    0, 0, false,
+     false,           false,     false},
 };
 
 /* With T > 1 the operator's OpenMP threads and the baseline's OpenBLAS threads take turns

@@ -54,18 +54,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BATCH 100
-#define NUM_CASES 4
+#define BATCH        100
+#define NUM_CASES    4
 #define NUM_SETTINGS 2
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != MXC_OK) {                                                               \
-            fprintf(stderr, "bench_train: %s: %s: %s\n", #call, mxc_err_name(rc_),         \
-                    mxc_last_error());                                                     \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                                                \
+    do {                                                                           \
+        int rc_ = (call);                                                          \
+        if (rc_ != MXC_OK) {                                                       \
+            fprintf(stderr, "bench_train: %s: %s: %s\n", #call, mxc_err_name(rc_), \
+                    mxc_last_error());                                             \
+            exit(1);                                                               \
+        }                                                                          \
     } while (0)
 
 static const char *const case_names[NUM_CASES] = {"mlp_train", "mlp_infer", "lenet_train",
@@ -85,11 +85,11 @@ struct options {
 /* Writes the operators case `kase` needs that are not registered to `buf`; returns how
  * many are missing. */
 static int missing_ops(const char *kase, char *buf, size_t size) {
-    static const char *const mlp[] = {"FullyConnected", "Activation", "SoftmaxOutput",
-                                      "sgd_update", NULL};
-    static const char *const lenet[] = {"Convolution", "Activation", "Pooling", "Flatten",
-                                        "FullyConnected", "SoftmaxOutput", "sgd_mom_update",
-                                        NULL};
+    static const char *const mlp[] = {"FullyConnected", "Activation", "SoftmaxOutput", "sgd_update",
+                                      NULL};
+    static const char *const lenet[] = {
+        "Convolution",    "Activation",    "Pooling",        "Flatten",
+        "FullyConnected", "SoftmaxOutput", "sgd_mom_update", NULL};
     const char *const *needed = strncmp(kase, "lenet", 5) == 0 ? lenet : mlp;
     int missing = 0;
     buf[0] = '\0';
@@ -125,8 +125,10 @@ static int find_arg(int num, const char *const *names, const char *name) {
 static int run_case(const char *kase, const struct options *o) {
     char missing[256];
     if (missing_ops(kase, missing, sizeof missing)) {
-        fprintf(stderr, "bench_train: operators not registered yet: %s "
-                "(operator/op_list.h); mxc cannot run %s\n", missing, kase);
+        fprintf(stderr,
+                "bench_train: operators not registered yet: %s "
+                "(operator/op_list.h); mxc cannot run %s\n",
+                missing, kase);
         return 2;
     }
     bool lenet = strncmp(kase, "lenet", 5) == 0;
@@ -169,18 +171,18 @@ static int run_case(const char *kase, const struct options *o) {
     CHECK(mxc_executor_arrays(x, &num_args, &args, &grads, NULL, NULL));
     CHECK(mxc_executor_outputs(x, &num_out, &outs));
     CHECK(mxc_symbol_list_arguments(sym, &num_names, &names));
-    int di = find_arg(num_names, names, "data"), li = find_arg(num_names, names,
-                                                               "softmax_label");
+    int di = find_arg(num_names, names, "data"), li = find_arg(num_names, names, "softmax_label");
     if (di < 0 || li < 0 || num_names != num_args) {
         fprintf(stderr, "bench_train: the network has no data / softmax_label argument\n");
         return 1;
     }
-    mxc_init_config init = {.kind = MXC_INIT_XAVIER, .xavier_factor = MXC_XAVIER_AVG,
-                            .xavier_magnitude = 3};
+    mxc_init_config init = {
+        .kind = MXC_INIT_XAVIER, .xavier_factor = MXC_XAVIER_AVG, .xavier_magnitude = 3};
     for (int i = 0; i < num_args; i++)
         if (i != di && i != li)
             CHECK(mxc_init_array(&init, names[i], args[i]));
-    mxc_optimizer_config oc = {.kind = MXC_OPT_SGD, .lr = lenet ? 0.05f : 0.1f,
+    mxc_optimizer_config oc = {.kind = MXC_OPT_SGD,
+                               .lr = lenet ? 0.05f : 0.1f,
                                .momentum = lenet ? 0.9f : 0.0f,
                                .rescale_grad = 1.0f / BATCH};
     mxc_optimizer *opt = NULL;
@@ -198,8 +200,7 @@ static int run_case(const char *kase, const struct options *o) {
         uint64_t t0 = bench_now_ns();
         for (long b = 0; b < nb; b++) {
             CHECK(mxc_nd_sync_copy_from_cpu(args[li], labels + b * BATCH, lbytes));
-            CHECK(mxc_nd_sync_copy_from_cpu(args[di], data + (size_t)b * BATCH * pixels,
-                                            dbytes));
+            CHECK(mxc_nd_sync_copy_from_cpu(args[di], data + (size_t)b * BATCH * pixels, dbytes));
             CHECK(mxc_executor_forward(x, train));
             if (train) {
                 CHECK(mxc_executor_backward(x, 0, NULL));
@@ -378,13 +379,13 @@ static void run_mxc(const char *self, const char *kase, int setting, const struc
     snprintf(ep, sizeof ep, "%ld", o->epochs_samples);
     snprintf(inf, sizeof inf, "%ld", o->infer_samples);
     snprintf(rep, sizeof rep, "%ld", o->repeats);
-    char *argv[] = {(char *)self, "--child", (char *)kase, "--epochs-samples", ep,
-                    "--infer-samples", inf, "--repeats", rep, NULL};
+    char *argv[] = {
+        (char *)self, "--child", (char *)kase, "--epochs-samples", ep, "--infer-samples", inf,
+        "--repeats",  rep,       NULL};
     static char out[1 << 16];
     char line[2048];
     memset(r, 0, sizeof *r);
-    int st = capture(argv, setting == 1 ? "MXC_CPU_WORKER_NTHREADS" : NULL, "1", out,
-                     sizeof out);
+    int st = capture(argv, setting == 1 ? "MXC_CPU_WORKER_NTHREADS" : NULL, "1", out, sizeof out);
     if (st != 0 || !find_line(out, kase, NULL, line, sizeof line)) {
         fprintf(stderr, "bench_train: mxc %s (%s) failed (status %d)\n", kase,
                 setting_names[setting], st);
@@ -401,8 +402,8 @@ static void run_mxc(const char *self, const char *kase, int setting, const struc
 
 /* Runs the PyTorch script for one case. Returns false when the baseline is unavailable
  * altogether (no python, no script, no torch), with the reason in `why`. */
-static bool run_torch(const char *kase, const struct options *o, struct torch_result *r,
-                      char *why, size_t why_size) {
+static bool run_torch(const char *kase, const struct options *o, struct torch_result *r, char *why,
+                      size_t why_size) {
     memset(r, 0, sizeof *r);
     if (access(o->python, X_OK) != 0) {
         snprintf(why, why_size, "%s not found (Debian's python3; scripts/deps.sh --bench)",
@@ -410,7 +411,8 @@ static bool run_torch(const char *kase, const struct options *o, struct torch_re
         return false;
     }
     if (o->script == NULL || access(o->script, R_OK) != 0) {
-        snprintf(why, why_size, "scripts/bench_train_pytorch.py not found (run from the "
+        snprintf(why, why_size,
+                 "scripts/bench_train_pytorch.py not found (run from the "
                  "repository root or pass --pytorch-script)");
         return false;
     }
@@ -418,8 +420,18 @@ static bool run_torch(const char *kase, const struct options *o, struct torch_re
     snprintf(ep, sizeof ep, "%ld", o->epochs_samples);
     snprintf(inf, sizeof inf, "%ld", o->infer_samples);
     snprintf(rep, sizeof rep, "%ld", o->repeats);
-    char *argv[] = {(char *)o->python, (char *)o->script, "--json", "--cases", (char *)kase,
-                    "--epochs-samples", ep, "--infer-samples", inf, "--repeats", rep, NULL};
+    char *argv[] = {(char *)o->python,
+                    (char *)o->script,
+                    "--json",
+                    "--cases",
+                    (char *)kase,
+                    "--epochs-samples",
+                    ep,
+                    "--infer-samples",
+                    inf,
+                    "--repeats",
+                    rep,
+                    NULL};
     static char out[1 << 16];
     char line[2048];
     int st = capture(argv, NULL, NULL, out, sizeof out);
@@ -467,7 +479,10 @@ static void print_row(FILE *f, const char *kase, const struct mxc_result *m,
                       const struct torch_result *t, int best, bool runnable) {
     char cell[NUM_SETTINGS][24], tcell[2][24], ratio[16], rss[32];
     for (int s = 0; s < NUM_SETTINGS; s++)
-        snprintf(cell[s], sizeof cell[s], m[s].ok ? "%.0f" : runnable ? "failed" : "n/a",
+        snprintf(cell[s], sizeof cell[s],
+                 m[s].ok    ? "%.0f"
+                 : runnable ? "failed"
+                            : "n/a",
                  fmt_rate(m[s].rate));
     snprintf(tcell[0], sizeof tcell[0], t->ok ? "%.0f" : "-", fmt_rate(t->rate_torch2));
     snprintf(tcell[1], sizeof tcell[1], t->ok ? "%.0f" : "-", fmt_rate(t->rate_openblas1));
@@ -479,15 +494,13 @@ static void print_row(FILE *f, const char *kase, const struct mxc_result *m,
         snprintf(rss, sizeof rss, t->ok ? "%.0f / %.0f" : "%.0f / -", m[best].rss, t->rss);
     else
         snprintf(rss, sizeof rss, t->ok ? "- / %.0f" : "-", t->rss);
-    fprintf(f, "%-12s %12s %12s %12s %12s %8s  %-9s %-17s %s\n", kase, cell[0], cell[1],
-            tcell[0], tcell[1], ratio, best >= 0 ? setting_names[best] : "-",
-            t->ok ? t->threads : "-", rss);
+    fprintf(f, "%-12s %12s %12s %12s %12s %8s  %-9s %-17s %s\n", kase, cell[0], cell[1], tcell[0],
+            tcell[1], ratio, best >= 0 ? setting_names[best] : "-", t->ok ? t->threads : "-", rss);
     fflush(f);
 }
 
-static void print_json(const char *kase, const struct mxc_result *m,
-                       const struct torch_result *t, int best, const struct options *o,
-                       const char *baseline_error) {
+static void print_json(const char *kase, const struct mxc_result *m, const struct torch_result *t,
+                       int best, const struct options *o, const char *baseline_error) {
     bench_json j;
     bench_json_begin(&j, "train", kase);
     bench_json_str(&j, "system", "mxc");
@@ -508,12 +521,9 @@ static void print_json(const char *kase, const struct mxc_result *m,
     bench_json_str(&j, "baseline_threads", t->ok ? t->threads : NULL);
     bench_json_num(&j, "baseline_peak_rss_mib", t->ok ? t->rss : NAN);
     bench_json_num(&j, "baseline_samples_per_s_torch2", t->ok ? t->rate_torch2 : NAN);
-    bench_json_num(&j, "baseline_samples_per_s_torch2_openblas1",
-                   t->ok ? t->rate_openblas1 : NAN);
-    bench_json_num(&j, "ratio_vs_baseline",
-                   best >= 0 && t->ok ? m[best].rate / t->rate : NAN);
-    bench_json_num(&j, "rss_ratio_vs_baseline", best >= 0 && t->ok ? t->rss / m[best].rss
-                                                                   : NAN);
+    bench_json_num(&j, "baseline_samples_per_s_torch2_openblas1", t->ok ? t->rate_openblas1 : NAN);
+    bench_json_num(&j, "ratio_vs_baseline", best >= 0 && t->ok ? m[best].rate / t->rate : NAN);
+    bench_json_num(&j, "rss_ratio_vs_baseline", best >= 0 && t->ok ? t->rss / m[best].rss : NAN);
     if (baseline_error && baseline_error[0])
         bench_json_str(&j, "baseline_error", baseline_error);
     bool train = strstr(kase, "_train") != NULL;
@@ -542,7 +552,9 @@ static long parse_count(const char *prog, const char *v) {
 }
 
 int main(int argc, char **argv) {
-    struct options o = {.epochs_samples = 60000, .infer_samples = 10000, .repeats = 3,
+    struct options o = {.epochs_samples = 60000,
+                        .infer_samples = 10000,
+                        .repeats = 3,
                         .python = "/usr/bin/python3"};
     const char *child = NULL, *cases = NULL;
     bool epochs_given = false, infer_given = false, repeats_given = false;
@@ -621,7 +633,8 @@ int main(int argc, char **argv) {
 
     FILE *tf = o.json ? stderr : stdout;
     const char *ew = getenv("MXC_CPU_WORKER_NTHREADS"), *eo = getenv("MXC_OP_NTHREADS");
-    fprintf(tf, "bench_train: batch %d, %ld training samples, %ld inference samples, "
+    fprintf(tf,
+            "bench_train: batch %d, %ld training samples, %ld inference samples, "
             "median of %ld run(s); mxc settings: default = MXC_CPU_WORKER_NTHREADS=%s "
             "MXC_OP_NTHREADS=%s, workers1 = MXC_CPU_WORKER_NTHREADS=1 MXC_OP_NTHREADS=%s\n",
             BATCH, o.epochs_samples, o.infer_samples, o.repeats, ew ? ew : "(unset)",
@@ -645,9 +658,10 @@ int main(int argc, char **argv) {
         bool runnable = missing_ops(case_names[c], missing, sizeof missing) == 0;
         if (!runnable) {
             status = 1;
-            fprintf(tf, "bench_train: mxc cannot run %s yet: operators not registered: %s "
-                    "(operator/op_list.h); only the PyTorch baseline runs\n", case_names[c],
-                    missing);
+            fprintf(tf,
+                    "bench_train: mxc cannot run %s yet: operators not registered: %s "
+                    "(operator/op_list.h); only the PyTorch baseline runs\n",
+                    case_names[c], missing);
         }
         for (int s = 0; s < NUM_SETTINGS && runnable; s++) {
             run_mxc(self, case_names[c], s, &o, &m[s]);
@@ -664,8 +678,10 @@ int main(int argc, char **argv) {
         memset(&t, 0, sizeof t);
         if (baseline && !run_torch(case_names[c], &o, &t, why, sizeof why)) {
             baseline = false;
-            fprintf(tf, "bench_train: NO PyTorch BASELINE: %s; printing mxc's figures "
-                    "alone (ratios null)\n", why);
+            fprintf(tf,
+                    "bench_train: NO PyTorch BASELINE: %s; printing mxc's figures "
+                    "alone (ratios null)\n",
+                    why);
         }
         if (t.ok)
             snprintf(torch_version, sizeof torch_version, "%s", t.version);
@@ -678,7 +694,9 @@ int main(int argc, char **argv) {
             fprintf(tf, "mxc %-8s = engine %s, %d CPU worker(s), %d thread(s) per operator\n",
                     setting_names[s], seen[s].engine, seen[s].workers, seen[s].op_threads);
     if (torch_version[0])
-        fprintf(tf, "PyTorch %s (%s): torch2 = torch.set_num_threads(2); torch2+ob1 = the same "
-                "with OPENBLAS_NUM_THREADS=1\n", torch_version, o.python);
+        fprintf(tf,
+                "PyTorch %s (%s): torch2 = torch.set_num_threads(2); torch2+ob1 = the same "
+                "with OPENBLAS_NUM_THREADS=1\n",
+                torch_version, o.python);
     return status;
 }

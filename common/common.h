@@ -15,11 +15,11 @@
 
 #if defined(__GNUC__)
 #define MXC_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
-#define MXC_LIKELY(x) __builtin_expect(!!(x), 1)
-#define MXC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MXC_LIKELY(x)                __builtin_expect(!!(x), 1)
+#define MXC_UNLIKELY(x)              __builtin_expect(!!(x), 0)
 #else
 #define MXC_PRINTF(fmt_idx, arg_idx)
-#define MXC_LIKELY(x) (x)
+#define MXC_LIKELY(x)   (x)
 #define MXC_UNLIKELY(x) (x)
 #endif
 
@@ -34,32 +34,31 @@ int mxc__error_set(int code, const char *message);
 
 /* Functions with cleanup declare `int rc = MXC_OK;` and end with a `fail:` label.
  * MXC_CHECK records the message and jumps there when `cond` is false. */
-#define MXC_CHECK(cond, code, ...)             \
-    do {                                       \
-        if (MXC_UNLIKELY(!(cond))) {           \
+#define MXC_CHECK(cond, code, ...)                \
+    do {                                          \
+        if (MXC_UNLIKELY(!(cond))) {              \
             rc = mxc__error((code), __VA_ARGS__); \
-            goto fail;                         \
-        }                                      \
+            goto fail;                            \
+        }                                         \
     } while (0)
 
 /* Evaluates an int-returning call and jumps to `fail` with its status if it failed
  * (the callee already recorded the message). */
-#define MXC_TRY(call)                      \
-    do {                                   \
-        rc = (call);                       \
-        if (MXC_UNLIKELY(rc != MXC_OK))    \
-            goto fail;                     \
+#define MXC_TRY(call)                   \
+    do {                                \
+        rc = (call);                    \
+        if (MXC_UNLIKELY(rc != MXC_OK)) \
+            goto fail;                  \
     } while (0)
 
 /* For proven internal invariants only, never for anything a caller controls. */
 void mxc__assert_fail(const char *expr, const char *file, int line);
-#define MXC_ASSERT(cond) \
-    ((cond) ? (void)0 : mxc__assert_fail(#cond, __FILE__, __LINE__))
+#define MXC_ASSERT(cond) ((cond) ? (void)0 : mxc__assert_fail(#cond, __FILE__, __LINE__))
 
 /* Checks an API handle's magic; records MXC_EMISUSE naming `fn` and `what`. */
-#define MXC_CHECK_HANDLE(h, magic_value, what)                                         \
-    MXC_CHECK((h) != NULL && (h)->magic == (magic_value), MXC_EMISUSE,                 \
-              "%s: %s is %s", __func__, (what), (h) == NULL ? "NULL" : "not a live handle")
+#define MXC_CHECK_HANDLE(h, magic_value, what)                                                   \
+    MXC_CHECK((h) != NULL && (h)->magic == (magic_value), MXC_EMISUSE, "%s: %s is %s", __func__, \
+              (what), (h) == NULL ? "NULL" : "not a live handle")
 
 /* ---- Memory ------------------------------------------------------------------------ */
 

@@ -18,8 +18,7 @@ static _Thread_local struct {
 const char *mxc_strerror(int code) {
     switch (code) {
 #define STATUS_CASE(name, value, desc) \
-    case MXC_##name:                   \
-        return desc;
+    case MXC_##name: return desc;
         MXC_STATUS_MAP(STATUS_CASE)
 #undef STATUS_CASE
     }
@@ -29,8 +28,7 @@ const char *mxc_strerror(int code) {
 const char *mxc_err_name(int code) {
     switch (code) {
 #define STATUS_CASE(name, value, desc) \
-    case MXC_##name:                   \
-        return "MXC_" #name;
+    case MXC_##name: return "MXC_" #name;
         MXC_STATUS_MAP(STATUS_CASE)
 #undef STATUS_CASE
     }

@@ -86,12 +86,12 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[] = {
-    [MXC_FLOAT32] = {"float32", 4}, [MXC_FLOAT64] = {"float64", 8},
-    [MXC_FLOAT16] = {"float16", 2}, [MXC_UINT8] = {"uint8", 1},
-    [MXC_INT32] = {"int32", 4},     [MXC_INT8] = {"int8", 1},
-    [MXC_INT64] = {"int64", 8},     [MXC_BOOL] = {"bool", 1},
-    [MXC_INT16] = {"int16", 2},     [MXC_UINT16] = {"uint16", 2},
-    [MXC_UINT32] = {"uint32", 4},   [MXC_UINT64] = {"uint64", 8},
+    [MXC_FLOAT32] = {"float32", 4},   [MXC_FLOAT64] = {"float64", 8},
+    [MXC_FLOAT16] = {"float16", 2},   [MXC_UINT8] = {"uint8", 1},
+    [MXC_INT32] = {"int32", 4},       [MXC_INT8] = {"int8", 1},
+    [MXC_INT64] = {"int64", 8},       [MXC_BOOL] = {"bool", 1},
+    [MXC_INT16] = {"int16", 2},       [MXC_UINT16] = {"uint16", 2},
+    [MXC_UINT32] = {"uint32", 4},     [MXC_UINT64] = {"uint64", 8},
     [MXC_BFLOAT16] = {"bfloat16", 2},
 };
 

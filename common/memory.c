@@ -69,8 +69,8 @@ void *mxc__aligned_alloc(size_t alignment, size_t size) {
     char *raw = mxc__malloc(size + alignment + sizeof(void *));
     if (raw == NULL)
         return NULL;
-    uintptr_t aligned = ((uintptr_t)(raw + sizeof(void *)) + alignment - 1) &
-                        ~(uintptr_t)(alignment - 1);
+    uintptr_t aligned =
+        ((uintptr_t)(raw + sizeof(void *)) + alignment - 1) & ~(uintptr_t)(alignment - 1);
     ((void **)aligned)[-1] = raw;
     return (void *)aligned;
 }

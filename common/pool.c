@@ -6,7 +6,7 @@
 
 #include "common/common.h"
 
-#define POOL_PAGE_BYTES 16384
+#define POOL_PAGE_BYTES  16384
 #define POOL_PAGE_HEADER 64 /* the page link, padded so objects keep their alignment */
 
 static size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
@@ -16,10 +16,9 @@ void mxc__pool_init(mxc__pool *pool, size_t object_size, size_t alignment) {
     pool->free_list = NULL;
     atomic_init(&pool->returned, NULL);
     pool->pages = NULL;
-    pool->object_size = round_up(object_size < sizeof(struct mxc__pool_node)
-                                     ? sizeof(struct mxc__pool_node)
-                                     : object_size,
-                                 alignment < 16 ? 16 : alignment);
+    pool->object_size = round_up(
+        object_size < sizeof(struct mxc__pool_node) ? sizeof(struct mxc__pool_node) : object_size,
+        alignment < 16 ? 16 : alignment);
     size_t n = (POOL_PAGE_BYTES - POOL_PAGE_HEADER) / pool->object_size;
     pool->objects_per_page = n < 8 ? 8 : n;
     pool->capacity = 0;
@@ -78,8 +77,7 @@ void mxc__pool_free(mxc__pool *pool, void *obj) {
     do {
         node->next = top;
     } while (!atomic_compare_exchange_weak_explicit(&pool->returned, &top, node,
-                                                    memory_order_release,
-                                                    memory_order_relaxed));
+                                                    memory_order_release, memory_order_relaxed));
 }
 
 size_t mxc__pool_bytes(mxc__pool *pool) {

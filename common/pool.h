@@ -24,7 +24,7 @@ typedef struct mxc__pool {
     struct mxc__pool_node *free_list; /* owned by allocators */
     struct mxc__pool_node *pages;
     size_t object_size, objects_per_page;
-    size_t capacity; /* objects in all pages */
+    size_t capacity;                                        /* objects in all pages */
     _Alignas(64) _Atomic(struct mxc__pool_node *) returned; /* pushed by any thread */
 } mxc__pool;
 

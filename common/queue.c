@@ -148,8 +148,7 @@ static void wake_one_if_backlog(mxc__queue *q) {
  * work wakes a sleeper if more is queued, so parallelism ramps up with the backlog. */
 static bool spin_pop(mxc__queue *q, void **out) {
     int idle = 0;
-    if (q->spin_iters == 0 ||
-        !atomic_compare_exchange_strong(&q->spinners, &idle, 1))
+    if (q->spin_iters == 0 || !atomic_compare_exchange_strong(&q->spinners, &idle, 1))
         return false;
     bool got = false;
     for (uint32_t i = 0; i < q->spin_iters && !got; i++) {

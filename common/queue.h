@@ -23,7 +23,7 @@ struct mxc__queue_item {
 };
 
 typedef struct mxc__queue {
-    mxc__spinlock lock;  /* guards the items: held for a few instructions */
+    mxc__spinlock lock;    /* guards the items: held for a few instructions */
     mxc__mutex sleep_lock; /* consumers sleep on `nonempty` under it */
     mxc__cond nonempty;
     struct mxc__queue_item *items; /* ring buffer (FIFO) or binary heap (priority) */

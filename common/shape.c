@@ -29,10 +29,9 @@ int64_t mxc_shape_size(const mxc_shape *s) {
 const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size) {
     size_t used = (size_t)snprintf(buf, size, "(");
     for (int i = 0; i < s->ndim && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld",
-                                 (long long)s->dims[i]);
+        used +=
+            (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)s->dims[i]);
     if (used < size)
         snprintf(buf + used, size - used, ")");
     return buf;
 }
-

@@ -20,8 +20,8 @@ static int noop_fn(const mxc_run_ctx *rctx, void *arg) { return MXC_OK; }
 
 /* ---- Failure records --------------------------------------------------------------- */
 
-static struct engine_error oom_error = {.refs = -1, .code = MXC_ENOMEM,
-                                        .message = "out of memory recording a failure"};
+static struct engine_error oom_error = {
+    .refs = -1, .code = MXC_ENOMEM, .message = "out of memory recording a failure"};
 
 /* A new record (one reference) for a failure of `run`'s operation; the message is the
  * calling thread's last error. Never NULL. */
@@ -34,8 +34,8 @@ static struct engine_error *error_new(struct mxc_engine *eng, int code, const ch
     const char *why = mxc_last_error_code() == code && mxc_last_error()[0] != '\0'
                           ? mxc_last_error()
                           : mxc_strerror(code);
-    snprintf(e->message, sizeof e->message, "operation '%s' failed: %s",
-             name ? name : "(unnamed)", why);
+    snprintf(e->message, sizeof e->message, "operation '%s' failed: %s", name ? name : "(unnamed)",
+             why);
     mxc__mutex_lock(&eng->error_lock);
     e->prev = NULL;
     e->next = eng->errors;
@@ -116,8 +116,7 @@ static void append_read(struct mxc_engine *eng, struct mxc_var *v, struct mxc_en
     mxc__spin_unlock(&v->lock);
 }
 
-static void append_write(struct mxc_engine *eng, struct mxc_var *v,
-                         struct mxc_engine_done *run) {
+static void append_write(struct mxc_engine *eng, struct mxc_var *v, struct mxc_engine_done *run) {
     struct var_block *tail = take_spare_block(eng);
     bool ready = false;
     mxc__spin_lock(&v->lock);
@@ -372,8 +371,8 @@ static int check_var(struct mxc_engine *eng, const mxc_var *v, const char *list,
         return mxc__error(MXC_EMISUSE, "engine: %s[%d] of '%s' is %s", list, i, name,
                           v == NULL ? "NULL" : "not a live variable (deleted?)");
     if (v->engine != eng)
-        return mxc__error(MXC_EMISUSE, "engine: %s[%d] of '%s' belongs to another engine",
-                          list, i, name);
+        return mxc__error(MXC_EMISUSE, "engine: %s[%d] of '%s' belongs to another engine", list, i,
+                          name);
     return MXC_OK;
 }
 
@@ -382,13 +381,14 @@ static int check_var(struct mxc_engine *eng, const mxc_var *v, const char *list,
 static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engine_op_desc *d) {
     const char *name = d->name ? d->name : "(unnamed)";
     if ((d->fn == NULL) == (d->async_fn == NULL))
-        return mxc__error(MXC_EINVAL, "engine: '%s' must set exactly one of fn and async_fn",
-                          name);
+        return mxc__error(MXC_EINVAL, "engine: '%s' must set exactly one of fn and async_fn", name);
     if (d->num_const_vars < 0 || d->num_mutable_vars < 0 ||
         (d->num_const_vars > 0 && d->const_vars == NULL) ||
         (d->num_mutable_vars > 0 && d->mutable_vars == NULL))
-        return mxc__error(MXC_EINVAL, "engine: '%s' has bad variable lists (%d const, %d "
-                          "mutable)", name, d->num_const_vars, d->num_mutable_vars);
+        return mxc__error(MXC_EINVAL,
+                          "engine: '%s' has bad variable lists (%d const, %d "
+                          "mutable)",
+                          name, d->num_const_vars, d->num_mutable_vars);
     if (d->prop < MXC_PROP_NORMAL || d->prop > MXC_PROP_ASYNC)
         return mxc__error(MXC_EINVAL, "engine: '%s' has unknown property %d", name, d->prop);
     mxc_context ctx = d->ctx;
@@ -397,8 +397,8 @@ static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engin
     if (ctx.dev_type == MXC_GPU) {
         int n = mxc_gpu_count();
         if (ctx.dev_id < 0 || ctx.dev_id >= n || ctx.dev_id >= ENGINE_MAX_GPUS)
-            return mxc__error(MXC_ENODEV, "engine: '%s' asks for gpu(%d) but %d GPU%s usable",
-                              name, ctx.dev_id, n, n == 1 ? " is" : "s are");
+            return mxc__error(MXC_ENODEV, "engine: '%s' asks for gpu(%d) but %d GPU%s usable", name,
+                              ctx.dev_id, n, n == 1 ? " is" : "s are");
     } else if (ctx.dev_type != MXC_CPU && ctx.dev_type != MXC_CPU_PINNED) {
         return mxc__error(MXC_EINVAL, "engine: '%s' has unknown device type %d", name,
                           ctx.dev_type);
@@ -419,8 +419,8 @@ static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engin
     if (total > OP_INLINE_VARS) {
         op->vars = mxc__malloc((size_t)total * sizeof *op->vars);
         if (op->vars == NULL)
-            return mxc__error(MXC_ENOMEM, "engine: out of memory for %d variables of '%s'",
-                              total, name);
+            return mxc__error(MXC_ENOMEM, "engine: out of memory for %d variables of '%s'", total,
+                              name);
     }
     /* A variable listed twice, or as both read and written, counts once (written). */
     int nc = 0, nm = 0;
@@ -490,11 +490,11 @@ static int push_temp(struct mxc_engine *eng, const mxc_engine_op_desc *desc, boo
     return rc;
 }
 
-#define CHECK_ENGINE(eng)                                                                  \
-    do {                                                                                   \
-        if ((eng) == NULL || (eng)->magic != ENGINE_MAGIC)                                 \
-            return mxc__error(MXC_EMISUSE, "%s: engine is %s", __func__,                  \
-                              (eng) == NULL ? "NULL" : "not a live engine");              \
+#define CHECK_ENGINE(eng)                                                    \
+    do {                                                                     \
+        if ((eng) == NULL || (eng)->magic != ENGINE_MAGIC)                   \
+            return mxc__error(MXC_EMISUSE, "%s: engine is %s", __func__,     \
+                              (eng) == NULL ? "NULL" : "not a live engine"); \
     } while (0)
 
 int mxc_engine_push(mxc_engine *eng, const mxc_engine_op_desc *desc) {
@@ -552,8 +552,7 @@ int mxc_engine_delete_var(mxc_engine *eng, mxc_var *var, mxc_engine_fn delete_fn
 
 /* ---- Reusable operations ----------------------------------------------------------- */
 
-int mxc_engine_new_operator(mxc_engine *eng, const mxc_engine_op_desc *desc,
-                            mxc_engine_opr **out) {
+int mxc_engine_new_operator(mxc_engine *eng, const mxc_engine_op_desc *desc, mxc_engine_opr **out) {
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_engine_new_operator: out is NULL");
     *out = NULL;
@@ -595,7 +594,7 @@ int mxc_engine_push_operator(mxc_engine *eng, mxc_engine_opr *opr, int priority)
                           op == NULL ? "NULL" : "not a live operator (deleted?)");
     if (op->engine != eng)
         return mxc__error(MXC_EMISUSE, "mxc_engine_push_operator: the operator belongs to "
-                          "another engine");
+                                       "another engine");
     struct mxc_engine_done *run = mxc__pool_alloc(&eng->run_pool);
     if (run == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_engine_push_operator: out of memory");
@@ -641,7 +640,7 @@ int mxc_engine_delete_operator(mxc_engine *eng, mxc_engine_opr *opr) {
         return MXC_OK;
     if (op->magic != OPR_MAGIC || op->engine != eng)
         return mxc__error(MXC_EMISUSE, "mxc_engine_delete_operator: not a live operator of "
-                          "this engine");
+                                       "this engine");
     op->magic = OPR_DEAD;
     operator_unref(eng, op); /* freed now, or when its last pending run retires */
     return MXC_OK;
@@ -682,8 +681,10 @@ static int wait_var_fn(const mxc_run_ctx *rctx, void *arg) {
 
 static int check_can_wait(const char *fn) {
     if (tl_running > 0 || mxc__current_worker() != NULL)
-        return mxc__error(MXC_EMISUSE, "%s: called from inside an engine operation, where "
-                          "it would wait for itself", fn);
+        return mxc__error(MXC_EMISUSE,
+                          "%s: called from inside an engine operation, where "
+                          "it would wait for itself",
+                          fn);
     return MXC_OK;
 }
 
@@ -775,15 +776,13 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
     mxc_engine_config cfg = {0};
     if (config) {
         if (config->cpu_workers < 0 || config->cpu_priority_workers < 0 ||
-            config->gpu_workers < 0 || config->gpu_copy_workers < 0 ||
-            config->max_pending < 0)
+            config->gpu_workers < 0 || config->gpu_copy_workers < 0 || config->max_pending < 0)
             return mxc__error(MXC_EINVAL, "mxc_engine_create: negative setting in config");
         cfg = *config;
     }
-    cfg.cpu_workers = config_value(cfg.cpu_workers, "MXC_CPU_WORKER_NTHREADS",
-                                   mxc__cpu_count());
-    cfg.cpu_priority_workers = config_value(cfg.cpu_priority_workers,
-                                            "MXC_CPU_PRIORITY_NTHREADS", 1);
+    cfg.cpu_workers = config_value(cfg.cpu_workers, "MXC_CPU_WORKER_NTHREADS", mxc__cpu_count());
+    cfg.cpu_priority_workers =
+        config_value(cfg.cpu_priority_workers, "MXC_CPU_PRIORITY_NTHREADS", 1);
     cfg.gpu_workers = config_value(cfg.gpu_workers, "MXC_GPU_WORKER_NTHREADS", 1);
     cfg.gpu_copy_workers = config_value(cfg.gpu_copy_workers, "MXC_GPU_COPY_NTHREADS", 1);
     if (cfg.max_pending == 0)
@@ -897,8 +896,10 @@ static void create_default(void) {
     const char *name = getenv("MXC_ENGINE_TYPE");
     int type = parse_engine_type(name);
     if (type < 0) {
-        default_status = mxc__error(MXC_EINVAL, "MXC_ENGINE_TYPE=%s is not naive, pooled or "
-                                    "perdevice", name);
+        default_status = mxc__error(MXC_EINVAL,
+                                    "MXC_ENGINE_TYPE=%s is not naive, pooled or "
+                                    "perdevice",
+                                    name);
     } else {
         default_status = mxc_engine_create(type, NULL, &default_engine);
     }
@@ -929,8 +930,7 @@ int mxc_engine_get_stats(mxc_engine *eng, mxc_engine_stats *out) {
     out->completed = out->pushed - (uint64_t)out->pending;
     out->failed = atomic_load(&eng->failed);
     out->live_vars = atomic_load(&eng->live_vars);
-    mxc__pool *pools[] = {&eng->var_pool, &eng->block_pool, &eng->op_pool,
-                                &eng->run_pool};
+    mxc__pool *pools[] = {&eng->var_pool, &eng->block_pool, &eng->op_pool, &eng->run_pool};
     out->pool_bytes = 0;
     for (size_t i = 0; i < MXC_ARRAY_SIZE(pools); i++)
         out->pool_bytes += mxc__pool_bytes(pools[i]);

@@ -24,15 +24,15 @@
 #include <stdbool.h>
 
 #define ENGINE_MAGIC 0x454e4731u /* "ENG1" */
-#define VAR_MAGIC 0x56415231u    /* "VAR1" */
-#define VAR_DEAD 0x56415244u     /* "VARD": delete scheduled */
-#define OPR_MAGIC 0x4f505231u    /* "OPR1" */
-#define OPR_DEAD 0x4f505244u
-#define RUN_ACTIVE 0x52554e31u   /* a run between dispatch and completion */
+#define VAR_MAGIC    0x56415231u /* "VAR1" */
+#define VAR_DEAD     0x56415244u /* "VARD": delete scheduled */
+#define OPR_MAGIC    0x4f505231u /* "OPR1" */
+#define OPR_DEAD     0x4f505244u
+#define RUN_ACTIVE   0x52554e31u /* a run between dispatch and completion */
 
 #define ENGINE_MAX_GPUS 16
-#define OP_INLINE_VARS 4
-#define PROF_NAME_MAX 48
+#define OP_INLINE_VARS  4
+#define PROF_NAME_MAX   48
 
 /* A failure travelling through variables; shared by every variable it reached. */
 struct engine_error {
@@ -77,8 +77,8 @@ struct engine_op {
     void (*arg_free)(void *arg);
     mxc_context ctx;
     const char *name;
-    char *owned_name;            /* reusable operations copy their name */
-    atomic_int refs;             /* reusable: the handle plus each pending run */
+    char *owned_name;              /* reusable operations copy their name */
+    atomic_int refs;               /* reusable: the handle plus each pending run */
     struct engine_op *prev, *next; /* live reusable operations, for destroy */
 };
 
@@ -91,8 +91,8 @@ struct mxc_engine_done {
     struct engine_op *op;
     struct mxc_engine *engine;
     int priority;
-    int tid;          /* thread that started it, for the profiler */
-    uint64_t start_ns; /* 0 unless profiled */
+    int tid;                             /* thread that started it, for the profiler */
+    uint64_t start_ns;                   /* 0 unless profiled */
     struct mxc_engine_done *next_inline; /* runs waiting on an inline-running thread */
 };
 
@@ -129,7 +129,7 @@ struct worker {
     struct worker_pool *pool;
     int index;
     mxc__thread thread;
-    void *stream;                    /* GPU pools: this worker's CUDA stream */
+    void *stream;                     /* GPU pools: this worker's CUDA stream */
     struct mxc_engine_done *next_run; /* a run made ready by this worker's last one */
     struct prof_buffer prof;
 };

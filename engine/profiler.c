@@ -98,10 +98,11 @@ static void dump_buffer(struct prof_buffer *b, void *user) {
         int pid = r->ctx.dev_type == MXC_GPU ? 1 + r->ctx.dev_id : 0;
         fprintf(st->f, "%s\n{\"name\":", st->written++ ? "," : "");
         write_json_string(st->f, r->name);
-        fprintf(st->f, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
-                       "\"pid\":%d,\"tid\":%d}",
-                pid ? "gpu" : "cpu", (double)start / 1e3,
-                (double)(r->end_ns - r->start_ns) / 1e3, pid, r->tid);
+        fprintf(st->f,
+                ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,"
+                "\"pid\":%d,\"tid\":%d}",
+                pid ? "gpu" : "cpu", (double)start / 1e3, (double)(r->end_ns - r->start_ns) / 1e3,
+                pid, r->tid);
     }
     mxc__mutex_unlock(&b->lock);
 }

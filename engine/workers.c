@@ -25,7 +25,9 @@ static _Thread_local struct {
     bool active;
 } tl_inline;
 
-struct worker *mxc__current_worker(void) { return tl_worker; }
+struct worker *mxc__current_worker(void) {
+    return tl_worker;
+}
 
 static void run_inline(struct mxc_engine_done *run) {
     run->next_inline = NULL;
@@ -57,8 +59,7 @@ static void *worker_main(void *arg) {
     tl_worker = w;
     if (pool->ctx.dev_type == MXC_GPU &&
         mxc__cuda_worker_init(pool->ctx.dev_id, pool->copy_pool, &w->stream) != MXC_OK)
-        mxc__log(MXC_LOG_ERROR, "engine: worker %s/%d: %s", pool->name, w->index,
-                 mxc_last_error());
+        mxc__log(MXC_LOG_ERROR, "engine: worker %s/%d: %s", pool->name, w->index, mxc_last_error());
     for (;;) {
         struct mxc_engine_done *run = w->next_run;
         if (run) {
@@ -144,8 +145,7 @@ int mxc__workers_start(struct mxc_engine *eng) {
             rc = pool_create(eng, "prio", mxc_cpu(), false, true, c->cpu_priority_workers,
                              &eng->cpu_priority);
         break;
-    default:
-        break;
+    default: break;
     }
     return rc;
 }

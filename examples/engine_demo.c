@@ -74,9 +74,13 @@ static int push_step(mxc_engine *eng, const char *name, struct step *s, mxc_var 
                      int num_reads, mxc_var *write) {
     s->event = &events[num_events++];
     s->event->name = name;
-    mxc_engine_op_desc d = {.fn = run_step, .arg = s, .const_vars = reads,
-                            .num_const_vars = num_reads, .mutable_vars = &write,
-                            .num_mutable_vars = 1, .name = name};
+    mxc_engine_op_desc d = {.fn = run_step,
+                            .arg = s,
+                            .const_vars = reads,
+                            .num_const_vars = num_reads,
+                            .mutable_vars = &write,
+                            .num_mutable_vars = 1,
+                            .name = name};
     return mxc_engine_push(eng, &d);
 }
 
@@ -86,14 +90,13 @@ static void print_timeline(void) {
                events[i].start_ms, events[i].end_ms);
 }
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        int rc_ = (call);                                                               \
-        if (rc_ != MXC_OK) {                                                            \
-            fprintf(stderr, "%s failed: %s (%s)\n", #call, mxc_err_name(rc_),            \
-                    mxc_last_error());                                                  \
-            exit(1);                                                                    \
-        }                                                                               \
+#define CHECK(call)                                                                              \
+    do {                                                                                         \
+        int rc_ = (call);                                                                        \
+        if (rc_ != MXC_OK) {                                                                     \
+            fprintf(stderr, "%s failed: %s (%s)\n", #call, mxc_err_name(rc_), mxc_last_error()); \
+            exit(1);                                                                             \
+        }                                                                                        \
     } while (0)
 
 static void first_program(mxc_engine *eng) {

@@ -14,14 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        int rc_ = (call);                                                                 \
-        if (rc_ != MXC_OK) {                                                              \
-            fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call,      \
-                    mxc_err_name(rc_), mxc_last_error());                                 \
-            exit(1);                                                                      \
-        }                                                                                 \
+#define CHECK(call)                                                                  \
+    do {                                                                             \
+        int rc_ = (call);                                                            \
+        if (rc_ != MXC_OK) {                                                         \
+            fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, \
+                    mxc_err_name(rc_), mxc_last_error());                            \
+            exit(1);                                                                 \
+        }                                                                            \
     } while (0)
 
 static void print_matrix(const char *name, const mxc_ndarray *a) {

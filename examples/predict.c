@@ -10,13 +10,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != MXC_OK) {                                                               \
-            fprintf(stderr, "%s failed: %s\n", #call, mxc_last_error());                   \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                                      \
+    do {                                                                 \
+        int rc_ = (call);                                                \
+        if (rc_ != MXC_OK) {                                             \
+            fprintf(stderr, "%s failed: %s\n", #call, mxc_last_error()); \
+            exit(1);                                                     \
+        }                                                                \
     } while (0)
 
 static const char *const classes[10] = {"T-shirt", "trouser", "pullover", "dress", "coat",

@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != MXC_OK) {                                                               \
-            fprintf(stderr, "%s failed: %s\n", #call, mxc_last_error());                   \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                                      \
+    do {                                                                 \
+        int rc_ = (call);                                                \
+        if (rc_ != MXC_OK) {                                             \
+            fprintf(stderr, "%s failed: %s\n", #call, mxc_last_error()); \
+            exit(1);                                                     \
+        }                                                                \
     } while (0)
 
 /* net = op(net) with `n` key/value pairs, named `name`; the old handle is released. */

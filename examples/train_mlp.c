@@ -11,13 +11,13 @@
 #include <stdlib.h>
 
 /* Every mxc call returns a status; on failure mxc_last_error() says what went wrong. */
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != MXC_OK) {                                                               \
-            fprintf(stderr, "%s failed: %s\n", #call, mxc_last_error());                   \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                                      \
+    do {                                                                 \
+        int rc_ = (call);                                                \
+        if (rc_ != MXC_OK) {                                             \
+            fprintf(stderr, "%s failed: %s\n", #call, mxc_last_error()); \
+            exit(1);                                                     \
+        }                                                                \
     } while (0)
 
 int main(int argc, char **argv) {

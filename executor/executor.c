@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define EXEC_MAGIC 0x45584543u /* "EXEC" */
+#define EXEC_MAGIC    0x45584543u /* "EXEC" */
 #define MAX_CALL_ARGS (3 * MXC__MAX_OP_ARGS)
 
 /* One cached operation: a node run in one mode. */
@@ -41,8 +41,8 @@ struct mxc_executor {
     struct mxc__graph *fg;
     struct mxc__xgraph g;
     struct mxc__plan plan;
-    mxc_ndarray **entry;   /* per entry */
-    mxc_ndarray **blocks;  /* per block: its memory and engine variable */
+    mxc_ndarray **entry;                   /* per entry */
+    mxc_ndarray **blocks;                  /* per block: its memory and engine variable */
     struct node_op *train_ops, *infer_ops; /* per node (forward nodes differ by mode) */
     mxc_engine_opr **release;              /* per block */
     int *release_start, *release_list;     /* blocks released after node k */
@@ -76,8 +76,8 @@ static void tensor_of(const mxc_executor *x, int entry, struct mxc__tensor *t) {
 
 /* The tensors of `entries` (n of them): -1 gives a tensor without data shaped like
  * `like[i]` (if given). Memory is taken now for written ones. */
-static int tensors(const mxc_executor *x, const int *entries, int n, bool written,
-                   const int *like, struct mxc__tensor *out) {
+static int tensors(const mxc_executor *x, const int *entries, int n, bool written, const int *like,
+                   struct mxc__tensor *out) {
     for (int i = 0; i < n; i++) {
         if (entries[i] < 0) {
             if (like && like[i] >= 0)
@@ -157,8 +157,8 @@ static int make_plan(mxc_executor *x) {
     bool *ext = mxc__calloc((size_t)ne + 1, sizeof(bool));
     size_t *bytes = mxc__malloc(sizeof(size_t) * ((size_t)ne + 1));
     struct mxc__plan_node *pn = mxc__calloc((size_t)g->num_nodes + 1, sizeof *pn);
-    int *lists = mxc__malloc(sizeof(int) * (size_t)(2 * MAX_CALL_ARGS) *
-                             ((size_t)g->num_nodes + 1));
+    int *lists =
+        mxc__malloc(sizeof(int) * (size_t)(2 * MAX_CALL_ARGS) * ((size_t)g->num_nodes + 1));
     MXC_CHECK(ext && bytes && pn && lists, MXC_ENOMEM, "executor: out of memory");
     for (int i = 0; i < g->num_args; i++) {
         ext[g->arg_entry[i]] = true;
@@ -173,8 +173,8 @@ static int make_plan(mxc_executor *x) {
             ext[g->head_grad_entry[h]] = true;
     }
     for (int e = 0; e < ne; e++)
-        bytes[e] = (size_t)mxc_shape_size(&g->entries[e].shape) *
-                   mxc_dtype_size(g->entries[e].dtype);
+        bytes[e] =
+            (size_t)mxc_shape_size(&g->entries[e].shape) * mxc_dtype_size(g->entries[e].dtype);
     /* the planner sees only the entries a node really passes, in place indices remapped */
     for (int k = 0; k < g->num_nodes; k++) {
         const struct mxc__xnode *n = &g->nodes[k];
@@ -218,8 +218,8 @@ static int make_arrays(mxc_executor *x, mxc_ndarray *const *args, mxc_ndarray *c
     x->grads = mxc__calloc((size_t)g->num_args + 1, sizeof *x->grads);
     x->aux = mxc__calloc((size_t)g->num_aux + 1, sizeof *x->aux);
     x->outputs = mxc__calloc((size_t)g->num_heads + 1, sizeof *x->outputs);
-    MXC_CHECK(x->entry && x->blocks && x->args && x->grads && x->aux && x->outputs,
-              MXC_ENOMEM, "executor: out of memory");
+    MXC_CHECK(x->entry && x->blocks && x->args && x->grads && x->aux && x->outputs, MXC_ENOMEM,
+              "executor: out of memory");
     x->num_args = g->num_args;
     x->num_aux = g->num_aux;
     x->num_outputs = g->num_heads;
@@ -309,13 +309,12 @@ static int make_ops(mxc_executor *x) {
     x->release = mxc__calloc((size_t)nb + 1, sizeof *x->release);
     x->release_start = mxc__calloc((size_t)g->num_nodes + 2, sizeof(int));
     x->release_list = mxc__malloc(sizeof(int) * ((size_t)nb + 1));
-    MXC_CHECK(x->train_ops && x->infer_ops && x->release && x->release_start &&
-                  x->release_list,
+    MXC_CHECK(x->train_ops && x->infer_ops && x->release && x->release_start && x->release_list,
               MXC_ENOMEM, "executor: out of memory");
     for (int k = 0; k < g->num_nodes; k++) {
         const struct mxc__op_def *op = g->nodes[k].op;
-        MXC_CHECK(op == NULL || (g->nodes[k].kind == MXC__X_BACKWARD ? op->backward_cpu
-                                                                      : op->forward_cpu),
+        MXC_CHECK(op == NULL ||
+                      (g->nodes[k].kind == MXC__X_BACKWARD ? op->backward_cpu : op->forward_cpu),
                   MXC_ENOTSUP, "node %s: operator %s has no CPU kernel", g->nodes[k].name,
                   op->name);
         MXC_TRY(make_node_op(x, k, true, &x->train_ops[k]));
@@ -401,9 +400,10 @@ static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *ar
     if (rc != MXC_OK)
         return rc;
     if (num_args != n_args || num_aux != n_aux)
-        return mxc__error(MXC_EINVAL, "mxc_executor_bind: the symbol has %d arguments and %d "
-                          "auxiliary states, %d and %d given", n_args, n_aux, num_args,
-                          num_aux);
+        return mxc__error(MXC_EINVAL,
+                          "mxc_executor_bind: the symbol has %d arguments and %d "
+                          "auxiliary states, %d and %d given",
+                          n_args, n_aux, num_args, num_aux);
     if ((num_args > 0 && args == NULL) || (num_aux > 0 && aux == NULL))
         return mxc__error(MXC_EINVAL, "mxc_executor_bind: NULL array list");
     for (int i = 0; i < num_args; i++) {
@@ -412,13 +412,17 @@ static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *ar
             return rc;
         int req = reqs ? reqs[i] : grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
         if (req != MXC_GRAD_NULL && req != MXC_GRAD_WRITE && req != MXC_GRAD_ADD)
-            return mxc__error(MXC_EINVAL, "mxc_executor_bind: grad_req %d of %s is not "
-                              "null (0), write (1) or add (3)", req, arg_names[i]);
+            return mxc__error(MXC_EINVAL,
+                              "mxc_executor_bind: grad_req %d of %s is not "
+                              "null (0), write (1) or add (3)",
+                              req, arg_names[i]);
         if (req == MXC_GRAD_NULL)
             continue;
         if (grads == NULL)
-            return mxc__error(MXC_EINVAL, "mxc_executor_bind: %s wants a gradient but no "
-                              "gradient arrays are given", arg_names[i]);
+            return mxc__error(MXC_EINVAL,
+                              "mxc_executor_bind: %s wants a gradient but no "
+                              "gradient arrays are given",
+                              arg_names[i]);
         rc = mxc__nd_check(grads[i], "mxc_executor_bind", "gradient");
         if (rc != MXC_OK)
             return rc;
@@ -427,9 +431,10 @@ static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *ar
             mxc_shape_size(&grads[i]->shape) != mxc_shape_size(&args[i]->shape) ||
             memcmp(grads[i]->shape.dims, args[i]->shape.dims,
                    sizeof(int64_t) * (size_t)args[i]->shape.ndim) != 0)
-            return mxc__error(MXC_ESHAPE, "mxc_executor_bind: the gradient of %s is %s, the "
-                              "argument %s", arg_names[i],
-                              mxc__shape_str(&grads[i]->shape, b1, sizeof b1),
+            return mxc__error(MXC_ESHAPE,
+                              "mxc_executor_bind: the gradient of %s is %s, the "
+                              "argument %s",
+                              arg_names[i], mxc__shape_str(&grads[i]->shape, b1, sizeof b1),
                               mxc__shape_str(&args[i]->shape, b2, sizeof b2));
     }
     for (int i = 0; i < num_aux && rc == MXC_OK; i++)
@@ -493,8 +498,10 @@ static int bind_shapes(mxc_symbol *sym, mxc_context ctx, int num, const char *co
     for (int i = 0; i < na + nx; i++) {
         int node = i < na ? fg->arg_nodes[i] : fg->aux_nodes[i - na];
         const mxc_shape *s = &es[fg->entry_ptr[node]];
-        MXC_CHECK(s->ndim > 0, MXC_ESHAPE, "simple_bind: the shape of %s cannot be inferred "
-                  "from the given input shapes", fg->nodes[node].name);
+        MXC_CHECK(s->ndim > 0, MXC_ESHAPE,
+                  "simple_bind: the shape of %s cannot be inferred "
+                  "from the given input shapes",
+                  fg->nodes[node].name);
         mxc_ndarray *old = NULL;
         if (keep && i < na)
             old = keep->args[i];
@@ -522,17 +529,18 @@ fail:
     return rc;
 }
 
-int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num,
-                             const char *const *names, const mxc_shape *shapes, int grad_req,
-                             mxc_executor **out) {
+int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num, const char *const *names,
+                             const mxc_shape *shapes, int grad_req, mxc_executor **out) {
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: out is NULL");
     *out = NULL;
     if (num < 0 || (num > 0 && (names == NULL || shapes == NULL)))
         return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: bad input shape lists");
     if (grad_req != MXC_GRAD_NULL && grad_req != MXC_GRAD_WRITE && grad_req != MXC_GRAD_ADD)
-        return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: grad_req %d is not null "
-                          "(0), write (1) or add (3)", grad_req);
+        return mxc__error(MXC_EINVAL,
+                          "mxc_executor_simple_bind: grad_req %d is not null "
+                          "(0), write (1) or add (3)",
+                          grad_req);
     if (ctx.dev_type != MXC_CPU)
         return mxc__error(MXC_ENOTSUP, "mxc_executor_simple_bind: only CPU contexts so far");
     return bind_shapes(sym, ctx, num, names, shapes, grad_req, NULL, out);
@@ -605,8 +613,10 @@ int mxc_executor_backward(mxc_executor *x, int num, mxc_ndarray *const *head_gra
             continue;
         mxc_ndarray *src = h < num && head_grads ? head_grads[h] : NULL;
         if (src == NULL)
-            return mxc__error(MXC_EINVAL, "mxc_executor_backward: output %d needs a head "
-                              "gradient", h);
+            return mxc__error(MXC_EINVAL,
+                              "mxc_executor_backward: output %d needs a head "
+                              "gradient",
+                              h);
         rc = mxc_nd_copy_to(src, x->entry[e]);
         if (rc != MXC_OK)
             return mxc__error(rc, "mxc_executor_backward: head gradient %d: %s", h,
@@ -652,9 +662,8 @@ int mxc_executor_plan_info(const mxc_executor *x, mxc_exec_plan_info *out) {
         return rc;
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_executor_plan_info: out is NULL");
-    *out = (mxc_exec_plan_info){x->plan.planned_bytes, x->plan.naive_bytes,
-                                x->plan.num_blocks,    x->g.num_entries,
-                                x->g.num_nodes,        x->g.num_forward};
+    *out = (mxc_exec_plan_info){x->plan.planned_bytes, x->plan.naive_bytes, x->plan.num_blocks,
+                                x->g.num_entries,      x->g.num_nodes,      x->g.num_forward};
     return MXC_OK;
 }
 
@@ -686,12 +695,12 @@ int mxc_executor_print(mxc_executor *x, const char **text) {
         return mxc__error(MXC_EINVAL, "mxc_executor_print: text is NULL");
     struct mxc__buf b = {0};
     const struct mxc__xgraph *g = &x->g;
-    mxc__buf_printf(&b, "executor: %d nodes (%d forward), %d entries, %d blocks\n",
-                    g->num_nodes, g->num_forward, g->num_entries, x->plan.num_blocks);
+    mxc__buf_printf(&b, "executor: %d nodes (%d forward), %d entries, %d blocks\n", g->num_nodes,
+                    g->num_forward, g->num_entries, x->plan.num_blocks);
     for (int k = 0; k < g->num_nodes; k++) {
         const struct mxc__xnode *n = &g->nodes[k];
-        mxc__buf_printf(&b, "%4d %-8s %-16s %s:", k, kind_name(n->kind),
-                        n->op ? n->op->name : "-", n->name);
+        mxc__buf_printf(&b, "%4d %-8s %-16s %s:", k, kind_name(n->kind), n->op ? n->op->name : "-",
+                        n->name);
         for (int pass = 0; pass < 2; pass++) {
             const int *ids = pass ? n->out : n->in;
             int cnt = pass ? n->num_out : n->num_in;

@@ -20,10 +20,10 @@ struct builder {
     const struct mxc__graph *fg;
     struct mxc__xgraph *g;
     int cap_nodes, cap_entries;
-    int *first_entry;   /* per forward node: entry id of its output 0 */
-    int *num_outputs;   /* per forward node */
-    bool *needs;        /* per entry: depends on an argument that wants a gradient */
-    int **contrib;      /* per entry: gradient entries to sum */
+    int *first_entry; /* per forward node: entry id of its output 0 */
+    int *num_outputs; /* per forward node */
+    bool *needs;      /* per entry: depends on an argument that wants a gradient */
+    int **contrib;    /* per entry: gradient entries to sum */
     int *num_contrib;
 };
 
@@ -170,8 +170,10 @@ static int build_forward(struct builder *b, const mxc_shape *arg_shapes, const i
         b->first_entry[k] = g->num_entries;
         if (fn->op == NULL) {
             int v = var_index[k];
-            MXC_CHECK(v >= 0, MXC_EINVAL, "variable %s is neither an argument nor an "
-                      "auxiliary state", fn->name);
+            MXC_CHECK(v >= 0, MXC_EINVAL,
+                      "variable %s is neither an argument nor an "
+                      "auxiliary state",
+                      fn->name);
             bool is_arg = v < fg->num_args;
             const mxc_shape *s = is_arg ? &arg_shapes[v] : &aux_shapes[v - fg->num_args];
             int id = add_entry(b, *s, is_arg ? arg_types[v] : arg_types[0], -1);
@@ -188,8 +190,7 @@ static int build_forward(struct builder *b, const mxc_shape *arg_shapes, const i
         for (int i = 0; i < fn->num_inputs; i++)
             MXC_CHECK(fn->inputs[i].node >= 0 && fn->inputs[i].node < k &&
                           fn->inputs[i].index < b->num_outputs[fn->inputs[i].node],
-                      MXC_EINVAL, "node %s: input %d is not an earlier node's output",
-                      fn->name, i);
+                      MXC_EINVAL, "node %s: input %d is not an earlier node's output", fn->name, i);
         int n_out = mxc__op_num_outputs(fn->op, fn->params, NULL);
         int n_in = mxc__op_num_inputs(fn->op, fn->params, NULL);
         int n_aux = mxc__op_num_aux(fn->op);
@@ -298,8 +299,10 @@ static int backward_of(struct builder *b, int k) {
     if (!wanted)
         return MXC_OK;
     if (op->backward_deps == 0 || op->backward_cpu == NULL)
-        return mxc__error(MXC_EINVAL, "node %s: a gradient is needed through operator %s, "
-                          "which has no backward", fwd.name, op->name);
+        return mxc__error(MXC_EINVAL,
+                          "node %s: a gradient is needed through operator %s, "
+                          "which has no backward",
+                          fwd.name, op->name);
     bool use_og = op->backward_deps & MXC__DEP_OUT_GRAD;
     int n_vis = mxc__op_num_visible_outputs(op, fwd.params);
     int og[MXC__MAX_OP_ARGS];

@@ -42,25 +42,25 @@ struct mxc__xnode {
     int kind;
     const struct mxc__op_def *op; /* FORWARD, BACKWARD, SUM */
     const void *params;
-    const char *name;  /* the forward node's name (backward nodes too) */
-    int fwd;           /* BACKWARD: index of its forward node */
+    const char *name; /* the forward node's name (backward nodes too) */
+    int fwd;          /* BACKWARD: index of its forward node */
     int *in, num_in;
     int *out, num_out;
-    int *req;          /* per out: an mxc__req */
+    int *req; /* per out: an mxc__req */
     int *aux, num_aux;
     int num_out_grad, num_in_data, num_out_data; /* BACKWARD: the parts of `in` */
-    int inplace_in, inplace_out; /* indices into in / out; -1: none */
+    int inplace_in, inplace_out;                 /* indices into in / out; -1: none */
 };
 
 struct mxc__xgraph {
-    struct mxc__xnode *nodes; /* forward order, then backward order */
-    int num_nodes, num_forward;  /* nodes [0, num_forward) run in forward() */
+    struct mxc__xnode *nodes;   /* forward order, then backward order */
+    int num_nodes, num_forward; /* nodes [0, num_forward) run in forward() */
     struct mxc__xentry *entries;
     int num_entries;
-    int *arg_entry, *aux_entry;  /* per argument / aux state */
-    int *grad_entry;             /* per argument: its gradient's entry, or -1 */
-    int *head_entry;             /* per head */
-    int *head_grad_entry;        /* per head: the caller's head gradient, or -1 (a loss) */
+    int *arg_entry, *aux_entry; /* per argument / aux state */
+    int *grad_entry;            /* per argument: its gradient's entry, or -1 */
+    int *head_entry;            /* per head */
+    int *head_grad_entry;       /* per head: the caller's head gradient, or -1 (a loss) */
     int num_args, num_aux, num_heads;
 };
 

@@ -72,8 +72,7 @@ static bool can_share(const struct planner *s, const struct mxc__plan_node *n) {
         n->inplace_out >= n->num_outputs)
         return false;
     int in = n->inputs[n->inplace_in], out = n->outputs[n->inplace_out];
-    if (!planned(s->g, in) || !planned(s->g, out) || s->p->block_of[in] < 0 ||
-        s->moved[in])
+    if (!planned(s->g, in) || !planned(s->g, out) || s->p->block_of[in] < 0 || s->moved[in])
         return false;
     int uses = 0; /* this node must be the input's last reader */
     for (int i = 0; i < n->num_inputs; i++)
@@ -91,8 +90,8 @@ static int plan_node(struct planner *s, int k) {
             return mxc__error(MXC_EINVAL, "plan: node %d reads entry %d of %d", k, e,
                               g->num_entries);
         if (planned(g, e) && p->block_of[e] < 0)
-            return mxc__error(MXC_EINVAL, "plan: node %d reads entry %d before it is written",
-                              k, e);
+            return mxc__error(MXC_EINVAL, "plan: node %d reads entry %d before it is written", k,
+                              e);
     }
     bool share = can_share(s, n);
     for (int o = 0; o < n->num_outputs; o++) {

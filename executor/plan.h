@@ -36,19 +36,19 @@ struct mxc__plan_node {
 
 struct mxc__plan_graph {
     int num_entries;
-    const size_t *bytes;   /* per entry */
-    const bool *external;  /* per entry: has its own memory, never planned */
+    const size_t *bytes;                /* per entry */
+    const bool *external;               /* per entry: has its own memory, never planned */
     const struct mxc__plan_node *nodes; /* in execution order */
     int num_nodes;
 };
 
 struct mxc__plan {
     int num_entries;
-    int *block_of;       /* per entry: its block, or -1 (external, or never written) */
-    bool *inplace;       /* per entry: it took an input's block in place */
+    int *block_of; /* per entry: its block, or -1 (external, or never written) */
+    bool *inplace; /* per entry: it took an input's block in place */
     int num_blocks;
-    size_t *block_bytes; /* per block */
-    int *last_use;       /* per block: index of the last node that reads or writes it */
+    size_t *block_bytes;  /* per block */
+    int *last_use;        /* per block: index of the last node that reads or writes it */
     size_t planned_bytes; /* sum of block_bytes */
     size_t naive_bytes;   /* sum of the planned entries' bytes (each its own block) */
 };

@@ -24,7 +24,7 @@ struct mxc_model {
     uint32_t magic;
     mxc_symbol *sym;
     int num_params;
-    char **names;          /* parameter names, without "arg:" / "aux:" */
+    char **names; /* parameter names, without "arg:" / "aux:" */
     bool *is_aux;
     mxc_ndarray **arrays;
 };
@@ -151,8 +151,7 @@ int mxc_model_save(const mxc_model *m, const char *prefix, int epoch) {
             snprintf(names[i], len, "%s:%s", m->is_aux[i] ? "aux" : "arg", m->names[i]);
     }
     if (rc == MXC_OK)
-        rc = mxc_nd_save(params_path, (size_t)m->num_params, m->arrays,
-                         (const char *const *)names);
+        rc = mxc_nd_save(params_path, (size_t)m->num_params, m->arrays, (const char *const *)names);
     for (int i = 0; i < m->num_params; i++)
         mxc__free(names[i]);
     mxc__free(names);
@@ -183,8 +182,10 @@ int mxc_model_load(const char *prefix, int epoch, mxc_model **out) {
     for (size_t i = 0; rc == MXC_OK && i < count; i++) {
         bool aux = strncmp(names[i], "aux:", 4) == 0;
         if (!aux && strncmp(names[i], "arg:", 4) != 0) {
-            rc = mxc__error(MXC_EFORMAT, "%s: parameter %s is not named arg:<name> or "
-                            "aux:<name>", params_path, names[i]);
+            rc = mxc__error(MXC_EFORMAT,
+                            "%s: parameter %s is not named arg:<name> or "
+                            "aux:<name>",
+                            params_path, names[i]);
             break;
         }
         rc = set_param(m, names[i] + 4, aux, arrays[i]);
@@ -206,7 +207,7 @@ int mxc_model_load(const char *prefix, int epoch, mxc_model **out) {
 struct session {
     mxc_executor *exec;
     int num_args;
-    char **arg_names; /* copies: the symbol's lists change with its next listing */
+    char **arg_names;            /* copies: the symbol's lists change with its next listing */
     int data_index, label_index; /* arguments fed from the iterator (-1: none) */
     mxc_ndarray *const *args, *const *grads;
 };
@@ -243,8 +244,7 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, const char *data_name,
         else if (strcmp(arg_names[i], label_name) == 0 && lshape.ndim > 0)
             s->label_index = i;
     }
-    MXC_CHECK(s->data_index >= 0, MXC_EINVAL, "model: the symbol has no argument %s",
-              data_name);
+    MXC_CHECK(s->data_index >= 0, MXC_EINVAL, "model: the symbol has no argument %s", data_name);
     n_in = s->label_index >= 0 ? 2 : 1;
     mxc_shape *arg_s = mxc__calloc((size_t)(na + nx) + 1, sizeof *arg_s);
     mxc_ndarray **arrays = mxc__calloc((size_t)(2 * na + nx) + 1, sizeof *arrays);
@@ -257,8 +257,10 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, const char *data_name,
     rc = mxc_symbol_infer_shape(m->sym, n_in, in_names, in_shapes, arg_s, NULL, arg_s + na,
                                 &unknown, NULL);
     if (rc == MXC_OK && unknown > 0)
-        rc = mxc__error(MXC_ESHAPE, "model: %d parameter shapes cannot be inferred from "
-                        "the data shape", unknown);
+        rc = mxc__error(MXC_ESHAPE,
+                        "model: %d parameter shapes cannot be inferred from "
+                        "the data shape",
+                        unknown);
     for (int i = 0; rc == MXC_OK && i < na + nx; i++) {
         bool aux = i >= na;
         const char *name = aux ? aux_names[i - na] : arg_names[i];
@@ -407,16 +409,17 @@ void mxc_fit_print_progress(const mxc_fit_progress *p, void *user) {
     format_duration(p->seconds_left, left, sizeof left);
     format_duration(p->seconds, took, sizeof took);
     if (!p->end_of_epoch) {
-        fprintf(stderr, "Epoch[%d] Batch [%lld/%lld]\tSpeed: %.1f samples/sec\t%s=%.6f\t"
-                "(%s left)\n", p->epoch, (long long)p->batch, (long long)p->num_batches,
-                p->samples_per_s, p->metric_name, p->train_metric, left);
+        fprintf(stderr,
+                "Epoch[%d] Batch [%lld/%lld]\tSpeed: %.1f samples/sec\t%s=%.6f\t"
+                "(%s left)\n",
+                p->epoch, (long long)p->batch, (long long)p->num_batches, p->samples_per_s,
+                p->metric_name, p->train_metric, left);
         return;
     }
-    fprintf(stderr, "Epoch[%d] Train-%s=%.6f\tSpeed: %.1f samples/sec\n", p->epoch,
-            p->metric_name, p->train_metric, p->samples_per_s);
+    fprintf(stderr, "Epoch[%d] Train-%s=%.6f\tSpeed: %.1f samples/sec\n", p->epoch, p->metric_name,
+            p->train_metric, p->samples_per_s);
     if (!isnan(p->eval_metric))
-        fprintf(stderr, "Epoch[%d] Validation-%s=%.6f\n", p->epoch, p->metric_name,
-                p->eval_metric);
+        fprintf(stderr, "Epoch[%d] Validation-%s=%.6f\n", p->epoch, p->metric_name, p->eval_metric);
     fprintf(stderr, "Epoch[%d] Time so far %s, %s left%s%s\n", p->epoch, took, left,
             p->checkpoint ? "; saved " : "", p->checkpoint ? p->checkpoint : "");
 }
@@ -478,8 +481,10 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
         rc = mxc_data_iter_reset(train);
     double epoch_start = now_s(), mark = epoch_start;
     int64_t mark_batch = 0;
-    f->prog = (mxc_fit_progress){.epoch = c->begin_epoch + e, .num_batches = nb,
-                                 .metric_name = f->prog.metric_name, .eval_metric = NAN};
+    f->prog = (mxc_fit_progress){.epoch = c->begin_epoch + e,
+                                 .num_batches = nb,
+                                 .metric_name = f->prog.metric_name,
+                                 .eval_metric = NAN};
     while (rc == MXC_OK && (more = mxc_data_iter_next(train)) == 1) {
         rc = train_batch(f, train);
         b++;
@@ -521,8 +526,7 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
     char path[4096];
     if (rc == MXC_OK && c->checkpoint_prefix) {
         rc = mxc_model_save(f->model, c->checkpoint_prefix, c->begin_epoch + e + 1);
-        snprintf(path, sizeof path, "%s-%04d.params", c->checkpoint_prefix,
-                 c->begin_epoch + e + 1);
+        snprintf(path, sizeof path, "%s-%04d.params", c->checkpoint_prefix, c->begin_epoch + e + 1);
         f->prog.checkpoint = path;
     }
     t = now_s();
@@ -534,8 +538,8 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
     return rc;
 }
 
-int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval,
-                  const mxc_fit_config *c, mxc_fit_result *result) {
+int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const mxc_fit_config *c,
+                  mxc_fit_result *result) {
     int rc = check_fit_args(m, train, c);
     if (rc != MXC_OK)
         return rc;
@@ -550,8 +554,7 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval,
     f.prog.metric_name = metric;
     MXC_TRY(mxc_random_seed(c->seed));
     MXC_TRY(bind_session(m, train, or_default(c->data_name, "data"),
-                         or_default(c->label_name, "softmax_label"), true, &c->init,
-                         &f.train));
+                         or_default(c->label_name, "softmax_label"), true, &c->init, &f.train));
     mxc_optimizer_config oc = c->optimizer;
     if (oc.rescale_grad == 0) /* the loss gradients are sums over the batch */
         oc.rescale_grad = 1.0f / (float)f.batch_size;
@@ -561,8 +564,8 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval,
     if (result) {
         double t = now_s() - f.start;
         int64_t samples = mxc_data_iter_num_batches(train) * f.batch_size * c->num_epochs;
-        *result = (mxc_fit_result){f.prog.train_metric, f.prog.eval_metric,
-                                   (double)samples / t, t, c->num_epochs};
+        *result = (mxc_fit_result){f.prog.train_metric, f.prog.eval_metric, (double)samples / t, t,
+                                   c->num_epochs};
     }
 fail:
     mxc_nd_wait_all();

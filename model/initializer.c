@@ -18,8 +18,10 @@ static bool ends_with(const char *s, const char *suffix) {
 static int xavier_scale(const mxc_init_config *c, const mxc_shape *shape, const char *name,
                         float *scale) {
     if (shape->ndim < 2)
-        return mxc__error(MXC_EINVAL, "mxc_init_array: Xavier needs a weight of 2 or more "
-                          "dimensions; %s has %d", name, shape->ndim);
+        return mxc__error(MXC_EINVAL,
+                          "mxc_init_array: Xavier needs a weight of 2 or more "
+                          "dimensions; %s has %d",
+                          name, shape->ndim);
     double field = 1;
     for (int i = 2; i < shape->ndim; i++)
         field *= (double)shape->dims[i];
@@ -48,8 +50,7 @@ static int init_weight(const mxc_init_config *c, const char *name, mxc_ndarray *
         return c->xavier_gaussian ? mxc_nd_random_normal(a, 0.0f, scale)
                                   : mxc_nd_random_uniform(a, -scale, scale);
     }
-    default:
-        return mxc__error(MXC_EINVAL, "mxc_init_array: unknown initializer kind %d", c->kind);
+    default: return mxc__error(MXC_EINVAL, "mxc_init_array: unknown initializer kind %d", c->kind);
     }
 }
 
@@ -57,8 +58,7 @@ int mxc_init_array(const mxc_init_config *cfg, const char *name, mxc_ndarray *ar
     if (cfg == NULL || name == NULL)
         return mxc__error(MXC_EINVAL, "mxc_init_array: NULL config or name");
     if (!(cfg->scale >= 0) && cfg->kind != MXC_INIT_CONSTANT)
-        return mxc__error(MXC_EINVAL, "mxc_init_array: scale %g is negative",
-                          (double)cfg->scale);
+        return mxc__error(MXC_EINVAL, "mxc_init_array: scale %g is negative", (double)cfg->scale);
     if (mxc_nd_dtype(array) < 0)
         return mxc__error(MXC_EMISUSE, "mxc_init_array: %s: bad array handle", name);
     if (mxc_nd_dtype(array) != MXC_FLOAT32)
@@ -69,7 +69,9 @@ int mxc_init_array(const mxc_init_config *cfg, const char *name, mxc_ndarray *ar
         return mxc_nd_fill(array, 0.0);
     if (ends_with(name, "gamma") || ends_with(name, "moving_var"))
         return mxc_nd_fill(array, 1.0);
-    return mxc__error(MXC_EINVAL, "mxc_init_array: unknown initialization pattern for %s "
+    return mxc__error(MXC_EINVAL,
+                      "mxc_init_array: unknown initialization pattern for %s "
                       "(expected a name ending in weight, bias, gamma, beta, moving_mean or "
-                      "moving_var)", name);
+                      "moving_var)",
+                      name);
 }

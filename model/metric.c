@@ -37,8 +37,10 @@ int mxc_metric_create(const char *name, int top_k, mxc_metric **out) {
         if (strcmp(name, kind_names[k]) == 0 || strcmp(name, value_names[k]) == 0)
             kind = k;
     if (kind < 0)
-        return mxc__error(MXC_EINVAL, "mxc_metric_create: unknown metric %s (acc, "
-                          "top_k_accuracy, ce, mse, composite)", name);
+        return mxc__error(MXC_EINVAL,
+                          "mxc_metric_create: unknown metric %s (acc, "
+                          "top_k_accuracy, ce, mse, composite)",
+                          name);
     if (kind == TOP_K && top_k < 1)
         return mxc__error(MXC_EINVAL, "mxc_metric_create: top_k = %d", top_k);
     mxc_metric *m = mxc__calloc(1, sizeof *m);
@@ -108,9 +110,10 @@ static int accumulate(mxc_metric *m, const float *label, const float *pred, int6
         const float *p = pred + r * cols;
         double l = label[r];
         if (!(l >= 0 && l < (double)cols) || l != floor(l))
-            return mxc__error(MXC_EINVAL, "%s: label %g of sample %lld is not a class in "
-                              "[0, %lld)", kind_names[m->kind], l, (long long)r,
-                              (long long)cols);
+            return mxc__error(MXC_EINVAL,
+                              "%s: label %g of sample %lld is not a class in "
+                              "[0, %lld)",
+                              kind_names[m->kind], l, (long long)r, (long long)cols);
         int64_t y = (int64_t)l;
         if (m->kind == CE) {
             m->sum += -log((double)p[y] + 1e-12);
@@ -158,8 +161,8 @@ static int update_one(mxc_metric *m, mxc_ndarray *label, mxc_ndarray *pred, int 
     return rc;
 }
 
-int mxc_metric_update(mxc_metric *m, int num, mxc_ndarray *const *labels,
-                      mxc_ndarray *const *preds, int pad) {
+int mxc_metric_update(mxc_metric *m, int num, mxc_ndarray *const *labels, mxc_ndarray *const *preds,
+                      int pad) {
     int rc = check_metric(m, __func__);
     if (rc != MXC_OK)
         return rc;

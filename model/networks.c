@@ -12,8 +12,7 @@
 
 /* `*net` = op(*net) with `n` key/value parameters, named `name`; consumes the old *net.
  * On failure *net is freed and set to NULL. */
-static int layer(mxc_symbol **net, const char *op, const char *name, int n,
-                 const char *const *kv) {
+static int layer(mxc_symbol **net, const char *op, const char *name, int n, const char *const *kv) {
     const char *keys[8], *vals[8];
     for (int i = 0; i < n; i++) {
         keys[i] = kv[2 * i];
@@ -26,7 +25,7 @@ static int layer(mxc_symbol **net, const char *op, const char *name, int n,
     return rc;
 }
 
-#define LAYER(net, op, name, ...) \
+#define LAYER(net, op, name, ...)                                                           \
     layer(net, op, name, (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(char *) / 2), \
           (const char *[]){__VA_ARGS__})
 #define LAYER0(net, op, name) layer(net, op, name, 0, NULL)
@@ -43,8 +42,7 @@ int mxc_net_mlp(int num_hidden, const int *hidden, const char *act_type, int num
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_net_mlp: out is NULL");
     *out = NULL;
-    if (num_hidden < 0 || (num_hidden > 0 && hidden == NULL) || num_classes < 1 ||
-        act_type == NULL)
+    if (num_hidden < 0 || (num_hidden > 0 && hidden == NULL) || num_classes < 1 || act_type == NULL)
         return mxc__error(MXC_EINVAL, "mxc_net_mlp: bad layer sizes or activation");
     mxc_symbol *net = NULL;
     int rc = mxc_symbol_variable("data", &net);
@@ -53,9 +51,9 @@ int mxc_net_mlp(int num_hidden, const int *hidden, const char *act_type, int num
         snprintf(fc, sizeof fc, "fc%d", i + 1);
         snprintf(act, sizeof act, "%s%d", act_type, i + 1);
         snprintf(units, sizeof units, "%d", hidden[i]);
-        rc = hidden[i] > 0 ? LAYER(&net, "FullyConnected", fc, "num_hidden", units)
-                           : mxc__error(MXC_EINVAL, "mxc_net_mlp: layer %d has %d units",
-                                        i + 1, hidden[i]);
+        rc = hidden[i] > 0
+                 ? LAYER(&net, "FullyConnected", fc, "num_hidden", units)
+                 : mxc__error(MXC_EINVAL, "mxc_net_mlp: layer %d has %d units", i + 1, hidden[i]);
         if (rc == MXC_OK)
             rc = LAYER(&net, "Activation", act, "act_type", act_type);
     }
@@ -90,8 +88,8 @@ int mxc_net_lenet(int num_classes, mxc_symbol **out) {
         if (rc == MXC_OK)
             rc = LAYER(&net, "Activation", act, "act_type", "tanh");
         if (rc == MXC_OK)
-            rc = LAYER(&net, "Pooling", pool, "pool_type", "max", "kernel", "(2, 2)",
-                       "stride", "(2, 2)");
+            rc = LAYER(&net, "Pooling", pool, "pool_type", "max", "kernel", "(2, 2)", "stride",
+                       "(2, 2)");
     }
     if (rc == MXC_OK)
         rc = LAYER0(&net, "Flatten", "flatten");
@@ -118,14 +116,13 @@ static int conv_bn(mxc_symbol **net, const char *name, int filters, int kernel, 
     snprintf(k, sizeof k, "(%d, %d)", kernel, kernel);
     snprintf(s, sizeof s, "(%d, %d)", stride, stride);
     snprintf(p, sizeof p, "(%d, %d)", kernel / 2, kernel / 2);
-    int rc = LAYER(net, "Convolution", conv, "kernel", k, "stride", s, "pad", p, "num_filter",
-                   f, "no_bias", "True");
+    int rc = LAYER(net, "Convolution", conv, "kernel", k, "stride", s, "pad", p, "num_filter", f,
+                   "no_bias", "True");
     return rc == MXC_OK ? LAYER(net, "BatchNorm", bn, "fix_gamma", "False") : rc;
 }
 
 /* One basic block: relu(bn(conv(relu(bn(conv(x))))) + shortcut(x)). Consumes *net. */
-static int basic_block(mxc_symbol **net, const char *name, int filters, int stride,
-                       bool project) {
+static int basic_block(mxc_symbol **net, const char *name, int filters, int stride, bool project) {
     char part[64];
     mxc_symbol *shortcut = NULL, *body = NULL, *sum = NULL;
     int rc = mxc_symbol_get_output(*net, 0, &body);
@@ -187,8 +184,8 @@ int mxc_net_resnet(int units_per_stage, int num_classes, mxc_symbol **out) {
             rc = basic_block(&net, name, channels[s], stride, s > 0 && u == 0);
         }
     if (rc == MXC_OK)
-        rc = LAYER(&net, "Pooling", "pool", "pool_type", "avg", "global_pool", "True",
-                   "kernel", "(1, 1)");
+        rc = LAYER(&net, "Pooling", "pool", "pool_type", "avg", "global_pool", "True", "kernel",
+                   "(1, 1)");
     if (rc == MXC_OK)
         rc = LAYER0(&net, "Flatten", "flatten");
     if (rc == MXC_OK)

@@ -17,8 +17,8 @@
 
 struct param_state {
     bool used;
-    int count;                 /* updates of this parameter */
-    mxc_ndarray *state[2];     /* momentum, or Adam's mean and variance */
+    int count;             /* updates of this parameter */
+    mxc_ndarray *state[2]; /* momentum, or Adam's mean and variance */
 };
 
 struct mult {
@@ -46,16 +46,19 @@ int mxc_optimizer_create(const mxc_optimizer_config *cfg, mxc_optimizer **out) {
     if (cfg->kind != MXC_OPT_SGD && cfg->kind != MXC_OPT_ADAM)
         return mxc__error(MXC_EINVAL, "mxc_optimizer_create: unknown kind %d", cfg->kind);
     if (!(cfg->lr >= 0) || !(cfg->wd >= 0) || !(cfg->momentum >= 0 && cfg->momentum < 1))
-        return mxc__error(MXC_EINVAL, "mxc_optimizer_create: lr %g, wd %g, momentum %g: "
+        return mxc__error(MXC_EINVAL,
+                          "mxc_optimizer_create: lr %g, wd %g, momentum %g: "
                           "need lr >= 0, wd >= 0, 0 <= momentum < 1",
                           (double)cfg->lr, (double)cfg->wd, (double)cfg->momentum);
     if (cfg->lr_schedule == MXC_LR_FACTOR && (cfg->step < 1 || !(cfg->factor > 0)))
         return mxc__error(MXC_EINVAL, "mxc_optimizer_create: a factor schedule needs step "
-                          ">= 1 and factor > 0");
+                                      ">= 1 and factor > 0");
     if (cfg->lr_schedule == MXC_LR_MULTI_FACTOR &&
         (cfg->num_steps < 1 || cfg->num_steps > MXC_LR_MAX_STEPS || !(cfg->factor > 0)))
-        return mxc__error(MXC_EINVAL, "mxc_optimizer_create: a multi-factor schedule needs 1 "
-                          "to %d steps and factor > 0", MXC_LR_MAX_STEPS);
+        return mxc__error(MXC_EINVAL,
+                          "mxc_optimizer_create: a multi-factor schedule needs 1 "
+                          "to %d steps and factor > 0",
+                          MXC_LR_MAX_STEPS);
     for (int i = 1; cfg->lr_schedule == MXC_LR_MULTI_FACTOR && i < cfg->num_steps; i++)
         if (cfg->steps[i] <= cfg->steps[i - 1])
             return mxc__error(MXC_EINVAL, "mxc_optimizer_create: steps must increase");
@@ -131,8 +134,7 @@ float mxc_optimizer_current_lr(const mxc_optimizer *o) {
     return check_opt(o, __func__) == MXC_OK ? o->sched_lr : NAN;
 }
 
-static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight,
-                     struct param_state **out) {
+static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct param_state **out) {
     if (index >= o->num_params) {
         int n = index + 1 > 2 * o->num_params ? index + 1 : 2 * o->num_params;
         struct param_state *p = mxc__realloc(o->params, sizeof *p * (size_t)n);
@@ -171,8 +173,7 @@ int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndar
     if (rc != MXC_OK)
         return rc;
     if (index < 0 || name == NULL)
-        return mxc__error(MXC_EINVAL, "mxc_optimizer_update: bad index %d or NULL name",
-                          index);
+        return mxc__error(MXC_EINVAL, "mxc_optimizer_update: bad index %d or NULL name", index);
     struct param_state *s = NULL;
     rc = state_for(o, index, weight, &s);
     if (rc != MXC_OK)
@@ -190,21 +191,19 @@ int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndar
     double lr = (double)scheduled_lr(o) * lr_mult;
     if (c->kind == MXC_OPT_ADAM) /* bias correction, as MXNet's Adam.update */
         lr *= sqrt(1 - pow(c->beta2, s->count)) / (1 - pow(c->beta1, s->count));
-    char v_lr[32], v_wd[32], v_rescale[32], v_clip[32], v_mom[32], v_b1[32], v_b2[32],
-        v_eps[32];
+    char v_lr[32], v_wd[32], v_rescale[32], v_clip[32], v_mom[32], v_b1[32], v_b2[32], v_eps[32];
     snprintf(v_lr, sizeof v_lr, "%.9g", lr);
     snprintf(v_wd, sizeof v_wd, "%.9g", (double)c->wd * wd_mult);
     snprintf(v_rescale, sizeof v_rescale, "%.9g", (double)c->rescale_grad);
-    snprintf(v_clip, sizeof v_clip, "%.9g", c->clip_gradient > 0 ? (double)c->clip_gradient
-                                                                  : -1.0);
+    snprintf(v_clip, sizeof v_clip, "%.9g", c->clip_gradient > 0 ? (double)c->clip_gradient : -1.0);
     snprintf(v_mom, sizeof v_mom, "%.9g", (double)c->momentum);
     snprintf(v_b1, sizeof v_b1, "%.9g", (double)c->beta1);
     snprintf(v_b2, sizeof v_b2, "%.9g", (double)c->beta2);
     snprintf(v_eps, sizeof v_eps, "%.9g", (double)c->epsilon);
     const char *keys[] = {"lr", "wd", "rescale_grad", "clip_gradient", "momentum"};
     const char *vals[] = {v_lr, v_wd, v_rescale, v_clip, v_mom};
-    const char *akeys[] = {"lr", "wd", "rescale_grad", "clip_gradient", "beta1", "beta2",
-                           "epsilon"};
+    const char *akeys[] = {"lr",    "wd",    "rescale_grad", "clip_gradient",
+                           "beta1", "beta2", "epsilon"};
     const char *avals[] = {v_lr, v_wd, v_rescale, v_clip, v_b1, v_b2, v_eps};
     mxc_ndarray *in[4] = {weight, grad, s->state[0], s->state[1]};
     mxc_ndarray *outs[1] = {weight};

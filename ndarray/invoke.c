@@ -36,14 +36,13 @@ static int invoke_kernel(const struct mxc__nd_call *nd) {
         .resources = nd->resources,
         .num_resources = nd->num_resources,
     };
-    mxc__op_kernel k = nd->rctx->ctx.dev_type == MXC_GPU ? p->def->forward_gpu
-                                                         : p->def->forward_cpu;
+    mxc__op_kernel k =
+        nd->rctx->ctx.dev_type == MXC_GPU ? p->def->forward_gpu : p->def->forward_cpu;
     return k(&call);
 }
 
 static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
-    return a->ndim == b->ndim &&
-           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
+    return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
 int mxc_imperative_invoke(const char *name, int num_params, const char *const *keys,
@@ -93,8 +92,10 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
     for (int i = 0; i < n_visible; i++)
         if (outputs[i])
             MXC_TRY(mxc__nd_check(outputs[i], name, out_names[i]));
-    MXC_CHECK(num_inputs > 0, MXC_EINVAL, "%s: operators without inputs are not supported "
-              "imperatively yet", name);
+    MXC_CHECK(num_inputs > 0, MXC_EINVAL,
+              "%s: operators without inputs are not supported "
+              "imperatively yet",
+              name);
 
     /* Shapes and dtypes: known inputs and given outputs in, the rest inferred. */
     mxc_shape in_s[MXC__MAX_OP_ARGS], out_s[MXC__MAX_OP_ARGS], aux_s[MXC__MAX_OP_ARGS];
@@ -131,9 +132,8 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
             MXC_TRY(mxc__type_assign(&aux_t[i], in_t[0], name, def->aux[i]));
     }
     mxc_context ctx = inputs[0]->chunk->ctx;
-    MXC_CHECK(mxc_op_supports(name, ctx, in_t[0]), MXC_ENOTSUP,
-              "%s: no kernel for %s on %s(%d)", name, mxc_dtype_name(in_t[0]),
-              ctx.dev_type == MXC_GPU ? "gpu" : "cpu", ctx.dev_id);
+    MXC_CHECK(mxc_op_supports(name, ctx, in_t[0]), MXC_ENOTSUP, "%s: no kernel for %s on %s(%d)",
+              name, mxc_dtype_name(in_t[0]), ctx.dev_type == MXC_GPU ? "gpu" : "cpu", ctx.dev_id);
 
     /* Outputs: the caller's (checked), new ones for NULL entries and hidden outputs. */
     for (int i = 0; i < n_out; i++) {
@@ -149,8 +149,10 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
                       mxc_dtype_name(outputs[i]->dtype), mxc_dtype_name(out_t[i]));
             all_out[i] = outputs[i];
         } else {
-            MXC_CHECK(out_s[i].ndim > 0, MXC_EINTERNAL, "%s: could not infer the shape of "
-                      "output %s", name, out_names[i]);
+            MXC_CHECK(out_s[i].ndim > 0, MXC_EINTERNAL,
+                      "%s: could not infer the shape of "
+                      "output %s",
+                      name, out_names[i]);
             MXC_TRY(mxc_nd_create(&out_s[i], out_t[i], ctx, 1, &all_out[i]));
             created[i] = true;
         }

@@ -31,8 +31,8 @@ static int write_file_atomically(const char *path, const struct mxc__nd_record *
     int closed = fclose(f);
     f = NULL;
     MXC_CHECK(closed == 0, MXC_EIO, "mxc_nd_save: closing %s failed: %s", tmp, strerror(errno));
-    MXC_CHECK(rename(tmp, path) == 0, MXC_EIO, "mxc_nd_save: cannot rename %s to %s: %s", tmp,
-              path, strerror(errno));
+    MXC_CHECK(rename(tmp, path) == 0, MXC_EIO, "mxc_nd_save: cannot rename %s to %s: %s", tmp, path,
+              strerror(errno));
     mxc__free(tmp);
     return MXC_OK;
 fail:
@@ -53,8 +53,10 @@ int mxc_nd_save(const char *path, size_t count, mxc_ndarray *const *arrays,
     MXC_CHECK(count == 0 || arrays != NULL, MXC_EINVAL, "mxc_nd_save: arrays is NULL");
     for (size_t i = 0; i < count; i++) {
         MXC_TRY(mxc__nd_check(arrays[i], __func__, "an array"));
-        MXC_CHECK(names == NULL || names[i] != NULL, MXC_EINVAL, "mxc_nd_save: names[%zu] is "
-                  "NULL", i);
+        MXC_CHECK(names == NULL || names[i] != NULL, MXC_EINVAL,
+                  "mxc_nd_save: names[%zu] is "
+                  "NULL",
+                  i);
     }
     records = mxc__calloc(count ? count : 1, sizeof *records);
     MXC_CHECK(records != NULL, MXC_ENOMEM, "mxc_nd_save: out of memory");
@@ -68,8 +70,7 @@ int mxc_nd_save(const char *path, size_t count, mxc_ndarray *const *arrays,
         r->dev_id = 0;
         r->nbytes = mxc__nd_nbytes(a);
         void *host = mxc__malloc(r->nbytes);
-        MXC_CHECK(host != NULL, MXC_ENOMEM, "mxc_nd_save: out of memory for %zu bytes",
-                  r->nbytes);
+        MXC_CHECK(host != NULL, MXC_ENOMEM, "mxc_nd_save: out of memory for %zu bytes", r->nbytes);
         r->data = host;
         MXC_TRY(mxc_nd_sync_copy_to_cpu(a, host, r->nbytes));
     }
@@ -89,11 +90,11 @@ static int read_file(const char *path, void **data, size_t *len) {
     MXC_CHECK(f != NULL, MXC_EIO, "mxc_nd_load: cannot open %s: %s", path, strerror(errno));
     MXC_CHECK(fseek(f, 0, SEEK_END) == 0, MXC_EIO, "mxc_nd_load: cannot seek %s", path);
     long size = ftell(f);
-    MXC_CHECK(size >= 0 && fseek(f, 0, SEEK_SET) == 0, MXC_EIO,
-              "mxc_nd_load: cannot size %s", path);
+    MXC_CHECK(size >= 0 && fseek(f, 0, SEEK_SET) == 0, MXC_EIO, "mxc_nd_load: cannot size %s",
+              path);
     buf = mxc__malloc((size_t)size);
-    MXC_CHECK(buf != NULL, MXC_ENOMEM, "mxc_nd_load: out of memory reading %ld bytes of %s",
-              size, path);
+    MXC_CHECK(buf != NULL, MXC_ENOMEM, "mxc_nd_load: out of memory reading %ld bytes of %s", size,
+              path);
     MXC_CHECK(fread(buf, 1, (size_t)size, f) == (size_t)size, MXC_EIO,
               "mxc_nd_load: reading %s failed", path);
     fclose(f);

@@ -42,10 +42,12 @@ static int read_bytes(struct cursor *c, size_t n, const char *what, const uint8_
         if (c->part == NULL)
             return mxc__error(MXC_EFORMAT,
                               "NDArray list truncated: the %s needs %zu bytes at offset %zu, "
-                              "%zu left", what, n, c->pos, bytes_left(c));
+                              "%zu left",
+                              what, n, c->pos, bytes_left(c));
         return mxc__error(MXC_EFORMAT,
                           "NDArray list truncated: %s %zu's %s needs %zu bytes at offset %zu, "
-                          "%zu left", c->part, c->index, what, n, c->pos, bytes_left(c));
+                          "%zu left",
+                          c->part, c->index, what, n, c->pos, bytes_left(c));
     }
     *p = c->buf + c->pos;
     c->pos += n;
@@ -140,8 +142,8 @@ static int parse_record(struct cursor *c, struct mxc__nd_record *r) {
         MXC_TRY(read_i32(c, "storage type", &stype));
         MXC_CHECK(stype == 0, MXC_ENOTSUP,
                   "NDArray list: record %zu at offset %zu has storage type %" PRId32
-                  " (%s); only dense arrays are supported", i, start, stype,
-                  storage_name(stype));
+                  " (%s); only dense arrays are supported",
+                  i, start, stype, storage_name(stype));
     }
     ndim = magic; /* legacy records start with ndim */
     if (r->version != 0)
@@ -159,7 +161,8 @@ static int parse_record(struct cursor *c, struct mxc__nd_record *r) {
               ndim, i, start, bytes_left(c));
     MXC_CHECK(ndim <= MXC_MAX_NDIM, MXC_ENOTSUP,
               "NDArray list: record %zu at offset %zu has %" PRIu32 " dims; mxc supports at "
-              "most %d", i, start, ndim, MXC_MAX_NDIM);
+              "most %d",
+              i, start, ndim, MXC_MAX_NDIM);
     for (uint32_t d = 0; d < ndim; d++) {
         int64_t dim;
         if (r->version == 0) {
@@ -173,13 +176,14 @@ static int parse_record(struct cursor *c, struct mxc__nd_record *r) {
             unknown = true; /* an unknown dim in numpy-shape mode */
         else
             MXC_CHECK(dim >= 0, MXC_EFORMAT,
-                      "NDArray list: dim %" PRIu32 " of record %zu at offset %zu is %" PRId64,
-                      d, i, start, dim);
+                      "NDArray list: dim %" PRIu32 " of record %zu at offset %zu is %" PRId64, d, i,
+                      start, dim);
         r->shape.dims[d] = dim;
     }
     MXC_CHECK(r->version != 3 || ndim != 0, MXC_ENOTSUP,
               "NDArray list: record %zu at offset %zu is a 0-d (scalar) numpy-shape array; "
-              "mxc arrays have at least one dim", i, start);
+              "mxc arrays have at least one dim",
+              i, start);
     if (unknown || ndim == 0) {
         r->shape = (mxc_shape){0};
         return MXC_OK;
@@ -226,7 +230,8 @@ static int parse_list(struct cursor *c, struct mxc__nd_record *out, char *names,
     MXC_TRY(read_u64(c, "array count", &n));
     MXC_CHECK(n <= bytes_left(c) / MIN_RECORD_BYTES, MXC_EFORMAT,
               "NDArray list: %" PRIu64 " arrays (count at offset %zu) cannot fit in the %zu "
-              "bytes left", n, at, bytes_left(c));
+              "bytes left",
+              n, at, bytes_left(c));
     c->part = "record";
     for (c->index = 0; c->index < n; c->index++)
         MXC_TRY(parse_record(c, out ? &out[c->index] : &scratch));
@@ -236,7 +241,8 @@ static int parse_list(struct cursor *c, struct mxc__nd_record *out, char *names,
     MXC_TRY(read_u64(c, "name count", &k));
     MXC_CHECK(k == 0 || k == n, MXC_EFORMAT,
               "NDArray list: %" PRIu64 " names (count at offset %zu) for %" PRIu64
-              " arrays; must be 0 or the same", k, at, n);
+              " arrays; must be 0 or the same",
+              k, at, n);
     *name_bytes = 0;
     c->part = "name";
     for (c->index = 0; c->index < k; c->index++) {
@@ -246,7 +252,8 @@ static int parse_list(struct cursor *c, struct mxc__nd_record *out, char *names,
         MXC_TRY(read_u64(c, "length", &len));
         MXC_CHECK(len <= bytes_left(c), MXC_EFORMAT,
                   "NDArray list: name %zu (length at offset %zu) is %" PRIu64 " bytes long, "
-                  "%zu left", c->index, at, len, bytes_left(c));
+                  "%zu left",
+                  c->index, at, len, bytes_left(c));
         MXC_TRY(read_bytes(c, (size_t)len, "bytes", &p));
         MXC_CHECK(memchr(p, 0, (size_t)len) == NULL, MXC_ENOTSUP,
                   "NDArray list: name %zu at offset %zu contains a NUL byte", c->index, at + 8);
@@ -266,8 +273,7 @@ fail:
     return rc;
 }
 
-int mxc__nd_decode(const void *buf, size_t len, struct mxc__nd_record **records,
-                   size_t *count) {
+int mxc__nd_decode(const void *buf, size_t len, struct mxc__nd_record **records, size_t *count) {
     int rc = MXC_OK;
     struct cursor c = {.buf = buf, .len = len};
     size_t n = 0, name_bytes = 0;
@@ -277,8 +283,7 @@ int mxc__nd_decode(const void *buf, size_t len, struct mxc__nd_record **records,
               "mxc__nd_decode: records and count must not be NULL");
     *records = NULL;
     *count = 0;
-    MXC_CHECK(buf != NULL || len == 0, MXC_EINVAL, "mxc__nd_decode: buf is NULL, len %zu",
-              len);
+    MXC_CHECK(buf != NULL || len == 0, MXC_EINVAL, "mxc__nd_decode: buf is NULL, len %zu", len);
     MXC_TRY(parse_list(&c, NULL, NULL, &n, &name_bytes));
     if (n == 0)
         return MXC_OK;
@@ -341,10 +346,10 @@ static int check_record(const struct mxc__nd_record *r, size_t i, bool named) {
     MXC_CHECK(shape_bytes(&r->shape, esize, &nbytes), MXC_EINVAL,
               "mxc__nd_encode: the size of record %zu overflows", i);
     MXC_CHECK(r->nbytes == nbytes, MXC_EINVAL,
-              "mxc__nd_encode: record %zu has %zu bytes, its shape and %s need %zu", i,
-              r->nbytes, mxc_dtype_name(r->dtype), nbytes);
-    MXC_CHECK(nbytes == 0 || r->data != NULL, MXC_EINVAL,
-              "mxc__nd_encode: record %zu has no data", i);
+              "mxc__nd_encode: record %zu has %zu bytes, its shape and %s need %zu", i, r->nbytes,
+              mxc_dtype_name(r->dtype), nbytes);
+    MXC_CHECK(nbytes == 0 || r->data != NULL, MXC_EINVAL, "mxc__nd_encode: record %zu has no data",
+              i);
 fail:
     return rc;
 }
@@ -363,8 +368,8 @@ int mxc__nd_encoded_size(const struct mxc__nd_record *records, size_t count, boo
         size_t bytes = 12 + 8 * (size_t)r->shape.ndim; /* magic, storage type, shape */
         if (r->shape.ndim > 0)
             bytes += 12; /* context, type flag */
-        MXC_CHECK(add_size(&total, bytes) && (r->shape.ndim == 0 || add_size(&total, r->nbytes))
-                      && (!named || add_size(&total, 8)) &&
+        MXC_CHECK(add_size(&total, bytes) && (r->shape.ndim == 0 || add_size(&total, r->nbytes)) &&
+                      (!named || add_size(&total, 8)) &&
                       (!named || add_size(&total, strlen(r->name))),
                   MXC_EINVAL, "mxc__nd_encode: the file size overflows at record %zu", i);
     }
@@ -373,8 +378,8 @@ fail:
     return rc;
 }
 
-int mxc__nd_write(const struct mxc__nd_record *records, size_t count, bool named,
-                  mxc__nd_sink sink, void *user) {
+int mxc__nd_write(const struct mxc__nd_record *records, size_t count, bool named, mxc__nd_sink sink,
+                  void *user) {
     int rc = MXC_OK;
     size_t total;
     uint8_t hdr[RECORD_HEADER_MAX], *p;
@@ -417,8 +422,7 @@ static int file_sink(void *user, const void *bytes, size_t len) {
     return MXC_OK;
 }
 
-int mxc__nd_write_file(const struct mxc__nd_record *records, size_t count, bool named,
-                       FILE *f) {
+int mxc__nd_write_file(const struct mxc__nd_record *records, size_t count, bool named, FILE *f) {
     if (f == NULL)
         return mxc__error(MXC_EINVAL, "mxc__nd_write_file: f is NULL");
     return mxc__nd_write(records, count, named, file_sink, f);
@@ -438,8 +442,8 @@ static int memory_sink(void *user, const void *bytes, size_t len) {
     return MXC_OK;
 }
 
-int mxc__nd_encode(const struct mxc__nd_record *records, size_t count, bool named,
-                   void **buf, size_t *len) {
+int mxc__nd_encode(const struct mxc__nd_record *records, size_t count, bool named, void **buf,
+                   size_t *len) {
     int rc = MXC_OK;
     struct memory_sink m = {0};
     MXC_CHECK(buf != NULL && len != NULL, MXC_EINVAL,

@@ -30,9 +30,9 @@
 #include <stdio.h>
 
 #define MXC__ND_LIST_MAGIC 0x112u
-#define MXC__ND_V1_MAGIC 0xF993FAC8u
-#define MXC__ND_V2_MAGIC 0xF993FAC9u
-#define MXC__ND_V3_MAGIC 0xF993FACAu
+#define MXC__ND_V1_MAGIC   0xF993FAC8u
+#define MXC__ND_V2_MAGIC   0xF993FAC9u
+#define MXC__ND_V3_MAGIC   0xF993FACAu
 
 /* One array of a list.
  *
@@ -50,8 +50,8 @@
 struct mxc__nd_record {
     const char *name;
     mxc_shape shape;
-    int dtype;           /* an mxc_dtype, i.e. MXNet's type flag */
-    int dev_type;        /* the recorded context: informational, written as given */
+    int dtype;    /* an mxc_dtype, i.e. MXNet's type flag */
+    int dev_type; /* the recorded context: informational, written as given */
     int dev_id;
     const void *data;
     size_t nbytes;
@@ -70,8 +70,7 @@ struct mxc__nd_record {
  *   MXC_EINVAL   records or count is NULL, or buf is NULL while len is not 0.
  * Every count and size is checked against the bytes left before anything is allocated,
  * and one allocation holds the records and their names. Thread-safe. */
-int mxc__nd_decode(const void *buf, size_t len, struct mxc__nd_record **records,
-                   size_t *count);
+int mxc__nd_decode(const void *buf, size_t len, struct mxc__nd_record **records, size_t *count);
 
 /* Frees what mxc__nd_decode returned; NULL is fine. */
 void mxc__nd_records_free(struct mxc__nd_record *records, size_t count);
@@ -89,16 +88,15 @@ int mxc__nd_encoded_size(const struct mxc__nd_record *records, size_t count, boo
 /* Streams the list to `sink` in pieces (headers, then each array's data straight from
  * `data`, so large arrays are not copied). Every record is checked first, as by
  * mxc__nd_encoded_size, so nothing is written for invalid input. Allocates nothing. */
-int mxc__nd_write(const struct mxc__nd_record *records, size_t count, bool named,
-                  mxc__nd_sink sink, void *user);
+int mxc__nd_write(const struct mxc__nd_record *records, size_t count, bool named, mxc__nd_sink sink,
+                  void *user);
 
 /* Writes the list to `f` through mxc__nd_write; MXC_EIO when a write fails. */
-int mxc__nd_write_file(const struct mxc__nd_record *records, size_t count, bool named,
-                       FILE *f);
+int mxc__nd_write_file(const struct mxc__nd_record *records, size_t count, bool named, FILE *f);
 
 /* Encodes the list into one new buffer (free with mxc__free): *buf and *len, or NULL and
  * 0 on failure (MXC_ENOMEM, or the errors of mxc__nd_encoded_size). */
-int mxc__nd_encode(const struct mxc__nd_record *records, size_t count, bool named,
-                   void **buf, size_t *len);
+int mxc__nd_encode(const struct mxc__nd_record *records, size_t count, bool named, void **buf,
+                   size_t *len);
 
 #endif /* MXC_ND_FORMAT_H */

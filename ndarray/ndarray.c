@@ -35,8 +35,7 @@ static int chunk_alloc_memory(struct nd_chunk *c) {
     return mxc_storage_alloc(c->ctx, c->nbytes, &c->block);
 }
 
-static int chunk_create(size_t nbytes, mxc_context ctx, bool delay_alloc,
-                        struct nd_chunk **out) {
+static int chunk_create(size_t nbytes, mxc_context ctx, bool delay_alloc, struct nd_chunk **out) {
     int rc = MXC_OK;
     *out = NULL;
     struct nd_chunk *c = mxc__calloc(1, sizeof *c);
@@ -70,8 +69,8 @@ size_t mxc__nd_nbytes(const mxc_ndarray *a) {
     return (size_t)mxc_shape_size(&a->shape) * mxc_dtype_size(a->dtype);
 }
 
-static int view_create(struct nd_chunk *chunk, const mxc_shape *shape, int dtype,
-                       size_t offset, mxc_ndarray **out) {
+static int view_create(struct nd_chunk *chunk, const mxc_shape *shape, int dtype, size_t offset,
+                       mxc_ndarray **out) {
     mxc_ndarray *a = mxc__malloc(sizeof *a);
     if (a == NULL)
         return mxc__error(MXC_ENOMEM, "ndarray: out of memory");
@@ -85,9 +84,10 @@ int mxc__nd_view(const mxc_ndarray *base, size_t offset, const mxc_shape *shape,
                  mxc_ndarray **out) {
     size_t bytes = (size_t)mxc_shape_size(shape) * mxc_dtype_size(dtype);
     if (base->offset + offset + bytes > base->chunk->nbytes)
-        return mxc__error(MXC_EINTERNAL, "ndarray: a view of %zu bytes at %zu does not fit "
-                          "in a chunk of %zu", bytes, base->offset + offset,
-                          base->chunk->nbytes);
+        return mxc__error(MXC_EINTERNAL,
+                          "ndarray: a view of %zu bytes at %zu does not fit "
+                          "in a chunk of %zu",
+                          bytes, base->offset + offset, base->chunk->nbytes);
     return view_create(base->chunk, shape, dtype, base->offset + offset, out);
 }
 
@@ -111,12 +111,13 @@ static int check_shape(const mxc_shape *shape, const char *fn) {
     if (shape == NULL)
         return mxc__error(MXC_EINVAL, "%s: shape is NULL", fn);
     if (shape->ndim < 0 || shape->ndim > MXC_MAX_NDIM)
-        return mxc__error(MXC_EINVAL, "%s: ndim %d outside [0, %d]", fn, shape->ndim,
-                          MXC_MAX_NDIM);
+        return mxc__error(MXC_EINVAL, "%s: ndim %d outside [0, %d]", fn, shape->ndim, MXC_MAX_NDIM);
     char buf[128];
     if (mxc_shape_size(shape) < 0)
-        return mxc__error(MXC_EINVAL, "%s: shape %s has a negative dimension or too many "
-                          "elements", fn, mxc__shape_str(shape, buf, sizeof buf));
+        return mxc__error(MXC_EINVAL,
+                          "%s: shape %s has a negative dimension or too many "
+                          "elements",
+                          fn, mxc__shape_str(shape, buf, sizeof buf));
     return MXC_OK;
 }
 
@@ -128,12 +129,10 @@ int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, int delay_
         return mxc__error(MXC_EINVAL, "mxc_nd_create: out is NULL");
     *out = NULL;
     MXC_TRY(check_shape(shape, __func__));
-    MXC_CHECK(mxc_dtype_size(dtype) != 0, MXC_EINVAL, "mxc_nd_create: unknown dtype %d",
-              dtype);
+    MXC_CHECK(mxc_dtype_size(dtype) != 0, MXC_EINVAL, "mxc_nd_create: unknown dtype %d", dtype);
     if (ctx.dev_type == 0)
         ctx = mxc_cpu();
-    MXC_CHECK(ctx.dev_type == MXC_CPU || ctx.dev_type == MXC_GPU ||
-                  ctx.dev_type == MXC_CPU_PINNED,
+    MXC_CHECK(ctx.dev_type == MXC_CPU || ctx.dev_type == MXC_GPU || ctx.dev_type == MXC_CPU_PINNED,
               MXC_EINVAL, "mxc_nd_create: unknown device type %d", ctx.dev_type);
     MXC_CHECK(ctx.dev_type != MXC_GPU || (ctx.dev_id >= 0 && ctx.dev_id < mxc_gpu_count()),
               MXC_ENODEV, "mxc_nd_create: gpu(%d) does not exist (%d usable)", ctx.dev_id,
@@ -166,8 +165,10 @@ int mxc_nd_reshape(const mxc_ndarray *a, const mxc_shape *shape, mxc_ndarray **o
         return rc;
     if (mxc_shape_size(shape) != mxc_shape_size(&a->shape)) {
         char b1[128], b2[128];
-        return mxc__error(MXC_ESHAPE, "mxc_nd_reshape: cannot view %s as %s (%lld vs %lld "
-                          "elements)", mxc__shape_str(&a->shape, b1, sizeof b1),
+        return mxc__error(MXC_ESHAPE,
+                          "mxc_nd_reshape: cannot view %s as %s (%lld vs %lld "
+                          "elements)",
+                          mxc__shape_str(&a->shape, b1, sizeof b1),
                           mxc__shape_str(shape, b2, sizeof b2),
                           (long long)mxc_shape_size(&a->shape), (long long)mxc_shape_size(shape));
     }
@@ -187,9 +188,10 @@ static int first_axis_view(const mxc_ndarray *a, int64_t begin, int64_t end, boo
         return mxc__error(MXC_EINVAL, "%s: the array has no axis to index", fn);
     int64_t rows = a->shape.dims[0];
     if (begin < 0 || end > rows || begin > end || (drop_axis && begin >= rows))
-        return mxc__error(MXC_EINVAL, "%s: range [%lld, %lld) outside the first axis of "
-                          "length %lld", fn, (long long)begin, (long long)end,
-                          (long long)rows);
+        return mxc__error(MXC_EINVAL,
+                          "%s: range [%lld, %lld) outside the first axis of "
+                          "length %lld",
+                          fn, (long long)begin, (long long)end, (long long)rows);
     mxc_shape s = a->shape;
     int64_t row_elems = rows ? mxc_shape_size(&s) / rows : 0;
     if (drop_axis && s.ndim == 1) {
@@ -273,14 +275,9 @@ static int closure_call(struct nd_closure *c, const mxc_run_ctx *rctx) {
         if (rc != MXC_OK)
             return rc;
     }
-    struct mxc__nd_call call = {rctx,
-                                c->params,
-                                tensors,
-                                c->num_inputs,
-                                tensors + c->num_inputs,
-                                c->num_outputs,
-                                c->resources,
-                                c->num_resources};
+    struct mxc__nd_call call = {
+        rctx,           c->params,    tensors,         c->num_inputs, tensors + c->num_inputs,
+        c->num_outputs, c->resources, c->num_resources};
     return c->kernel(&call);
 }
 
@@ -401,9 +398,9 @@ static int sync_copy(mxc_ndarray *a, void *host, size_t nbytes, bool to_host, co
         return mxc__error(MXC_EINVAL, "%s: data is NULL", fn);
     if (nbytes != mxc__nd_nbytes(a)) {
         char buf[128];
-        return mxc__error(MXC_ESHAPE, "%s: %zu bytes given, the %s %s array holds %zu", fn,
-                          nbytes, mxc__shape_str(&a->shape, buf, sizeof buf),
-                          mxc_dtype_name(a->dtype), mxc__nd_nbytes(a));
+        return mxc__error(MXC_ESHAPE, "%s: %zu bytes given, the %s %s array holds %zu", fn, nbytes,
+                          mxc__shape_str(&a->shape, buf, sizeof buf), mxc_dtype_name(a->dtype),
+                          mxc__nd_nbytes(a));
     }
     struct host_copy p = {host, to_host};
     bool gpu = a->chunk->ctx.dev_type == MXC_GPU;
@@ -412,8 +409,9 @@ static int sync_copy(mxc_ndarray *a, void *host, size_t nbytes, bool to_host, co
         .kernel = host_copy_kernel,
         .params = &p,
         .params_size = sizeof p,
-        .prop = !gpu ? MXC_PROP_NORMAL
-                     : to_host ? MXC_PROP_COPY_FROM_DEVICE : MXC_PROP_COPY_TO_DEVICE,
+        .prop = !gpu      ? MXC_PROP_NORMAL
+                : to_host ? MXC_PROP_COPY_FROM_DEVICE
+                          : MXC_PROP_COPY_TO_DEVICE,
         .run_ctx = a->chunk->ctx,
     };
     struct mxc__nd_status status = {MXC_OK, ""}; /* a read-only copy marks no variable

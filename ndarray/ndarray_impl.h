@@ -21,7 +21,7 @@
 
 /* Memory plus the engine variable that orders every access to it. */
 struct nd_chunk {
-    atomic_int refs;         /* views holding it; pending operations need no reference:
+    atomic_int refs; /* views holding it; pending operations need no reference:
                                 the delete pushed on `var` runs after them */
     mxc_engine *engine;
     mxc_var *var;
@@ -60,13 +60,13 @@ struct mxc__nd_status {
 
 /* How an operation is pushed. */
 struct mxc__nd_op {
-    const char *name;       /* a literal: the profiler and error messages show it */
+    const char *name; /* a literal: the profiler and error messages show it */
     mxc__nd_kernel kernel;
-    const void *params;     /* copied (params_size bytes) */
+    const void *params; /* copied (params_size bytes) */
     size_t params_size;
-    int prop;               /* an mxc_fn_property; copies between devices use the copy ones */
-    mxc_context run_ctx;    /* where the kernel runs */
-    const int *resources;   /* mxc__resource kinds to request on run_ctx */
+    int prop;             /* an mxc_fn_property; copies between devices use the copy ones */
+    mxc_context run_ctx;  /* where the kernel runs */
+    const int *resources; /* mxc__resource kinds to request on run_ctx */
     int num_resources;
     struct mxc__nd_status *status; /* if set, receives the run's outcome (for callers that
                                       wait on an operation that writes no array) */
@@ -114,7 +114,6 @@ void mxc__nd_release_memory(const mxc_ndarray *a);
 
 /* Size of the array's data in bytes. */
 size_t mxc__nd_nbytes(const mxc_ndarray *a);
-
 
 #ifdef MXC_USE_CUDA
 /* Queues on CUDA stream `stream` the fill of n elements of `size` bytes (1, 2, 4 or 8) at

@@ -12,14 +12,13 @@
 #include <string.h>
 
 static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
-    return a->ndim == b->ndim &&
-           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
+    return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
 static int require_float32(const mxc_ndarray *a, const char *fn, const char *what) {
     if (a->dtype != MXC_FLOAT32)
-        return mxc__error(MXC_ENOTSUP, "%s: %s is %s; arithmetic is defined on float32", fn,
-                          what, mxc_dtype_name(a->dtype));
+        return mxc__error(MXC_ENOTSUP, "%s: %s is %s; arithmetic is defined on float32", fn, what,
+                          mxc_dtype_name(a->dtype));
     return MXC_OK;
 }
 
@@ -67,8 +66,7 @@ static int elemwise(const char *op_name, const mxc_ndarray *a, const mxc_ndarray
     MXC_ASSERT(def != NULL); /* the names below are registered */
     struct mxc__scalar_param p = {scalar};
     mxc_ndarray *inputs[2] = {(mxc_ndarray *)a, (mxc_ndarray *)b};
-    return mxc__nd_invoke(def, scalar_rhs ? &p : NULL, scalar_rhs ? 1 : 2, inputs, 1, out,
-                          false);
+    return mxc__nd_invoke(def, scalar_rhs ? &p : NULL, scalar_rhs ? 1 : 2, inputs, 1, out, false);
 }
 
 int mxc_nd_add(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
@@ -142,10 +140,10 @@ static uint64_t element_bits(int dtype, double v) {
     uint32_t fbits;
     memcpy(&fbits, &f, 4);
     uint64_t bits = 0;
-#define AS(type, x)                                                                            \
-    do {                                                                                       \
-        type x_ = (type)(x);                                                                   \
-        memcpy(&bits, &x_, sizeof x_);                                                         \
+#define AS(type, x)                    \
+    do {                               \
+        type x_ = (type)(x);           \
+        memcpy(&bits, &x_, sizeof x_); \
     } while (0)
     switch (dtype) {
     case MXC_FLOAT32: AS(float, v); break;
@@ -166,11 +164,11 @@ static uint64_t element_bits(int dtype, double v) {
     return bits;
 }
 
-#define FILL_AS(type)                                                                          \
-    do {                                                                                       \
-        type *o_ = data;                                                                       \
-        for (int64_t i = 0; i < n; i++)                                                        \
-            o_[i] = (type)bits;                                                                \
+#define FILL_AS(type)                   \
+    do {                                \
+        type *o_ = data;                \
+        for (int64_t i = 0; i < n; i++) \
+            o_[i] = (type)bits;         \
     } while (0)
 
 /* Writes n elements of `size` bytes, each holding the low bytes of `bits`. */
@@ -201,8 +199,11 @@ int mxc_nd_fill(mxc_ndarray *a, double value) {
     if (rc != MXC_OK)
         return rc;
     struct fill_params p = {value};
-    struct mxc__nd_op op = {.name = "full", .kernel = fill_kernel, .params = &p,
-                            .params_size = sizeof p, .run_ctx = a->chunk->ctx};
+    struct mxc__nd_op op = {.name = "full",
+                            .kernel = fill_kernel,
+                            .params = &p,
+                            .params_size = sizeof p,
+                            .run_ctx = a->chunk->ctx};
     return mxc__nd_push(&op, NULL, 0, &a, 1);
 }
 

@@ -36,8 +36,7 @@ struct conv_param {
 };
 
 static const char *const tune_choices[] = {"off", "limited_workspace", "fastest", NULL};
-static const char *const layout_choices[] = {"NCW",  "NCHW", "NCDHW", "NWC",
-                                             "NHWC", "NDHWC", NULL};
+static const char *const layout_choices[] = {"NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC", NULL};
 enum { LAYOUT_NCW = 0, LAYOUT_NCHW = 1 };
 
 #define CP struct conv_param
@@ -88,8 +87,8 @@ static int conv_list_inputs(const void *params, const char **names, int max) {
 /* One problem: 1-D problems are 2-D ones with height 1 and a (1, k) kernel. */
 struct geom {
     int64_t batch, groups;
-    int64_t ic, ih, iw;          /* image side: channels, height, width */
-    int64_t oc, oh, ow;          /* column side */
+    int64_t ic, ih, iw; /* image side: channels, height, width */
+    int64_t oc, oh, ow; /* column side */
     int64_t kh, kw, sh, sw, dh, dw, ph, pw;
     int64_t icg, ocg, krows, pix; /* per group channels; icg*kh*kw; oh*ow */
 };
@@ -106,8 +105,7 @@ static int64_t axis(const mxc_shape *t, int nsp, int hw, int64_t dflt, int64_t o
 static int check_params(const struct conv_param *p, bool deconv, const char *op) {
     int nsp = p->kernel.ndim;
     if (nsp == 3)
-        return mxc__error(MXC_ENOTSUP, "%s: 3-D kernels are not supported (1-D and 2-D are)",
-                          op);
+        return mxc__error(MXC_ENOTSUP, "%s: 3-D kernels are not supported (1-D and 2-D are)", op);
     if (nsp != 1 && nsp != 2)
         return mxc__error(MXC_EINVAL, "%s: kernel must have 1 or 2 axes, not %d", op, nsp);
     const mxc_shape *tuples[] = {&p->stride, &p->dilate, &p->pad, &p->adj, &p->target_shape};
@@ -131,12 +129,16 @@ static int check_params(const struct conv_param *p, bool deconv, const char *op)
     if (deconv && p->target_shape.ndim == 0)
         for (int i = 0; i < p->adj.ndim; i++)
             if (p->adj.dims[i] >= (p->stride.ndim ? p->stride.dims[i] : 1))
-                return mxc__error(MXC_EINVAL, "%s: adj[%d] = %lld must be smaller than the "
-                                  "stride", op, i, (long long)p->adj.dims[i]);
+                return mxc__error(MXC_EINVAL,
+                                  "%s: adj[%d] = %lld must be smaller than the "
+                                  "stride",
+                                  op, i, (long long)p->adj.dims[i]);
     int want = nsp == 1 ? LAYOUT_NCW : LAYOUT_NCHW;
     if (p->layout >= 0 && p->layout != want)
-        return mxc__error(MXC_ENOTSUP, "%s: layout %s is not supported (only %s, channels "
-                          "first)", op, layout_choices[p->layout], layout_choices[want]);
+        return mxc__error(MXC_ENOTSUP,
+                          "%s: layout %s is not supported (only %s, channels "
+                          "first)",
+                          op, layout_choices[p->layout], layout_choices[want]);
     return MXC_OK;
 }
 
@@ -148,9 +150,11 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
     int nsp = p->kernel.ndim;
     char buf[128];
     if (data->ndim != nsp + 2)
-        return mxc__error(MXC_ESHAPE, "%s: data has shape %s but a %d-D kernel needs %d "
-                          "axes (N, C, %s)", op, mxc__shape_str(data, buf, sizeof buf), nsp,
-                          nsp + 2, nsp == 1 ? "W" : "H, W");
+        return mxc__error(MXC_ESHAPE,
+                          "%s: data has shape %s but a %d-D kernel needs %d "
+                          "axes (N, C, %s)",
+                          op, mxc__shape_str(data, buf, sizeof buf), nsp, nsp + 2,
+                          nsp == 1 ? "W" : "H, W");
     struct geom q = {0};
     q.batch = data->dims[0];
     q.groups = p->num_group;
@@ -169,9 +173,10 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
         q.ic = c, q.ih = h, q.iw = w;
         q.oc = p->num_filter;
         if (h + 2 * q.ph < ekh || w + 2 * q.pw < ekw)
-            return mxc__error(MXC_ESHAPE, "%s: the dilated kernel (%lld, %lld) is larger "
-                              "than the padded input (%lld, %lld)", op, (long long)ekh,
-                              (long long)ekw, (long long)(h + 2 * q.ph),
+            return mxc__error(MXC_ESHAPE,
+                              "%s: the dilated kernel (%lld, %lld) is larger "
+                              "than the padded input (%lld, %lld)",
+                              op, (long long)ekh, (long long)ekw, (long long)(h + 2 * q.ph),
                               (long long)(w + 2 * q.pw));
         q.oh = (h + 2 * q.ph - ekh) / q.sh + 1;
         q.ow = (w + 2 * q.pw - ekw) / q.sw + 1;
@@ -186,9 +191,10 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
             int64_t th = axis(&p->target_shape, nsp, 0, 1, 1);
             int64_t tw = axis(&p->target_shape, nsp, 1, 1, 1);
             if (th > full_h || tw > full_w)
-                return mxc__error(MXC_EINVAL, "%s: target_shape is larger than the full "
-                                  "output (%lld, %lld)", op, (long long)full_h,
-                                  (long long)full_w);
+                return mxc__error(MXC_EINVAL,
+                                  "%s: target_shape is larger than the full "
+                                  "output (%lld, %lld)",
+                                  op, (long long)full_h, (long long)full_w);
             q.ph = (full_h - th + 1) / 2;
             q.pw = (full_w - tw + 1) / 2;
             q.ih = th, q.iw = tw;
@@ -200,9 +206,10 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
             return mxc__error(MXC_ESHAPE, "%s: the padding leaves an empty output", op);
     }
     if (q.ic % q.groups || q.oc % q.groups)
-        return mxc__error(MXC_EINVAL, "%s: num_group %lld must divide the input channels "
-                          "(%lld) and num_filter (%d)", op, (long long)q.groups,
-                          (long long)c, p->num_filter);
+        return mxc__error(MXC_EINVAL,
+                          "%s: num_group %lld must divide the input channels "
+                          "(%lld) and num_filter (%d)",
+                          op, (long long)q.groups, (long long)c, p->num_filter);
     q.icg = q.ic / q.groups;
     q.ocg = q.oc / q.groups;
     q.krows = q.icg * q.kh * q.kw;
@@ -234,8 +241,7 @@ static int conv_shape_common(const struct conv_param *p, bool deconv, mxc_shape 
         wd[2] = g.kw;
     mxc_shape w = mxc_shape_make(nsp + 2, wd);
     MXC_TRY(mxc__shape_assign(&in[1], &w, op, "weight"));
-    int64_t od[4] = {g.batch, deconv ? g.ic : g.oc, deconv ? g.ih : g.oh,
-                     deconv ? g.iw : g.ow};
+    int64_t od[4] = {g.batch, deconv ? g.ic : g.oc, deconv ? g.ih : g.oh, deconv ? g.iw : g.ow};
     if (nsp == 1)
         od[2] = od[3];
     mxc_shape o = mxc_shape_make(nsp + 2, od);
@@ -244,21 +250,20 @@ fail:
     return rc;
 }
 
-static int conv_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
-                      int num_out, mxc_shape *aux, int num_aux) {
+static int conv_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                      mxc_shape *aux, int num_aux) {
     return conv_shape_common(params, false, in, out);
 }
 
-static int deconv_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
-                        int num_out, mxc_shape *aux, int num_aux) {
+static int deconv_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                        mxc_shape *aux, int num_aux) {
     return conv_shape_common(params, true, in, out);
 }
 
 /* ---- im2col / col2im --------------------------------------------------------------- */
 
 /* The output columns x in [x0, x1) whose input column x*s + off lies in [0, n). */
-static void valid_range(int64_t off, int64_t s, int64_t n, int64_t out, int64_t *x0,
-                        int64_t *x1) {
+static void valid_range(int64_t off, int64_t s, int64_t n, int64_t out, int64_t *x0, int64_t *x1) {
     int64_t lo = off >= 0 ? 0 : (-off + s - 1) / s;
     int64_t hi = n - off <= 0 ? 0 : (n - off + s - 1) / s;
     *x0 = lo < out ? lo : out;
@@ -331,11 +336,11 @@ static void col2im(const struct geom *g, const float *col, int64_t ld, float *im
  * `slots` threads (contiguous ranges); each slot has its own buffers in the temp space
  * and cuts its images into chunks of up to `chunk` images per product. */
 struct plan {
-    int64_t chunk;     /* images per product */
-    int slots;         /* threads working on disjoint images */
-    size_t slot_size;  /* floats per slot, a multiple of 16 (no shared cache lines) */
-    size_t ncol;       /* offset of cols in a slot */
-    size_t ndw;        /* offset of the weight-gradient partial in a slot */
+    int64_t chunk;    /* images per product */
+    int slots;        /* threads working on disjoint images */
+    size_t slot_size; /* floats per slot, a multiple of 16 (no shared cache lines) */
+    size_t ncol;      /* offset of cols in a slot */
+    size_t ndw;       /* offset of the weight-gradient partial in a slot */
     float *space;
 };
 
@@ -355,8 +360,8 @@ static struct slot slot_of(const struct geom *g, const struct plan *pl, int s) {
 
 /* Splits over min(T, batch) threads (mxc__op_threads) when the batch can be divided;
  * a batch of one image leaves the threads to the products themselves (mxc__sgemm). */
-static int make_plan(const struct mxc__op_call *c, const struct geom *g,
-                     const struct conv_param *p, bool weight_grad, struct plan *pl) {
+static int make_plan(const struct mxc__op_call *c, const struct geom *g, const struct conv_param *p,
+                     bool weight_grad, struct plan *pl) {
     int slots = mxc__in_parallel() ? 1 : mxc__op_threads();
     if (slots > g->batch)
         slots = g->batch > 0 ? (int)g->batch : 1;
@@ -405,8 +410,8 @@ static const float *gather_cols(const struct geom *g, const struct slot *sl, con
 
 /* im2col of images [n0, n0 + nb), group gi, of `img` into the slot's col (krows,
  * nb * pix). */
-static void chunk_im2col(const struct geom *g, const struct slot *sl, const float *img,
-                         int64_t n0, int64_t nb, int64_t gi) {
+static void chunk_im2col(const struct geom *g, const struct slot *sl, const float *img, int64_t n0,
+                         int64_t nb, int64_t gi) {
     for (int64_t b = 0; b < nb; b++)
         im2col(g, img + ((n0 + b) * g->ic + gi * g->icg) * g->ih * g->iw, sl->col + b * g->pix,
                nb * g->pix);
@@ -422,7 +427,7 @@ struct conv_job {
     const float *img;  /* image side (TO_COLUMNS, WEIGHT_GRAD) */
     const float *cols; /* column side (TO_IMAGE, WEIGHT_GRAD) */
     const float *w, *bias;
-    float *out;        /* columns, image or dw */
+    float *out; /* columns, image or dw */
     int req;
 };
 
@@ -447,8 +452,8 @@ static void image_to_columns(const struct conv_job *j, const struct slot *sl) {
                     for (int64_t i = 0; i < g->pix; i++)
                         d[i] = add ? d[i] + v : v;
                 }
-                mxc__sgemm(false, false, g->ocg, npix, g->krows, 1.0f, wg, g->krows, sl->col,
-                           npix, bg || add ? 1.0f : 0.0f, dst, npix);
+                mxc__sgemm(false, false, g->ocg, npix, g->krows, 1.0f, wg, g->krows, sl->col, npix,
+                           bg || add ? 1.0f : 0.0f, dst, npix);
                 continue;
             }
             mxc__sgemm(false, false, g->ocg, npix, g->krows, 1.0f, wg, g->krows, sl->col, npix,
@@ -502,8 +507,8 @@ static void weight_grad(const struct conv_job *j, const struct slot *sl, float *
         for (int64_t gi = 0; gi < g->groups; gi++) {
             chunk_im2col(g, sl, j->img, n0, nb, gi);
             const float *src = gather_cols(g, sl, j->cols, n0, nb, gi);
-            mxc__sgemm(false, true, g->ocg, g->krows, npix, 1.0f, src, npix, sl->col, npix,
-                       1.0f, dw + gi * g->ocg * g->krows, g->krows);
+            mxc__sgemm(false, true, g->ocg, g->krows, npix, 1.0f, src, npix, sl->col, npix, 1.0f,
+                       dw + gi * g->ocg * g->krows, g->krows);
         }
     }
 }
@@ -556,8 +561,7 @@ static void add_bias(float *x, const float *b, int64_t n, int64_t c, int64_t pix
 }
 
 /* db (c) (req) = sum over n and pix of dy (n, c, pix) */
-static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t pix,
-                      int req) {
+static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t pix, int req) {
     for (int64_t j = 0; j < c; j++) {
         double s = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -582,8 +586,8 @@ static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t 
 
 /* The geometry and the plan with its temp space (a weight-gradient share per slot when
  * the weight gradient is wanted). */
-static int prepare(const struct mxc__op_call *c, bool deconv, bool weight_grad,
-                   struct geom *g, struct plan *pl) {
+static int prepare(const struct mxc__op_call *c, bool deconv, bool weight_grad, struct geom *g,
+                   struct plan *pl) {
     const struct conv_param *p = c->params;
     int rc = make_geom(p, deconv, &c->in_data[0].shape, g);
     if (rc != MXC_OK)
@@ -601,8 +605,14 @@ static int conv_forward(const struct mxc__op_call *c) {
     int rc = prepare(c, false, false, &g, &pl);
     if (rc != MXC_OK)
         return rc;
-    struct conv_job j = {&g, &pl, TO_COLUMNS, c->in_data[0].data, NULL, c->in_data[1].data,
-                         p->no_bias ? NULL : c->in_data[2].data, c->out_data[0].data,
+    struct conv_job j = {&g,
+                         &pl,
+                         TO_COLUMNS,
+                         c->in_data[0].data,
+                         NULL,
+                         c->in_data[1].data,
+                         p->no_bias ? NULL : c->in_data[2].data,
+                         c->out_data[0].data,
                          c->req[0]};
     run_job(&j);
     return MXC_OK;
@@ -617,13 +627,13 @@ static int conv_backward(const struct mxc__op_call *c) {
         return rc;
     const float *dy = c->out_grad[0].data;
     if (c->req[0] != MXC__REQ_NULL) {
-        struct conv_job j = {&g, &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL,
-                             c->in_grad[0].data, c->req[0]};
+        struct conv_job j = {
+            &g, &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL, c->in_grad[0].data, c->req[0]};
         run_job(&j);
     }
     if (c->req[1] != MXC__REQ_NULL) {
-        struct conv_job j = {&g, &pl, WEIGHT_GRAD, c->in_data[0].data, dy, NULL, NULL,
-                             c->in_grad[1].data, c->req[1]};
+        struct conv_job j = {&g,   &pl,  WEIGHT_GRAD,        c->in_data[0].data, dy,
+                             NULL, NULL, c->in_grad[1].data, c->req[1]};
         run_job(&j);
     }
     if (!p->no_bias && c->req[2] != MXC__REQ_NULL)
@@ -642,7 +652,7 @@ static int deconv_forward(const struct mxc__op_call *c) {
     if (rc != MXC_OK)
         return rc;
     float *out = c->out_data[0].data;
-    struct conv_job j = {&g, &pl, TO_IMAGE, NULL, c->in_data[0].data, c->in_data[1].data,
+    struct conv_job j = {&g,   &pl, TO_IMAGE, NULL, c->in_data[0].data, c->in_data[1].data,
                          NULL, out, c->req[0]};
     run_job(&j);
     if (!p->no_bias)
@@ -659,13 +669,13 @@ static int deconv_backward(const struct mxc__op_call *c) {
         return rc;
     const float *dy = c->out_grad[0].data;
     if (c->req[0] != MXC__REQ_NULL) {
-        struct conv_job j = {&g, &pl, TO_COLUMNS, dy, NULL, c->in_data[1].data, NULL,
-                             c->in_grad[0].data, c->req[0]};
+        struct conv_job j = {
+            &g, &pl, TO_COLUMNS, dy, NULL, c->in_data[1].data, NULL, c->in_grad[0].data, c->req[0]};
         run_job(&j);
     }
     if (c->req[1] != MXC__REQ_NULL) {
-        struct conv_job j = {&g, &pl, WEIGHT_GRAD, dy, c->in_data[0].data, NULL, NULL,
-                             c->in_grad[1].data, c->req[1]};
+        struct conv_job j = {&g,   &pl,  WEIGHT_GRAD,        dy,       c->in_data[0].data,
+                             NULL, NULL, c->in_grad[1].data, c->req[1]};
         run_job(&j);
     }
     if (!p->no_bias && c->req[2] != MXC__REQ_NULL)

@@ -37,8 +37,8 @@ static int sleep_backward(const struct mxc__op_call *c) {
     return MXC_OK;
 }
 
-static int sleep_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
-                       int num_out, mxc_shape *aux, int num_aux) {
+static int sleep_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                       mxc_shape *aux, int num_aux) {
     (void)params, (void)num_in, (void)num_out, (void)aux, (void)num_aux;
     int rc = mxc__shape_assign(&out[0], &in[0], "_sleep", "output");
     return rc == MXC_OK ? mxc__shape_assign(&in[0], &out[0], "_sleep", "data") : rc;

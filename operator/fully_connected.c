@@ -49,8 +49,8 @@ static void fc_dims(const struct fc_param *p, const mxc_shape *data, int64_t *ro
 
 /* data (N, ...) gives weight (num_hidden, K), bias (num_hidden) and the output:
  * (N, num_hidden) with flatten, (d0, ..., d_{k-1}, num_hidden) without. */
-static int fc_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
-                    int num_out, mxc_shape *aux, int num_aux) {
+static int fc_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                    mxc_shape *aux, int num_aux) {
     const struct fc_param *p = params;
     const char *op = "FullyConnected";
     int rc = MXC_OK;

@@ -39,14 +39,14 @@ enum mxc__req { MXC__REQ_NULL = 0, MXC__REQ_WRITE, MXC__REQ_INPLACE, MXC__REQ_AD
 /* ---- Parameters -------------------------------------------------------------------- */
 
 enum mxc__param_type {
-    MXC__PARAM_INT,        /* int */
-    MXC__PARAM_FLOAT,      /* float */
-    MXC__PARAM_DOUBLE,     /* double */
-    MXC__PARAM_BOOL,       /* bool: True/False (also true/false/1/0) */
-    MXC__PARAM_ENUM,       /* int: index into `choices` */
-    MXC__PARAM_TUPLE,      /* mxc_shape: "(3, 3)", "3", "()" */
-    MXC__PARAM_OPT_FLOAT,  /* struct mxc__opt_float: a number or None */
-    MXC__PARAM_OPT_ENUM,   /* int: index into `choices`, or -1 for None */
+    MXC__PARAM_INT,       /* int */
+    MXC__PARAM_FLOAT,     /* float */
+    MXC__PARAM_DOUBLE,    /* double */
+    MXC__PARAM_BOOL,      /* bool: True/False (also true/false/1/0) */
+    MXC__PARAM_ENUM,      /* int: index into `choices` */
+    MXC__PARAM_TUPLE,     /* mxc_shape: "(3, 3)", "3", "()" */
+    MXC__PARAM_OPT_FLOAT, /* struct mxc__opt_float: a number or None */
+    MXC__PARAM_OPT_ENUM,  /* int: index into `choices`, or -1 for None */
 };
 
 struct mxc__opt_float {
@@ -67,16 +67,16 @@ struct mxc__param {
 
 /* Table rows, for readability: MXC__P_INT(struct, field, default, min, max, doc). */
 #define MXC__P(type_, st, field, def, lo, hi, ch, doc_) \
-    {#field, type_, offsetof(st, field), def, lo, hi, ch, doc_}
+    { #field, type_, offsetof(st, field), def, lo, hi, ch, doc_ }
 #define MXC__P_INT(st, f, def, lo, hi, doc) MXC__P(MXC__PARAM_INT, st, f, def, lo, hi, NULL, doc)
 #define MXC__P_FLOAT(st, f, def, lo, hi, doc) \
     MXC__P(MXC__PARAM_FLOAT, st, f, def, lo, hi, NULL, doc)
-#define MXC__P_DOUBLE(st, f, def, doc) MXC__P(MXC__PARAM_DOUBLE, st, f, def, 1, 0, NULL, doc)
-#define MXC__P_BOOL(st, f, def, doc) MXC__P(MXC__PARAM_BOOL, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_DOUBLE(st, f, def, doc)   MXC__P(MXC__PARAM_DOUBLE, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_BOOL(st, f, def, doc)     MXC__P(MXC__PARAM_BOOL, st, f, def, 1, 0, NULL, doc)
 #define MXC__P_ENUM(st, f, def, ch, doc) MXC__P(MXC__PARAM_ENUM, st, f, def, 1, 0, ch, doc)
-#define MXC__P_TUPLE(st, f, def, doc) MXC__P(MXC__PARAM_TUPLE, st, f, def, 1, 0, NULL, doc)
-#define MXC__P_OPT_FLOAT(st, f, doc) MXC__P(MXC__PARAM_OPT_FLOAT, st, f, "None", 1, 0, NULL, doc)
-#define MXC__P_OPT_ENUM(st, f, ch, doc) MXC__P(MXC__PARAM_OPT_ENUM, st, f, "None", 1, 0, ch, doc)
+#define MXC__P_TUPLE(st, f, def, doc)    MXC__P(MXC__PARAM_TUPLE, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_OPT_FLOAT(st, f, doc)     MXC__P(MXC__PARAM_OPT_FLOAT, st, f, "None", 1, 0, NULL, doc)
+#define MXC__P_OPT_ENUM(st, f, ch, doc)  MXC__P(MXC__PARAM_OPT_ENUM, st, f, "None", 1, 0, ch, doc)
 
 /* The parameters of the `_<op>_scalar` operators and smooth_l1. */
 struct mxc__scalar_param {
@@ -134,7 +134,8 @@ enum mxc__backward_dep {
 struct mxc__inplace {
     unsigned char in1, out1;
 };
-#define MXC__INPLACE(in, out) {(in) + 1, (out) + 1}
+#define MXC__INPLACE(in, out) \
+    { (in) + 1, (out) + 1 }
 
 /* Whether `p` is set; its indices through `in` and `out`. */
 static inline bool mxc__inplace_get(struct mxc__inplace p, int *in, int *out) {
@@ -146,12 +147,12 @@ static inline bool mxc__inplace_get(struct mxc__inplace p, int *in, int *out) {
 /* Shape inference: fills the unknown (ndim 0) shapes it can deduce from the known ones,
  * in place; checks the known ones. Errors name the operator, the argument and both
  * shapes (MXC_ESHAPE) and are recorded with mxc__error. */
-typedef int (*mxc__infer_shape_fn)(const void *params, mxc_shape *in, int num_in,
-                                   mxc_shape *out, int num_out, mxc_shape *aux, int num_aux);
+typedef int (*mxc__infer_shape_fn)(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                                   int num_out, mxc_shape *aux, int num_aux);
 
 /* Type inference, the same way; NULL means every input, output and aux has one dtype. */
-typedef int (*mxc__infer_type_fn)(const void *params, int *in, int num_in, int *out,
-                                  int num_out, int *aux, int num_aux);
+typedef int (*mxc__infer_type_fn)(const void *params, int *in, int num_in, int *out, int num_out,
+                                  int *aux, int num_aux);
 
 /* Argument names that depend on the parameters (variadic operators such as Concat):
  * writes up to `max` names and returns how many there are. */
@@ -167,14 +168,14 @@ struct mxc__op_def {
     /* arguments: fixed lists, or a function of the parameters */
     const char *const *inputs; /* NULL-terminated; NULL if list_inputs is set */
     mxc__list_names_fn list_inputs;
-    const char *const *outputs; /* NULL-terminated; NULL if list_outputs is set */
+    const char *const *outputs;      /* NULL-terminated; NULL if list_outputs is set */
     mxc__list_names_fn list_outputs; /* variadic outputs (SliceChannel), all visible */
-    int num_visible_outputs;    /* 0: all outputs are visible */
-    const char *const *aux;     /* NULL-terminated, or NULL */
+    int num_visible_outputs;         /* 0: all outputs are visible */
+    const char *const *aux;          /* NULL-terminated, or NULL */
     mxc__infer_shape_fn infer_shape;
     mxc__infer_type_fn infer_type;
     /* backward */
-    unsigned backward_deps;     /* mxc__backward_dep flags; 0: not differentiable */
+    unsigned backward_deps;               /* mxc__backward_dep flags; 0: not differentiable */
     struct mxc__inplace inplace;          /* forward: out_data[out] may share in_data[in] */
     struct mxc__inplace backward_inplace; /* in_grad[in] may share out_grad[out] */
     /* resources (mxc__resource_kind values + 1; 0 ends the list) */
@@ -212,8 +213,7 @@ int mxc__op_parse_params(const struct mxc__op_def *def, int num, const char *con
 
 /* Writes parameter `p` of `params` as MXNet spells it ("(3, 3)", "True", "relu",
  * "None", "0.5"). Returns the length (like snprintf). */
-int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf,
-                         size_t size);
+int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf, size_t size);
 
 /* ---- Shape helpers for infer_shape ------------------------------------------------- */
 

@@ -12,9 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-static void *field(void *params, const struct mxc__param *p) {
-    return (char *)params + p->offset;
-}
+static void *field(void *params, const struct mxc__param *p) { return (char *)params + p->offset; }
 
 static const void *cfield(const void *params, const struct mxc__param *p) {
     return (const char *)params + p->offset;
@@ -116,8 +114,8 @@ static bool in_bounds(const struct mxc__param *p, double v) {
 }
 
 /* Parses `value` into the field of `p`. */
-static int set_param(const struct mxc__op_def *def, const struct mxc__param *p,
-                     const char *value, void *params) {
+static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, const char *value,
+                     void *params) {
     void *f = field(params, p);
     double d;
     int64_t i;
@@ -164,13 +162,12 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p,
         return MXC_OK;
     case MXC__PARAM_ENUM:
     case MXC__PARAM_OPT_ENUM: {
-        int k = p->type == MXC__PARAM_OPT_ENUM && is_none(value)
-                    ? -1
-                    : choice_index(p->choices, value);
+        int k =
+            p->type == MXC__PARAM_OPT_ENUM && is_none(value) ? -1 : choice_index(p->choices, value);
         if (k < 0 && !(p->type == MXC__PARAM_OPT_ENUM && is_none(value))) {
             list_choices(p->choices, choices, sizeof choices);
-            return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is not one of {%s}%s",
-                              def->name, p->name, value, choices,
+            return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is not one of {%s}%s", def->name,
+                              p->name, value, choices,
                               p->type == MXC__PARAM_OPT_ENUM ? " or None" : "");
         }
         *(int *)f = k;
@@ -178,15 +175,15 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p,
     }
     }
 bad:
-    return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is not a valid %s", def->name,
-                      p->name, value,
-                      p->type == MXC__PARAM_TUPLE   ? "tuple such as (3, 3)"
-                      : p->type == MXC__PARAM_BOOL  ? "boolean (True or False)"
-                      : p->type == MXC__PARAM_INT   ? "integer"
-                                                    : "number");
+    return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is not a valid %s", def->name, p->name,
+                      value,
+                      p->type == MXC__PARAM_TUPLE  ? "tuple such as (3, 3)"
+                      : p->type == MXC__PARAM_BOOL ? "boolean (True or False)"
+                      : p->type == MXC__PARAM_INT  ? "integer"
+                                                   : "number");
 out_of_bounds:
-    return mxc__error(MXC_EINVAL, "%s: parameter %s=%s is outside [%g, %g]", def->name,
-                      p->name, value, p->min, p->max);
+    return mxc__error(MXC_EINVAL, "%s: parameter %s=%s is outside [%g, %g]", def->name, p->name,
+                      value, p->min, p->max);
 }
 
 static const struct mxc__param *find_param(const struct mxc__op_def *def, const char *key) {
@@ -211,8 +208,7 @@ int mxc__op_parse_params(const struct mxc__op_def *def, int num, const char *con
     MXC_ASSERT(def->num_params <= 64);
     for (int i = 0; i < num; i++) {
         if (keys[i] == NULL || vals[i] == NULL)
-            return mxc__error(MXC_EINVAL, "%s: parameter %d has a NULL key or value",
-                              def->name, i);
+            return mxc__error(MXC_EINVAL, "%s: parameter %d has a NULL key or value", def->name, i);
         if (strncmp(keys[i], "__", 2) == 0)
             continue; /* symbol hints (__shape__, __init__, ...) are not parameters */
         const struct mxc__param *p = find_param(def, keys[i]);
@@ -221,8 +217,8 @@ int mxc__op_parse_params(const struct mxc__op_def *def, int num, const char *con
             size_t used = 0;
             valid[0] = '\0';
             for (int k = 0; k < def->num_params && used < sizeof valid; k++)
-                used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s",
-                                         k ? ", " : "", def->params[k].name);
+                used += (size_t)snprintf(valid + used, sizeof valid - used, "%s%s", k ? ", " : "",
+                                         def->params[k].name);
             return mxc__error(MXC_EINVAL, "%s: unknown parameter '%s'; valid parameters: %s",
                               def->name, keys[i], def->num_params ? valid : "none");
         }
@@ -233,8 +229,8 @@ int mxc__op_parse_params(const struct mxc__op_def *def, int num, const char *con
     }
     for (int i = 0; i < def->num_params; i++)
         if (def->params[i].default_value == NULL && !given[i])
-            return mxc__error(MXC_EINVAL, "%s: required parameter '%s' is missing (%s)",
-                              def->name, def->params[i].name, def->params[i].doc);
+            return mxc__error(MXC_EINVAL, "%s: required parameter '%s' is missing (%s)", def->name,
+                              def->params[i].name, def->params[i].doc);
     return MXC_OK;
 }
 
@@ -251,23 +247,18 @@ static int format_number(char *buf, size_t size, double v, bool as_float) {
     return snprintf(buf, size, "%s", tmp);
 }
 
-int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf,
-                         size_t size) {
+int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf, size_t size) {
     const void *f = cfield(params, p);
     switch (p->type) {
-    case MXC__PARAM_INT:
-        return snprintf(buf, size, "%d", *(const int *)f);
-    case MXC__PARAM_FLOAT:
-        return format_number(buf, size, (double)*(const float *)f, true);
-    case MXC__PARAM_DOUBLE:
-        return format_number(buf, size, *(const double *)f, false);
+    case MXC__PARAM_INT: return snprintf(buf, size, "%d", *(const int *)f);
+    case MXC__PARAM_FLOAT: return format_number(buf, size, (double)*(const float *)f, true);
+    case MXC__PARAM_DOUBLE: return format_number(buf, size, *(const double *)f, false);
     case MXC__PARAM_OPT_FLOAT: {
         const struct mxc__opt_float *o = f;
         return o->has_value ? format_number(buf, size, (double)o->value, true)
                             : snprintf(buf, size, "None");
     }
-    case MXC__PARAM_BOOL:
-        return snprintf(buf, size, "%s", *(const bool *)f ? "True" : "False");
+    case MXC__PARAM_BOOL: return snprintf(buf, size, "%s", *(const bool *)f ? "True" : "False");
     case MXC__PARAM_TUPLE: {
         const mxc_shape *t = f;
         if (t->ndim == 1) /* Python's one-element tuple */
@@ -310,6 +301,6 @@ int mxc__type_assign(int *have, int want, const char *op, const char *arg) {
     }
     if (*have == want)
         return MXC_OK;
-    return mxc__error(MXC_ETYPE, "%s: %s is %s but %s is expected", op, arg,
-                      mxc_dtype_name(*have), mxc_dtype_name(want));
+    return mxc__error(MXC_ETYPE, "%s: %s is %s but %s is expected", op, arg, mxc_dtype_name(*have),
+                      mxc_dtype_name(want));
 }

@@ -29,8 +29,7 @@ enum { CONV_FULL, CONV_VALID, CONV_SAME };
 static const char *const type_choices[] = {"max", "avg", "sum", "lp", NULL};
 static const char *const convention_choices[] = {"full", "valid", "same", NULL};
 static const char *const bool_choices[] = {"False", "True", "0", "1", "false", "true", NULL};
-static const char *const layout_choices[] = {"NCW",  "NCHW", "NCDHW", "NWC",
-                                             "NHWC", "NDHWC", NULL};
+static const char *const layout_choices[] = {"NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC", NULL};
 
 #define PP struct pool_param
 static const struct mxc__param pool_params[] = {
@@ -73,31 +72,34 @@ static int make_pgeom(const struct pool_param *p, const mxc_shape *data, struct 
     const char *op = "Pooling";
     char buf[128];
     if (p->pool_type == POOL_LP)
-        return mxc__error(MXC_ENOTSUP, "%s: pool_type lp is not supported (max, avg, sum "
-                          "are)", op);
+        return mxc__error(MXC_ENOTSUP,
+                          "%s: pool_type lp is not supported (max, avg, sum "
+                          "are)",
+                          op);
     if (p->pooling_convention == CONV_SAME)
-        return mxc__error(MXC_ENOTSUP, "%s: pooling_convention same is not supported "
-                          "(valid, full are)", op);
+        return mxc__error(MXC_ENOTSUP,
+                          "%s: pooling_convention same is not supported "
+                          "(valid, full are)",
+                          op);
     int nsp = p->global_pool && p->kernel.ndim == 0 ? data->ndim - 2 : p->kernel.ndim;
     if (nsp == 3)
-        return mxc__error(MXC_ENOTSUP, "%s: 3-D pooling is not supported (1-D and 2-D are)",
-                          op);
+        return mxc__error(MXC_ENOTSUP, "%s: 3-D pooling is not supported (1-D and 2-D are)", op);
     if (nsp != 1 && nsp != 2)
         return mxc__error(MXC_EINVAL, "%s: kernel must have 1 or 2 axes, not %d%s", op,
                           p->kernel.ndim, p->kernel.ndim ? "" : " (or set global_pool)");
     if (data->ndim != nsp + 2)
-        return mxc__error(MXC_ESHAPE, "%s: data has shape %s but %d-D pooling needs %d axes",
-                          op, mxc__shape_str(data, buf, sizeof buf), nsp, nsp + 2);
+        return mxc__error(MXC_ESHAPE, "%s: data has shape %s but %d-D pooling needs %d axes", op,
+                          mxc__shape_str(data, buf, sizeof buf), nsp, nsp + 2);
     const mxc_shape *tuples[] = {&p->stride, &p->pad};
     static const char *const names[] = {"stride", "pad"};
     for (int t = 0; t < 2; t++) {
         if (tuples[t]->ndim != 0 && tuples[t]->ndim != nsp)
-            return mxc__error(MXC_EINVAL, "%s: %s has %d axes but the pooling has %d", op,
-                              names[t], tuples[t]->ndim, nsp);
+            return mxc__error(MXC_EINVAL, "%s: %s has %d axes but the pooling has %d", op, names[t],
+                              tuples[t]->ndim, nsp);
         for (int i = 0; i < tuples[t]->ndim; i++)
             if (tuples[t]->dims[i] < (t == 0 ? 1 : 0))
-                return mxc__error(MXC_EINVAL, "%s: %s[%d] = %lld is out of range", op,
-                                  names[t], i, (long long)tuples[t]->dims[i]);
+                return mxc__error(MXC_EINVAL, "%s: %s[%d] = %lld is out of range", op, names[t], i,
+                                  (long long)tuples[t]->dims[i]);
     }
     int want = nsp == 1 ? 0 : 1; /* NCW, NCHW */
     if (p->layout >= 0 && p->layout != want)
@@ -122,9 +124,11 @@ static int make_pgeom(const struct pool_param *p, const mxc_shape *data, struct 
     if (q.kh < 1 || q.kw < 1)
         return mxc__error(MXC_EINVAL, "%s: kernel sizes must be positive", op);
     if (q.kh > q.ih + 2 * q.ph || q.kw > q.iw + 2 * q.pw)
-        return mxc__error(MXC_ESHAPE, "%s: kernel (%lld, %lld) exceeds the padded input "
-                          "(%lld, %lld)", op, (long long)q.kh, (long long)q.kw,
-                          (long long)(q.ih + 2 * q.ph), (long long)(q.iw + 2 * q.pw));
+        return mxc__error(MXC_ESHAPE,
+                          "%s: kernel (%lld, %lld) exceeds the padded input "
+                          "(%lld, %lld)",
+                          op, (long long)q.kh, (long long)q.kw, (long long)(q.ih + 2 * q.ph),
+                          (long long)(q.iw + 2 * q.pw));
     bool full = p->pooling_convention == CONV_FULL;
     q.oh = out_size(q.ih, q.kh, q.ph, q.sh, full);
     q.ow = out_size(q.iw, q.kw, q.pw, q.sw, full);
@@ -133,8 +137,8 @@ static int make_pgeom(const struct pool_param *p, const mxc_shape *data, struct 
 }
 
 /* data (N, C, [H,] W) -> out (N, C, [OH,] OW) */
-static int pool_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
-                      int num_out, mxc_shape *aux, int num_aux) {
+static int pool_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                      mxc_shape *aux, int num_aux) {
     const struct pool_param *p = params;
     if (in[0].ndim == 0)
         return MXC_OK;
@@ -157,8 +161,7 @@ struct window {
     float divisor;
 };
 
-static struct window window_of(const struct pgeom *g, bool include_pad, int64_t y,
-                               int64_t x) {
+static struct window window_of(const struct pgeom *g, bool include_pad, int64_t y, int64_t x) {
     int64_t hs = y * g->sh - g->ph, ws = x * g->sw - g->pw;
     int64_t he = hs + g->kh < g->ih + g->ph ? hs + g->kh : g->ih + g->ph;
     int64_t we = ws + g->kw < g->iw + g->pw ? ws + g->kw : g->iw + g->pw;

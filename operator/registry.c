@@ -186,7 +186,7 @@ int mxc_op_get_info(const char *name, mxc_op_info *out) {
         .num_inputs = def->list_inputs ? -1 : count(def->inputs),
         .inputs = def->list_inputs ? NULL : def->inputs,
         .num_outputs = def->list_outputs ? -1 : count(def->outputs),
-        .num_visible_outputs = def->list_outputs ? -1
+        .num_visible_outputs = def->list_outputs          ? -1
                                : def->num_visible_outputs ? def->num_visible_outputs
                                                           : count(def->outputs),
         .outputs = def->outputs,

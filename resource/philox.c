@@ -26,8 +26,7 @@ static inline void philox_block(const struct mxc__philox *g, uint64_t c, uint32_
     mxc__philox_block(g->key, g->stream, c, w);
 }
 
-static int check_fill(const char *fn, const struct mxc__philox *g, const void *out,
-                      int64_t n) {
+static int check_fill(const char *fn, const struct mxc__philox *g, const void *out, int64_t n) {
     if (g == NULL)
         return mxc__error(MXC_EINVAL, "%s: generator is NULL", fn);
     if (n < 0)

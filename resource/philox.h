@@ -94,8 +94,8 @@ int mxc__philox_fill_gpu(struct mxc__philox *g, float *out, int64_t n, bool norm
 
 /* The kernel launch behind mxc__philox_fill_gpu (resource/philox_gpu.cu): no checks, does
  * not advance the position. */
-int mxc__philox_launch_gpu(const struct mxc__philox *g, float *out, int64_t n, bool normal,
-                           float a, float b, void *stream);
+int mxc__philox_launch_gpu(const struct mxc__philox *g, float *out, int64_t n, bool normal, float a,
+                           float b, void *stream);
 #endif
 
 #endif /* MXC_PHILOX_H */

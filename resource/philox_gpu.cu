@@ -12,8 +12,8 @@ extern "C" {
 
 namespace {
 
-__global__ void philox_fill(uint32_t k0, uint32_t k1, uint64_t stream, uint64_t offset,
-                            float *out, int64_t n, bool normal, float a, float b) {
+__global__ void philox_fill(uint32_t k0, uint32_t k1, uint64_t stream, uint64_t offset, float *out,
+                            int64_t n, bool normal, float a, float b) {
     const uint32_t key[2] = {k0, k1};
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < n;
          j += (int64_t)gridDim.x * blockDim.x) {

@@ -19,7 +19,7 @@
 #endif
 
 #define MXC__PHILOX_ROUNDS 10
-#define MXC__TWO_PI 6.283185307179586476925286766559
+#define MXC__TWO_PI        6.283185307179586476925286766559
 
 static inline MXC__HD uint32_t mxc__mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
     uint64_t p = (uint64_t)a * b;
@@ -62,8 +62,7 @@ static inline MXC__HD float mxc__philox_to_uniform(uint32_t word, float lo, floa
 }
 
 /* Box-Muller on one pair of words: z0 = r cos t, z1 = r sin t. */
-static inline MXC__HD void mxc__philox_box_muller(uint32_t a, uint32_t b, double *z0,
-                                                  double *z1) {
+static inline MXC__HD void mxc__philox_box_muller(uint32_t a, uint32_t b, double *z0, double *z1) {
     double u1 = ((double)a + 1.0) * 0x1p-32; /* (0, 1]: log never sees 0 */
     double u2 = (double)b * 0x1p-32;         /* [0, 1) */
     double r = sqrt(-2.0 * log(u1));

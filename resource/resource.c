@@ -11,7 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#define RES_MAX_COPIES 16
+#define RES_MAX_COPIES  16
 #define RES_MAX_DEVICES 17 /* the CPU, then GPUs 0..15 */
 
 struct device_resources {
@@ -94,8 +94,7 @@ int mxc__resource_get(mxc_context ctx, int kind, struct mxc__resource **out) {
     int rc = MXC_OK;
     *out = NULL;
     int slot = device_slot(ctx);
-    MXC_CHECK(slot >= 0, MXC_EINVAL, "resource: bad context (%d, %d)", ctx.dev_type,
-              ctx.dev_id);
+    MXC_CHECK(slot >= 0, MXC_EINVAL, "resource: bad context (%d, %d)", ctx.dev_type, ctx.dev_id);
     MXC_CHECK(slot == 0 || ctx.dev_id < mxc_gpu_count(), MXC_ENODEV,
               "resource: gpu(%d) does not exist (%d usable)", ctx.dev_id, mxc_gpu_count());
     MXC_CHECK(kind == MXC__RES_TEMP || kind == MXC__RES_RANDOM, MXC_EINVAL,

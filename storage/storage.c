@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define STORAGE_ALIGN ((size_t)64)
+#define STORAGE_ALIGN    ((size_t)64)
 #define STORAGE_POW2_MAX ((size_t)64 * 1024) /* power-of-two classes up to here */
-#define STORAGE_PAGE ((size_t)4096)          /* then multiples of a page */
+#define STORAGE_PAGE     ((size_t)4096)      /* then multiples of a page */
 #define STORAGE_MAX_GPUS 64
 
 enum { POOL_CPU = 0, POOL_PINNED = 1, POOL_GPU0 = 2, NUM_POOLS = 2 + STORAGE_MAX_GPUS };
@@ -59,18 +59,10 @@ static void ensure_init(void) { pthread_once(&pools_once, pools_init); }
 const char *mxc__storage_ctx_name(mxc_context ctx, char *buf, size_t len) {
     switch (ctx.dev_type) {
     case 0:
-    case MXC_CPU:
-        snprintf(buf, len, "cpu(%d)", (int)ctx.dev_id);
-        break;
-    case MXC_GPU:
-        snprintf(buf, len, "gpu(%d)", (int)ctx.dev_id);
-        break;
-    case MXC_CPU_PINNED:
-        snprintf(buf, len, "cpu_pinned(%d)", (int)ctx.dev_id);
-        break;
-    default:
-        snprintf(buf, len, "ctx(%d, %d)", (int)ctx.dev_type, (int)ctx.dev_id);
-        break;
+    case MXC_CPU: snprintf(buf, len, "cpu(%d)", (int)ctx.dev_id); break;
+    case MXC_GPU: snprintf(buf, len, "gpu(%d)", (int)ctx.dev_id); break;
+    case MXC_CPU_PINNED: snprintf(buf, len, "cpu_pinned(%d)", (int)ctx.dev_id); break;
+    default: snprintf(buf, len, "ctx(%d, %d)", (int)ctx.dev_type, (int)ctx.dev_id); break;
     }
     return buf;
 }
@@ -258,8 +250,10 @@ int mxc_storage_alloc(mxc_context ctx, size_t size, mxc_storage_block *out) {
         if (rc != MXC_OK) {
             char reason[512];
             snprintf(reason, sizeof reason, "%s", mxc_last_error());
-            rc = mxc__error(rc, "mxc_storage_alloc: cannot allocate %zu bytes (capacity %zu) "
-                            "on %s: %s", size, cap, name, reason);
+            rc = mxc__error(rc,
+                            "mxc_storage_alloc: cannot allocate %zu bytes (capacity %zu) "
+                            "on %s: %s",
+                            size, cap, name, reason);
             goto fail;
         }
     }
@@ -294,13 +288,16 @@ int mxc_storage_free(mxc_storage_block *block) {
     mxc__storage_ctx_name(b.ctx, name, sizeof name);
     MXC_CHECK(find_pool("mxc_storage_free", b.ctx, &p) == MXC_OK, MXC_EMISUSE,
               "mxc_storage_free: block %p names context %s, where mxc_storage_alloc cannot "
-              "have allocated it", b.ptr, name);
+              "have allocated it",
+              b.ptr, name);
     MXC_CHECK(b.capacity != 0 && b.capacity >= b.size, MXC_EMISUSE,
               "mxc_storage_free: block %p on %s has size %zu and capacity %zu: not a block "
-              "from mxc_storage_alloc", b.ptr, name, b.size, b.capacity);
+              "from mxc_storage_alloc",
+              b.ptr, name, b.size, b.capacity);
     MXC_CHECK(((uintptr_t)b.ptr & (STORAGE_ALIGN - 1)) == 0, MXC_EMISUSE,
               "mxc_storage_free: block %p on %s is not %zu-byte aligned: not a block from "
-              "mxc_storage_alloc", b.ptr, name, STORAGE_ALIGN);
+              "mxc_storage_alloc",
+              b.ptr, name, STORAGE_ALIGN);
 
     mxc__mutex_lock(&p->lock);
     mxc_storage_stats *s = &p->stats;
@@ -310,7 +307,8 @@ int mxc_storage_free(mxc_storage_block *block) {
         rc = mxc__error(MXC_EMISUSE,
                         "mxc_storage_free: block %p of capacity %zu is larger than all %zu "
                         "bytes in use on %s: freed twice (through a copy?) or not from "
-                        "mxc_storage_alloc", b.ptr, b.capacity, in_use, name);
+                        "mxc_storage_alloc",
+                        b.ptr, b.capacity, in_use, name);
         goto fail;
     }
     s->bytes_in_use -= b.capacity;

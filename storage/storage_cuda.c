@@ -29,8 +29,8 @@ int mxc__storage_device_check(const char *fn, mxc_context ctx) {
     char name[48];
     int n = device_count();
     if (n == 0)
-        return mxc__error(MXC_ENODEV, "%s: no device %s: this machine has no usable CUDA GPU",
-                          fn, mxc__storage_ctx_name(ctx, name, sizeof name));
+        return mxc__error(MXC_ENODEV, "%s: no device %s: this machine has no usable CUDA GPU", fn,
+                          mxc__storage_ctx_name(ctx, name, sizeof name));
     if (ctx.dev_id >= n)
         return mxc__error(MXC_ENODEV, "%s: no device %s: %d GPU%s usable", fn,
                           mxc__storage_ctx_name(ctx, name, sizeof name), n,
@@ -61,8 +61,8 @@ int mxc__storage_device_alloc(mxc_context ctx, size_t size, void **out) {
         cudaSetDevice(prev);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* allocation errors are not sticky; clear them */
-        return mxc__error(e == cudaErrorMemoryAllocation ? MXC_ENOMEM : MXC_EDEVICE, "%s: %s",
-                          what, cudaGetErrorString(e));
+        return mxc__error(e == cudaErrorMemoryAllocation ? MXC_ENOMEM : MXC_EDEVICE, "%s: %s", what,
+                          cudaGetErrorString(e));
     }
     *out = p;
     return MXC_OK;
@@ -82,8 +82,8 @@ void mxc__storage_device_free(mxc_context ctx, void *ptr) {
 
 int mxc__storage_device_check(const char *fn, mxc_context ctx) {
     char name[48];
-    return mxc__error(MXC_ENODEV, "%s: no device %s: mxc was built without CUDA (USE_CUDA=1)",
-                      fn, mxc__storage_ctx_name(ctx, name, sizeof name));
+    return mxc__error(MXC_ENODEV, "%s: no device %s: mxc was built without CUDA (USE_CUDA=1)", fn,
+                      mxc__storage_ctx_name(ctx, name, sizeof name));
 }
 
 int mxc__storage_device_alloc(mxc_context ctx, size_t size, void **out) {

@@ -34,8 +34,8 @@ START_TEST(test_status_names) {
         ck_assert_str_eq(mxc_strerror(code), status_table[i].desc);
         ck_assert_msg(code <= 0, "%s is positive", status_table[i].name);
         for (size_t j = 0; j < i; j++)
-            ck_assert_msg(status_table[j].code != code, "%s and %s share %d",
-                          status_table[j].name, status_table[i].name, code);
+            ck_assert_msg(status_table[j].code != code, "%s and %s share %d", status_table[j].name,
+                          status_table[i].name, code);
     }
     /* A few values spelled out, so a shifted table cannot pass by agreeing with itself. */
     ck_assert_int_eq(MXC_OK, 0);
@@ -215,7 +215,7 @@ END_TEST
 
 /* ---- Queue ------------------------------------------------------------------------- */
 
-#define ITEM(i) ((void *)(uintptr_t)(i))
+#define ITEM(i)    ((void *)(uintptr_t)(i))
 #define ITEM_ID(p) ((long)(uintptr_t)(p))
 
 /* Pops one item without waiting, asserting there is one. */
@@ -299,8 +299,8 @@ START_TEST(test_queue_priority) {
             int pr = prio_of[id];
             ck_assert_msg(pr <= last_prio, "priority %d after %d", pr, last_prio);
             if (pr == last_prio)
-                ck_assert_msg(id > last_id, "FIFO broken among priority %d: %ld after %ld", pr,
-                              id, last_id);
+                ck_assert_msg(id > last_id, "FIFO broken among priority %d: %ld after %ld", pr, id,
+                              last_id);
             last_prio = pr;
             last_id = id;
         }
@@ -311,8 +311,7 @@ START_TEST(test_queue_priority) {
         long id = must_pop(&q);
         int pr = prio_of[id];
         ck_assert_msg(pr < last_prio || (pr == last_prio && id > last_id),
-                      "item %ld (priority %d) after %ld (priority %d)", id, pr, last_id,
-                      last_prio);
+                      "item %ld (priority %d) after %ld (priority %d)", id, pr, last_id, last_prio);
         last_prio = pr;
         last_id = id;
     }
@@ -479,8 +478,8 @@ struct pool_worker {
 };
 
 static uint64_t pool_tag(int thread, long round, int slot, int word) {
-    return mxct_mix64(((uint64_t)thread << 48) ^ ((uint64_t)round << 16) ^
-                      ((uint64_t)slot << 4) ^ (uint64_t)word);
+    return mxct_mix64(((uint64_t)thread << 48) ^ ((uint64_t)round << 16) ^ ((uint64_t)slot << 4) ^
+                      (uint64_t)word);
 }
 
 /* Each round takes POOL_HELD objects, stamps them with what only this thread and round
@@ -544,8 +543,8 @@ START_TEST(test_pool_concurrent) {
     }
     /* Everything came back: the pool holds at most what four threads held at once
      * (plus page rounding), it did not grow per round. */
-    ck_assert_msg(pool.capacity <= 4 * (size_t)(POOL_THREADS * POOL_HELD + 1) +
-                                       2 * pool.objects_per_page,
+    ck_assert_msg(pool.capacity <=
+                      4 * (size_t)(POOL_THREADS * POOL_HELD + 1) + 2 * pool.objects_per_page,
                   "pool grew to %zu objects for %d live at most", pool.capacity,
                   POOL_THREADS * POOL_HELD + 1);
     mxc__pool_destroy(&pool);
@@ -576,8 +575,8 @@ START_TEST(test_pool_distinct_objects) {
         for (int i = 0; i < N; i++) {
             void *p = mxc__pool_alloc(&pool);
             ck_assert_ptr_nonnull(p);
-            ck_assert_msg((uintptr_t)p % align == 0, "size %zu: %p not aligned to %zu", size,
-                          p, align);
+            ck_assert_msg((uintptr_t)p % align == 0, "size %zu: %p not aligned to %zu", size, p,
+                          align);
             memset(p, 0xcd, size);
             objs[i] = (uintptr_t)p;
         }

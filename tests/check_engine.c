@@ -27,9 +27,8 @@
 /* ---- Pushing ----------------------------------------------------------------------- */
 
 /* A variable list and its length, for the push helpers: VARS(a, b) or NO_VARS. */
-#define VARS(...)                          \
-    (mxc_var *const[]){__VA_ARGS__},       \
-        (int)(sizeof((mxc_var *[]){__VA_ARGS__}) / sizeof(mxc_var *))
+#define VARS(...) \
+    (mxc_var *const[]){__VA_ARGS__}, (int)(sizeof((mxc_var *[]){__VA_ARGS__}) / sizeof(mxc_var *))
 #define NO_VARS NULL, 0
 
 #define ENGINE_NAME mxc_engine_type_name(_i)
@@ -90,26 +89,25 @@ static void delete_var_ok(mxc_engine *e, mxc_var *v, mxc_engine_fn fn, void *arg
 
 /* Expects `expr` to fail with `want`, with the code recorded and a message containing
  * `what` (the function, or the operation, the message must name). */
-#define EXPECT_CODE(want, what, expr)                                                       \
-    do {                                                                                  \
-        mxc_clear_error();                                                                \
-        int rc_ = (expr);                                                                 \
-        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (last error: \"%s\")",  \
-                      #expr, mxc_err_name(rc_), mxc_err_name(want), mxc_last_error());   \
-        ck_assert_msg(strstr(mxc_last_error(), (what)) != NULL,                           \
-                      "%s: message \"%s\" does not name %s", #expr, mxc_last_error(), (what)); \
-        ck_assert_int_eq(mxc_last_error_code(), rc_);                                     \
+#define EXPECT_CODE(want, what, expr)                                                           \
+    do {                                                                                        \
+        mxc_clear_error();                                                                      \
+        int rc_ = (expr);                                                                       \
+        ck_assert_msg(rc_ == (want), "%s returned %s, expected %s (last error: \"%s\")", #expr, \
+                      mxc_err_name(rc_), mxc_err_name(want), mxc_last_error());                 \
+        ck_assert_msg(strstr(mxc_last_error(), (what)) != NULL,                                 \
+                      "%s: message \"%s\" does not name %s", #expr, mxc_last_error(), (what));  \
+        ck_assert_int_eq(mxc_last_error_code(), rc_);                                           \
     } while (0)
 
 /* For cases the header leaves open: some failure, with a message. */
-#define EXPECT_ERROR(expr)                                                                \
-    do {                                                                                  \
-        mxc_clear_error();                                                                \
-        int rc_ = (expr);                                                                 \
-        ck_assert_msg(rc_ < 0, "%s returned %s, expected a failure", #expr,               \
-                      mxc_err_name(rc_));                                                 \
-        ck_assert_msg(mxc_last_error()[0] != '\0', "%s: %s without a message", #expr,     \
-                      mxc_err_name(rc_));                                                 \
+#define EXPECT_ERROR(expr)                                                                      \
+    do {                                                                                        \
+        mxc_clear_error();                                                                      \
+        int rc_ = (expr);                                                                       \
+        ck_assert_msg(rc_ < 0, "%s returned %s, expected a failure", #expr, mxc_err_name(rc_)); \
+        ck_assert_msg(mxc_last_error()[0] != '\0', "%s: %s without a message", #expr,           \
+                      mxc_err_name(rc_));                                                       \
     } while (0)
 
 /* ---- Tracked arguments ------------------------------------------------------------- *
@@ -117,7 +115,7 @@ static void delete_var_ok(mxc_engine *e, mxc_var *v, mxc_engine_fn fn, void *arg
 
 struct tracked {
     atomic_int runs, frees, runs_at_free;
-    int status;         /* what the function returns */
+    int status;          /* what the function returns */
     const char *message; /* recorded with mxc__error when status != MXC_OK */
 };
 
@@ -142,8 +140,8 @@ static void push_tracked(mxc_engine *e, struct tracked *t, mxc_var *const *cv, i
     push_desc(e, &d);
 }
 
-#define EXPECT_RUNS(t, n)                                                                 \
-    ck_assert_msg(atomic_load(&(t).runs) == (n), "%s ran %d times, expected %d", #t,       \
+#define EXPECT_RUNS(t, n)                                                            \
+    ck_assert_msg(atomic_load(&(t).runs) == (n), "%s ran %d times, expected %d", #t, \
                   atomic_load(&(t).runs), (n))
 
 /* ---- A gate: an operation that blocks its worker until the test opens it ----------- */
@@ -211,13 +209,13 @@ static void calc_push_all(mxc_engine *e, mxc_var **vars, int64_t *vals, struct c
         calc_push(e, vars, vals, &c[i]);
 }
 
-#define EXPECT_BEFORE(x, y)                                                               \
+#define EXPECT_BEFORE(x, y)                                                                   \
     ck_assert_msg(mxct_span_before(&(x).span, &(y).span), "'%s' must end before '%s' starts", \
                   (x).name, (y).name)
-#define EXPECT_OVERLAP(x, y)                                                              \
-    ck_assert_msg(mxct_span_overlap(&(x).span, &(y).span),                                 \
-                  "'%s' and '%s' are independent but did not run at the same time",       \
-                  (x).name, (y).name)
+#define EXPECT_OVERLAP(x, y)                                                                  \
+    ck_assert_msg(mxct_span_overlap(&(x).span, &(y).span),                                    \
+                  "'%s' and '%s' are independent but did not run at the same time", (x).name, \
+                  (y).name)
 
 /* Each operation ran once: inline on the pushing thread for the naive engine, on a
  * worker thread for the others. */
@@ -230,8 +228,8 @@ static void expect_calcs_ran(int type, struct calc *c, int n, pthread_t pusher) 
             ck_assert_msg(!on_pusher && c[i].worker >= 0,
                           "'%s' ran on the pushing thread (worker %d)", c[i].name, c[i].worker);
         } else {
-            ck_assert_msg(on_pusher && c[i].worker == -1,
-                          "'%s' did not run inline (worker %d)", c[i].name, c[i].worker);
+            ck_assert_msg(on_pusher && c[i].worker == -1, "'%s' did not run inline (worker %d)",
+                          c[i].name, c[i].worker);
         }
     }
 }
@@ -244,10 +242,8 @@ START_TEST(test_seed_parallel_reads) {
     int64_t vals[CALC_VARS] = {0};
     struct calc c[] = {
         {.name = "A = 2", .dst = VA, .lhs = -1, .rhs = -1, .op = '=', .imm = 2},
-        {.name = "B = A + 1", .dst = VB, .lhs = VA, .rhs = -1, .op = '+', .imm = 1,
-         .sleep_ms = 60},
-        {.name = "C = A + 2", .dst = VC, .lhs = VA, .rhs = -1, .op = '+', .imm = 2,
-         .sleep_ms = 60},
+        {.name = "B = A + 1", .dst = VB, .lhs = VA, .rhs = -1, .op = '+', .imm = 1, .sleep_ms = 60},
+        {.name = "C = A + 2", .dst = VC, .lhs = VA, .rhs = -1, .op = '+', .imm = 2, .sleep_ms = 60},
         {.name = "D = B * C", .dst = VD, .lhs = VB, .rhs = VC, .op = '*'},
     };
     uint64_t t0 = mxct_now_ns();
@@ -292,8 +288,8 @@ static int seed_delete_fn(const mxc_run_ctx *rctx, void *arg) {
     struct seed_delete *d = arg;
     mxct_span_begin(&d->span);
     d->a_seen = d->vals[VA];
-    d->readers_done = atomic_load(&d->readers[0]->runs) == 1 &&
-                      atomic_load(&d->readers[1]->runs) == 1;
+    d->readers_done =
+        atomic_load(&d->readers[0]->runs) == 1 && atomic_load(&d->readers[1]->runs) == 1;
     atomic_fetch_add(&d->runs, 1);
     mxct_span_end(&d->span);
     return MXC_OK;
@@ -309,8 +305,7 @@ START_TEST(test_seed_delete_after_readers) {
         {.name = "A = 2", .dst = VA, .lhs = -1, .rhs = -1, .op = '=', .imm = 2},
         {.name = "B = 2", .dst = VB, .lhs = -1, .rhs = -1, .op = '=', .imm = 2},
         {.name = "B = A + B", .dst = VB, .lhs = VA, .rhs = VB, .op = '+', .sleep_ms = 50},
-        {.name = "C = A + 2", .dst = VC, .lhs = VA, .rhs = -1, .op = '+', .imm = 2,
-         .sleep_ms = 50},
+        {.name = "C = A + 2", .dst = VC, .lhs = VA, .rhs = -1, .op = '+', .imm = 2, .sleep_ms = 50},
     };
     calc_push_all(e, v, vals, c, 4);
     struct seed_delete del = {.readers = {&c[2], &c[3]}, .vals = vals};
@@ -344,9 +339,19 @@ START_TEST(test_seed_write_after_read) {
     int64_t vals[CALC_VARS] = {0};
     struct calc c[] = {
         {.name = "A = 1", .dst = VA, .lhs = -1, .rhs = -1, .op = '=', .imm = 1},
-        {.name = "op0: B = A + 1", .dst = VB, .lhs = VA, .rhs = -1, .op = '+', .imm = 1,
+        {.name = "op0: B = A + 1",
+         .dst = VB,
+         .lhs = VA,
+         .rhs = -1,
+         .op = '+',
+         .imm = 1,
          .sleep_ms = 40},
-        {.name = "op1: C = A + 2", .dst = VC, .lhs = VA, .rhs = -1, .op = '+', .imm = 2,
+        {.name = "op1: C = A + 2",
+         .dst = VC,
+         .lhs = VA,
+         .rhs = -1,
+         .op = '+',
+         .imm = 2,
          .sleep_ms = 40},
         {.name = "op2: D = B + C", .dst = VD, .lhs = VB, .rhs = VC, .op = '+'},
         {.name = "op3: A = D", .dst = VA, .lhs = VD, .rhs = -1, .op = '='},
@@ -469,9 +474,8 @@ static void *wl_completer_main(void *arg) {
 static int wl_delete_fn(const mxc_run_ctx *rctx, void *arg) {
     struct wl_delete *d = arg;
     if (d->wl->cells[d->cell] != d->expected)
-        mxct_note("delete of cell %u ran before its last writer: %016llx, replay %016llx",
-                  d->cell, (unsigned long long)d->wl->cells[d->cell],
-                  (unsigned long long)d->expected);
+        mxct_note("delete of cell %u ran before its last writer: %016llx, replay %016llx", d->cell,
+                  (unsigned long long)d->wl->cells[d->cell], (unsigned long long)d->expected);
     atomic_fetch_add(&d->wl->deletes_run, 1);
     free(d);
     return MXC_OK;
@@ -487,8 +491,8 @@ static void wl_new_slot(struct wl *wl, int slot) {
     wl->slot_cell[slot] = cell;
 }
 
-static struct wl *wl_new(int type, const mxc_engine_config *cfg, size_t max_ops,
-                         size_t max_cells, uint64_t seed) {
+static struct wl *wl_new(int type, const mxc_engine_config *cfg, size_t max_ops, size_t max_cells,
+                         uint64_t seed) {
     struct wl *wl = calloc(1, sizeof *wl);
     ck_assert_ptr_nonnull(wl);
     wl->type = type;
@@ -508,12 +512,16 @@ static struct wl *wl_new(int type, const mxc_engine_config *cfg, size_t max_ops,
 }
 
 /* Pushes one operation reading slots rs and writing slots ws; applies it to the replay. */
-static void wl_emit(struct wl *wl, const int *rs, int nr, const int *ws, int nw, int kind,
-                    int prop, int priority, int sleep_us) {
+static void wl_emit(struct wl *wl, const int *rs, int nr, const int *ws, int nw, int kind, int prop,
+                    int priority, int sleep_us) {
     ck_assert_msg(wl->nops < wl->cap_ops, "out of operations");
     struct wl_op *op = &wl->ops[wl->nops];
-    *op = (struct wl_op){.wl = wl, .id = (uint32_t)wl->nops, .sleep_us = (uint16_t)sleep_us,
-                         .nr = (uint8_t)nr, .nw = (uint8_t)nw, .kind = (uint8_t)kind};
+    *op = (struct wl_op){.wl = wl,
+                         .id = (uint32_t)wl->nops,
+                         .sleep_us = (uint16_t)sleep_us,
+                         .nr = (uint8_t)nr,
+                         .nw = (uint8_t)nw,
+                         .kind = (uint8_t)kind};
     wl->nops++;
     mxc_var *cv[WL_MAX_R], *mv[WL_MAX_W];
     for (int i = 0; i < nr; i++) {
@@ -552,9 +560,9 @@ static void wl_random_op(struct wl *wl, const int *hot, int nhot, const struct w
                : roll < p->async_thread_pct + p->async_inline_pct ? WL_ASYNC_INLINE
                                                                   : WL_SYNC;
     static const int props[10] = {
-        MXC_PROP_NORMAL,           MXC_PROP_NORMAL,          MXC_PROP_NORMAL,
-        MXC_PROP_NORMAL,           MXC_PROP_NORMAL,          MXC_PROP_NORMAL,
-        MXC_PROP_CPU_PRIORITIZED,  MXC_PROP_ASYNC,           MXC_PROP_COPY_TO_DEVICE,
+        MXC_PROP_NORMAL,           MXC_PROP_NORMAL, MXC_PROP_NORMAL,
+        MXC_PROP_NORMAL,           MXC_PROP_NORMAL, MXC_PROP_NORMAL,
+        MXC_PROP_CPU_PRIORITIZED,  MXC_PROP_ASYNC,  MXC_PROP_COPY_TO_DEVICE,
         MXC_PROP_COPY_FROM_DEVICE,
     };
     int prop = props[mxct_rng_below(rng, 10)];
@@ -648,8 +656,8 @@ START_TEST(test_random_workloads) {
                                 .recycle_pct = 5};
     /* more workers than cores: more interleavings */
     mxc_engine_config cfg = {.cpu_workers = 3, .cpu_priority_workers = 1};
-    struct wl *wl = wl_new(_i, &cfg, (size_t)n * 12, WL_SLOTS + (size_t)n + 1,
-                           0x5eed0000u + (uint64_t)_i);
+    struct wl *wl =
+        wl_new(_i, &cfg, (size_t)n * 12, WL_SLOTS + (size_t)n + 1, 0x5eed0000u + (uint64_t)_i);
     for (long k = 0; k < n; k++)
         wl_workload(wl, &p, k);
     wl_finish(wl, n);
@@ -669,8 +677,8 @@ START_TEST(test_million_operations) {
     for (long k = 0; k < n; k++)
         wl_random_op(wl, all, WL_SLOTS, &p);
     mxc_engine_stats s = stats_of(wl->engine);
-    ck_assert_msg(s.pending <= 50000 + 64, "%s: %lld pending, max_pending is 50000",
-                  ENGINE_NAME, (long long)s.pending);
+    ck_assert_msg(s.pending <= 50000 + 64, "%s: %lld pending, max_pending is 50000", ENGINE_NAME,
+                  (long long)s.pending);
     wl_finish(wl, 0);
 }
 END_TEST
@@ -679,9 +687,9 @@ END_TEST
 
 struct async_job {
     const char *name;
-    int dst, lhs;     /* vals[dst] = (lhs >= 0 ? vals[lhs] : 0) * mul + add */
+    int dst, lhs; /* vals[dst] = (lhs >= 0 ? vals[lhs] : 0) * mul + add */
     int64_t mul, add;
-    int status;       /* completion status; on failure `message` is recorded first */
+    int status; /* completion status; on failure `message` is recorded first */
     const char *message;
     long delay_us;
     int64_t *vals;
@@ -734,12 +742,15 @@ START_TEST(test_async_completed_elsewhere) {
         {.name = "X = 7 (async)", .dst = X, .lhs = -1, .add = 7, .delay_us = 40000},
         {.name = "Z = Y * 2 (async)", .dst = Z, .lhs = Y, .mul = 2, .delay_us = 10000},
         {.name = "W = 5 (async)", .dst = W, .lhs = -1, .add = 5, .delay_us = 40000},
-        {.name = "E1 fails (async)", .dst = E1, .lhs = -1, .status = MXC_EIO,
-         .message = "helper failed: disk 3", .delay_us = 10000},
+        {.name = "E1 fails (async)",
+         .dst = E1,
+         .lhs = -1,
+         .status = MXC_EIO,
+         .message = "helper failed: disk 3",
+         .delay_us = 10000},
     };
     struct calc y = {.name = "Y = X + 1", .dst = Y, .lhs = X, .rhs = -1, .op = '+', .imm = 1};
-    struct calc e2 = {.name = "E2 = E1 + 1", .dst = E2, .lhs = E1, .rhs = -1, .op = '+',
-                      .imm = 1};
+    struct calc e2 = {.name = "E2 = E1 + 1", .dst = E2, .lhs = E1, .rhs = -1, .op = '+', .imm = 1};
     push_async_job(e, v, vals, &jobs[0]);
     calc_push(e, v, vals, &y);
     push_async_job(e, v, vals, &jobs[1]);
@@ -879,8 +890,8 @@ START_TEST(test_delete_operator_waits_for_runs) {
     wait_all_ok(e);
     ck_assert_int_eq(c.count, RUNS);
     ck_assert_int_eq(atomic_load(&c.frees), 1);
-    ck_assert_msg(atomic_load(&c.runs_at_free) == RUNS,
-                  "arg_free ran after %d of %d runs", atomic_load(&c.runs_at_free), RUNS);
+    ck_assert_msg(atomic_load(&c.runs_at_free) == RUNS, "arg_free ran after %d of %d runs",
+                  atomic_load(&c.runs_at_free), RUNS);
     mxct_assert_no_notes();
     free(v);
     mxct_engine_finish(e);
@@ -967,8 +978,7 @@ START_TEST(test_delete_var_ordering) {
 
     int rc = mxc_engine_wait_all(e);
     ck_assert_msg(rc == MXC_EINVAL, "wait_all = %s, expected the failure of F", mxc_err_name(rc));
-    ck_assert_msg(strstr(mxc_last_error(), "F is broken") != NULL, "message: %s",
-                  mxc_last_error());
+    ck_assert_msg(strstr(mxc_last_error(), "F is broken") != NULL, "message: %s", mxc_last_error());
 
     ck_assert_int_eq(atomic_load(&dv.runs), 1);
     ck_assert_msg(dv.readers_seen == 3, "delete of V ran after %d of 3 readers", dv.readers_seen);
@@ -1070,13 +1080,11 @@ START_TEST(test_error_propagation) {
     push_tracked(e, &second, NO_VARS, VARS(v[T]), "op_second");
 
     int rc = mxc_engine_wait_for_var(e, v[Y]);
-    ck_assert_msg(rc == MXC_EINVAL, "wait_for_var(Y) = %s, expected MXC_EINVAL",
-                  mxc_err_name(rc));
+    ck_assert_msg(rc == MXC_EINVAL, "wait_for_var(Y) = %s, expected MXC_EINVAL", mxc_err_name(rc));
     ck_assert_msg(strstr(mxc_last_error(), "op_fail: bad value 42") != NULL,
                   "wait_for_var(Y) message: \"%s\"", mxc_last_error());
     rc = mxc_engine_wait_for_var(e, v[Z]);
-    ck_assert_msg(rc == MXC_EINVAL, "wait_for_var(Z) = %s, expected MXC_EINVAL",
-                  mxc_err_name(rc));
+    ck_assert_msg(rc == MXC_EINVAL, "wait_for_var(Z) = %s, expected MXC_EINVAL", mxc_err_name(rc));
     ck_assert_msg(strstr(mxc_last_error(), "op_fail: bad value 42") != NULL,
                   "wait_for_var(Z) message: \"%s\"", mxc_last_error());
     ck_assert_int_eq(mxc_last_error_code(), MXC_EINVAL);
@@ -1113,8 +1121,8 @@ START_TEST(test_error_propagation) {
     /* skipped operations are retired too: their arguments are freed */
     struct tracked *all[] = {&fail, &dep1, &dep2, &indep, &second, &again_z, &fresh, &after_x};
     for (size_t i = 0; i < MXC_ARRAY_SIZE(all); i++)
-        ck_assert_msg(atomic_load(&all[i]->frees) == 1, "arg_free of operation %zu ran %d times",
-                      i, atomic_load(&all[i]->frees));
+        ck_assert_msg(atomic_load(&all[i]->frees) == 1, "arg_free of operation %zu ran %d times", i,
+                      atomic_load(&all[i]->frees));
     mxc_engine_stats s = stats_of(e);
     ck_assert_uint_eq(s.failed, 4); /* op_fail, two skipped, op_second */
     ck_assert_uint_ge(s.pushed, 8); /* the header leaves open whether waits count */
@@ -1202,8 +1210,8 @@ START_TEST(test_wait_inside_operation) {
     for (int k = 0; k < 3; k++) {
         probes[k].e = e;
         probes[k].busy = v[0];
-        mxc_engine_op_desc d = sync_desc(wait_probe_fn, &probes[k], NO_VARS, VARS(v[1 + k]),
-                                         "waits inside");
+        mxc_engine_op_desc d =
+            sync_desc(wait_probe_fn, &probes[k], NO_VARS, VARS(v[1 + k]), "waits inside");
         if (k == 1) { /* an asynchronous function */
             d.fn = NULL;
             d.async_fn = wait_probe_async_fn;
@@ -1218,10 +1226,9 @@ START_TEST(test_wait_inside_operation) {
         ck_assert_int_eq(atomic_load(&probes[k].ran), 1);
         ck_assert_msg(probes[k].rc_all == MXC_EMISUSE, "%s: wait_all inside = %s", kinds[k],
                       mxc_err_name(probes[k].rc_all));
-        ck_assert_msg(probes[k].rc_var == MXC_EMISUSE, "%s: wait_for_var inside = %s",
-                      kinds[k], mxc_err_name(probes[k].rc_var));
-        ck_assert_msg(probes[k].msg_all[0] && probes[k].msg_var[0], "%s: no message",
-                      kinds[k]);
+        ck_assert_msg(probes[k].rc_var == MXC_EMISUSE, "%s: wait_for_var inside = %s", kinds[k],
+                      mxc_err_name(probes[k].rc_var));
+        ck_assert_msg(probes[k].msg_all[0] && probes[k].msg_var[0], "%s: no message", kinds[k]);
     }
     free(v);
     mxct_engine_finish(e);
@@ -1455,8 +1462,9 @@ static void mt_check_history(struct mt *mt) {
                 int var = w ? op->m[i] : op->c[i - op->nm];
                 long pos = w ? op->pos_m[i] : op->pos_c[i - op->nm];
                 bool ok = (w || last_write[var]) ? pos > last_pos[var] : pos >= last_pos[var];
-                ck_assert_msg(ok, "thread %d push %ld ran at position %ld of var %d, before "
-                                  "an earlier push of the same thread (position %ld)",
+                ck_assert_msg(ok,
+                              "thread %d push %ld ran at position %ld of var %d, before "
+                              "an earlier push of the same thread (position %ld)",
                               t, k, pos, var, last_pos[var]);
                 last_pos[var] = pos;
                 last_write[var] = w;
@@ -1516,15 +1524,14 @@ static void never_free(void *arg) { mxct_note("arg_free ran for a push that fail
 /* The name of the operations whose push must fail; their messages must name them. */
 #define OP_NAME "never"
 
-
 START_TEST(test_misuse_create) {
     mxc_engine *e = SENTINEL(mxc_engine); /* must be overwritten with NULL */
     EXPECT_CODE(MXC_EINVAL, "mxc_engine_create", mxc_engine_create(3, NULL, &e));
     ck_assert_ptr_null(e);
     EXPECT_CODE(MXC_EINVAL, "mxc_engine_create", mxc_engine_create(-1, NULL, &e));
     const mxc_engine_config bad[] = {
-        {.cpu_workers = -1},          {.cpu_priority_workers = -1}, {.gpu_workers = -2},
-        {.gpu_copy_workers = -1},     {.max_pending = -5},
+        {.cpu_workers = -1},      {.cpu_priority_workers = -1}, {.gpu_workers = -2},
+        {.gpu_copy_workers = -1}, {.max_pending = -5},
     };
     for (size_t i = 0; i < MXC_ARRAY_SIZE(bad); i++) {
         e = SENTINEL(mxc_engine);
@@ -1559,7 +1566,8 @@ START_TEST(test_misuse_calls) {
     EXPECT_ERROR(mxc_engine_new_var(e, NULL));
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_push", mxc_engine_push(NULL, &ok));
     EXPECT_ERROR(mxc_engine_push(e, NULL));
-    EXPECT_CODE(MXC_EMISUSE, "mxc_engine_delete_var", mxc_engine_delete_var(NULL, v[0], NULL, NULL));
+    EXPECT_CODE(MXC_EMISUSE, "mxc_engine_delete_var",
+                mxc_engine_delete_var(NULL, v[0], NULL, NULL));
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_delete_var", mxc_engine_delete_var(e, NULL, NULL, NULL));
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_wait_for_var", mxc_engine_wait_for_var(NULL, v[0]));
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_wait_for_var", mxc_engine_wait_for_var(e, NULL));
@@ -1641,7 +1649,8 @@ START_TEST(test_misuse_calls) {
     d.num_const_vars = 1;
     EXPECT_CODE(MXC_EMISUSE, OP_NAME, mxc_engine_push(e, &d));
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_wait_for_var", mxc_engine_wait_for_var(e, foreign));
-    EXPECT_CODE(MXC_EMISUSE, "mxc_engine_delete_var", mxc_engine_delete_var(e, foreign, NULL, NULL));
+    EXPECT_CODE(MXC_EMISUSE, "mxc_engine_delete_var",
+                mxc_engine_delete_var(e, foreign, NULL, NULL));
     mxc_engine_op_desc od = sync_desc(never_fn, NULL, NO_VARS, VARS(foreign), "foreign op");
     mxc_engine_opr *foreign_opr = NULL;
     ck_assert_int_eq(mxc_engine_new_operator(other, &od, &foreign_opr), MXC_OK);
@@ -1732,8 +1741,7 @@ START_TEST(test_profiler_dump) {
     wait_all_ok(e);
 
     char *text = dump_profile(e);
-    ck_assert_msg(count_occurrences(text, "prof_alpha") >= 3, "prof_alpha missing:\n%.2000s",
-                  text);
+    ck_assert_msg(count_occurrences(text, "prof_alpha") >= 3, "prof_alpha missing:\n%.2000s", text);
     ck_assert_msg(strstr(text, "prof_beta") && strstr(text, "prof_gamma"),
                   "op names missing:\n%.2000s", text);
     ck_assert_msg(strstr(text, "prof_a_name_longer"), "the long name is missing");
@@ -1907,8 +1915,8 @@ done:
     ck_assert_msg(rc == MXC_OK || rc == MXC_ENOMEM, "failing after %ld: %s: %s", fail_after,
                   mxc_err_name(rc), mxc_last_error());
     int wrc = mxc_engine_wait_all(e);
-    ck_assert_msg(wrc == MXC_OK, "wait_all after an allocation failure: %s: %s",
-                  mxc_err_name(wrc), mxc_last_error());
+    ck_assert_msg(wrc == MXC_OK, "wait_all after an allocation failure: %s: %s", mxc_err_name(wrc),
+                  mxc_last_error());
     mxc_engine_destroy(e);
     for (int i = 0; i < 2; i++) {
         ck_assert_int_eq(atomic_load(&ops[i].runs), pushed[i] ? 1 : 0);
@@ -1916,8 +1924,8 @@ done:
     }
     ck_assert_int_eq(atomic_load(&ops[2].frees), pushed[2] ? 1 : 0);
     ck_assert_msg(atomic_load(&counts->live) == 0,
-                  "%ld blocks leaked (allocations failing after %ld)",
-                  atomic_load(&counts->live), fail_after);
+                  "%ld blocks leaked (allocations failing after %ld)", atomic_load(&counts->live),
+                  fail_after);
     return rc == MXC_OK && atomic_load(&counts->failures) == 0;
 }
 

@@ -316,8 +316,8 @@ START_TEST(test_lenet_backward_equals_finite_differences) {
             CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
             double fd = (lp - lm) / (2 * eps);
             ck_assert_msg(fabs(fd - g[i]) <= 5e-3 + 2e-2 * fabs(fd),
-                          "%s[%lld]: backward %g, finite difference %g", arg_names[a],
-                          (long long)i, (double)g[i], fd);
+                          "%s[%lld]: backward %g, finite difference %g", arg_names[a], (long long)i,
+                          (double)g[i], fd);
         }
         free(g);
         free(p);
@@ -583,8 +583,8 @@ START_TEST(test_misuse) {
     CK_OK(mxc_executor_forward(x, 1));
     CK_ERR(MXC_EINVAL, mxc_executor_backward(x, 0, NULL));
     mxc_executor_free(x);
-    CK_ERR(MXC_EINVAL, mxc_executor_simple_bind(sym, mxc_cpu(), 1, (const char *[]){"nope"},
-                                                shapes, MXC_GRAD_WRITE, &x));
+    CK_ERR(MXC_EINVAL, mxc_executor_simple_bind(sym, mxc_cpu(), 1, (const char *[]){"nope"}, shapes,
+                                                MXC_GRAD_WRITE, &x));
     CK_ERR(MXC_EMISUSE, mxc_executor_forward(NULL, 0));
     for (int i = 0; i < 5; i++)
         mxc_nd_free(a[i]);

@@ -154,8 +154,8 @@ END_TEST
 START_TEST(test_fills_on_device_equal_host) {
     if (!have_gpu())
         return;
-    const int dtypes[] = {MXC_FLOAT32, MXC_FLOAT64, MXC_FLOAT16, MXC_INT8, MXC_UINT8,
-                          MXC_INT32, MXC_INT64};
+    const int dtypes[] = {MXC_FLOAT32, MXC_FLOAT64, MXC_FLOAT16, MXC_INT8,
+                          MXC_UINT8,   MXC_INT32,   MXC_INT64};
     for (size_t k = 0; k < sizeof dtypes / sizeof dtypes[0]; k++) {
         mxc_ndarray *c = NULL, *g = NULL;
         CK_OK(mxc_nd_full(&SHAPE(5, 37), dtypes[k], mxc_cpu(), -3.25, &c));
@@ -164,8 +164,7 @@ START_TEST(test_fills_on_device_equal_host) {
         unsigned char hc[5 * 37 * 8], hg[5 * 37 * 8];
         CK_OK(mxc_nd_sync_copy_to_cpu(c, hc, bytes));
         CK_OK(mxc_nd_sync_copy_to_cpu(g, hg, bytes));
-        ck_assert_msg(memcmp(hc, hg, bytes) == 0, "fill of %s differs",
-                      mxc_dtype_name(dtypes[k]));
+        ck_assert_msg(memcmp(hc, hg, bytes) == 0, "fill of %s differs", mxc_dtype_name(dtypes[k]));
         mxc_nd_free(c);
         mxc_nd_free(g);
     }

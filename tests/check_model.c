@@ -117,8 +117,8 @@ END_TEST
 
 START_TEST(test_metrics_values) {
     /* 4 samples, 3 classes; the last one is padding */
-    const float pred[] = {0.7f, 0.2f, 0.1f, /* argmax 0 */ 0.1f, 0.3f, 0.6f, /* 2 */
-                          0.3f, 0.4f, 0.3f, /* 1 */ 0.9f, 0.05f, 0.05f};
+    const float pred[] = {0.7f, 0.2f, 0.1f, /* argmax 0 */ 0.1f, 0.3f,  0.6f, /* 2 */
+                          0.3f, 0.4f, 0.3f, /* 1 */ 0.9f,        0.05f, 0.05f};
     const float label[] = {0, 1, 1, 2};
     mxc_ndarray *p = array(SHAPE(4, 3), pred), *l = array(SHAPE(4), label);
     mxc_metric *acc, *top2, *ce, *all;
@@ -136,8 +136,8 @@ START_TEST(test_metrics_values) {
     CK_OK(mxc_metric_get(all, &n, &names, &v));
     ck_assert_int_eq(n, 3);
     ck_assert_str_eq(names[0], "accuracy");
-    ck_assert_double_eq_tol(v[0], 2.0 / 3, 1e-9);        /* samples 0 and 2 */
-    ck_assert_double_eq_tol(v[1], 3.0 / 3, 1e-9);        /* class 1 second in sample 1 */
+    ck_assert_double_eq_tol(v[0], 2.0 / 3, 1e-9); /* samples 0 and 2 */
+    ck_assert_double_eq_tol(v[1], 3.0 / 3, 1e-9); /* class 1 second in sample 1 */
     double want_ce = -(log(0.7) + log(0.3) + log(0.4)) / 3;
     ck_assert_double_eq_tol(v[2], want_ce, 1e-6);
     CK_OK(mxc_metric_reset(all));

@@ -21,8 +21,8 @@ static struct mxct_alloc_counts counts;
 /* ---- Fixtures and their descriptions ----------------------------------------------- */
 
 #define MAX_FIXTURES 32
-#define MAX_ARRAYS 16
-#define MAX_BYTES 1024
+#define MAX_ARRAYS   16
+#define MAX_BYTES    1024
 
 struct expected_array {
     char name[64]; /* "" when unnamed */
@@ -140,8 +140,8 @@ static void read_description(const char *name, struct expected *e) {
     free(line);
     fclose(f);
     ck_assert_msg(e->version >= 0, "%s: no version line", name);
-    ck_assert_msg(e->code != MXC_OK || arrays == e->count, "%s: %zu of %zu arrays described",
-                  name, arrays, e->count);
+    ck_assert_msg(e->code != MXC_OK || arrays == e->count, "%s: %zu of %zu arrays described", name,
+                  arrays, e->count);
 }
 
 /* The fixture names from index.txt; returns how many. */
@@ -177,15 +177,15 @@ static void check_records(const char *what, const struct mxc__nd_record *r, size
         else
             ck_assert_msg(r[i].name == NULL, "%s[%zu]: a name in an unnamed list", what, i);
         if (version >= 0)
-            ck_assert_msg(r[i].version == version, "%s[%zu]: version %d, expected %d", what,
-                          i, r[i].version, version);
-        ck_assert_msg(r[i].dtype == a->dtype, "%s[%zu]: dtype %d, expected %d", what, i,
-                      r[i].dtype, a->dtype);
+            ck_assert_msg(r[i].version == version, "%s[%zu]: version %d, expected %d", what, i,
+                          r[i].version, version);
+        ck_assert_msg(r[i].dtype == a->dtype, "%s[%zu]: dtype %d, expected %d", what, i, r[i].dtype,
+                      a->dtype);
         ck_assert_msg(r[i].dev_type == a->dev_type && r[i].dev_id == a->dev_id,
                       "%s[%zu]: context (%d, %d), expected (%d, %d)", what, i, r[i].dev_type,
                       r[i].dev_id, a->dev_type, a->dev_id);
-        ck_assert_msg(r[i].shape.ndim == a->shape.ndim, "%s[%zu]: ndim %d, expected %d", what,
-                      i, r[i].shape.ndim, a->shape.ndim);
+        ck_assert_msg(r[i].shape.ndim == a->shape.ndim, "%s[%zu]: ndim %d, expected %d", what, i,
+                      r[i].shape.ndim, a->shape.ndim);
         for (int d = 0; d < a->shape.ndim; d++)
             ck_assert_msg(r[i].shape.dims[d] == a->shape.dims[d],
                           "%s[%zu]: dim %d is %lld, expected %lld", what, i, d,
@@ -251,23 +251,27 @@ END_TEST
 START_TEST(test_worked_example) {
     /* One float32 (2,3) array named "arg:w": 109 bytes, spelled out from FORMATS.md. */
     static const uint8_t want[109] = {
-        0x12, 0x01, 0, 0, 0, 0, 0, 0, /* list magic */
-        0, 0, 0, 0, 0, 0, 0, 0,       /* reserved */
-        1, 0, 0, 0, 0, 0, 0, 0,       /* N */
-        0xC9, 0xFA, 0x93, 0xF9,       /* v2 magic */
-        0, 0, 0, 0,                   /* dense */
-        2, 0, 0, 0,                   /* ndim */
-        2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, /* dims */
-        1, 0, 0, 0, 0, 0, 0, 0,       /* cpu(0) */
-        0, 0, 0, 0,                   /* float32 */
-        0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 0, 0, 0x40, 0x40, /* 1 2 3 */
-        0, 0, 0x80, 0x40, 0, 0, 0xa0, 0x40, 0, 0, 0xc0, 0x40, /* 4 5 6 */
-        1, 0, 0, 0, 0, 0, 0, 0,       /* K */
-        5, 0, 0, 0, 0, 0, 0, 0, 'a', 'r', 'g', ':', 'w',
+        0x12, 0x01, 0,    0,    0, 0, 0,    0, /* list magic */
+        0,    0,    0,    0,    0, 0, 0,    0, /* reserved */
+        1,    0,    0,    0,    0, 0, 0,    0, /* N */
+        0xC9, 0xFA, 0x93, 0xF9,                /* v2 magic */
+        0,    0,    0,    0,                   /* dense */
+        2,    0,    0,    0,                   /* ndim */
+        2,    0,    0,    0,    0, 0, 0,    0,    3,   0,   0,    0,    0,   0, 0, 0, /* dims */
+        1,    0,    0,    0,    0, 0, 0,    0,                                        /* cpu(0) */
+        0,    0,    0,    0,                                                          /* float32 */
+        0,    0,    0x80, 0x3f, 0, 0, 0,    0x40, 0,   0,   0x40, 0x40,               /* 1 2 3 */
+        0,    0,    0x80, 0x40, 0, 0, 0xa0, 0x40, 0,   0,   0xc0, 0x40,               /* 4 5 6 */
+        1,    0,    0,    0,    0, 0, 0,    0,                                        /* K */
+        5,    0,    0,    0,    0, 0, 0,    0,    'a', 'r', 'g',  ':',  'w',
     };
     const float values[6] = {1, 2, 3, 4, 5, 6};
-    struct mxc__nd_record rec = {.name = "arg:w", .shape = {2, {2, 3}}, .dtype = MXC_FLOAT32,
-                                 .dev_type = MXC_CPU, .data = values, .nbytes = sizeof values};
+    struct mxc__nd_record rec = {.name = "arg:w",
+                                 .shape = {2, {2, 3}},
+                                 .dtype = MXC_FLOAT32,
+                                 .dev_type = MXC_CPU,
+                                 .data = values,
+                                 .nbytes = sizeof values};
     void *buf;
     size_t len, size;
     ck_assert_int_eq(mxc__nd_encoded_size(&rec, 1, true, &size), MXC_OK);
@@ -351,8 +355,7 @@ static void good_record(struct bytes *b) {
 /* Decodes a copy of buf[0, len) in a block of exactly that size under the counting
  * allocator and checks the failure: `code`, `needle` in the message, outputs cleared,
  * nothing allocated. */
-static void expect_failure(const void *buf, size_t len, int code, const char *needle,
-                           int line) {
+static void expect_failure(const void *buf, size_t len, int code, const char *needle, int line) {
     uint8_t *copy = malloc(len ? len : 1);
     ck_assert_ptr_nonnull(copy);
     memcpy(copy, buf, len);
@@ -679,14 +682,18 @@ static int failing_sink(void *user, const void *bytes, size_t len) {
 
 START_TEST(test_encode_misuse) {
     const float v[2] = {1, 2};
-    const struct mxc__nd_record good = {.name = "a", .shape = {1, {2}}, .dtype = MXC_FLOAT32,
-                                        .dev_type = MXC_CPU, .data = v, .nbytes = sizeof v};
+    const struct mxc__nd_record good = {.name = "a",
+                                        .shape = {1, {2}},
+                                        .dtype = MXC_FLOAT32,
+                                        .dev_type = MXC_CPU,
+                                        .data = v,
+                                        .nbytes = sizeof v};
     struct {
         struct mxc__nd_record r;
         const char *needle;
-    } bad[] = {{good, "no name"}, {good, "ndim 9"}, {good, "ndim -1"}, {good, "is -2"},
-               {good, "unknown dtype 13"}, {good, "unknown dtype -1"}, {good, "has 4 bytes"},
-               {good, "no data"}, {good, "overflows"}};
+    } bad[] = {{good, "no name"},     {good, "ndim 9"},           {good, "ndim -1"},
+               {good, "is -2"},       {good, "unknown dtype 13"}, {good, "unknown dtype -1"},
+               {good, "has 4 bytes"}, {good, "no data"},          {good, "overflows"}};
     bad[0].r.name = NULL;
     bad[1].r.shape.ndim = 9;
     bad[2].r.shape.ndim = -1;

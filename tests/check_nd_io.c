@@ -190,15 +190,17 @@ static void sweep_allocation_failures(int (*run)(void *), void *arg, const char 
         mxc_storage_trim(mxc_cpu());
         long live = atomic_load(&counts.live);
         mxct_alloc_uninstall();
-        ck_assert_msg(live <= 0, "%s failing after %ld allocations leaked %ld blocks", what,
-                      n, live);
+        ck_assert_msg(live <= 0, "%s failing after %ld allocations leaked %ld blocks", what, n,
+                      live);
         if (rc == MXC_OK) {
-            ck_assert_msg(n > 2, "%s succeeded after only %ld allocations: the sweep tested "
-                          "nothing", what, n);
+            ck_assert_msg(n > 2,
+                          "%s succeeded after only %ld allocations: the sweep tested "
+                          "nothing",
+                          what, n);
             break;
         }
-        ck_assert_msg(rc == MXC_ENOMEM, "%s failing after %ld allocations returned %s (%s)",
-                      what, n, mxc_err_name(rc), mxc_last_error());
+        ck_assert_msg(rc == MXC_ENOMEM, "%s failing after %ld allocations returned %s (%s)", what,
+                      n, mxc_err_name(rc), mxc_last_error());
         ck_assert_msg(n < 10000, "%s never succeeded", what);
     }
 }

@@ -104,8 +104,8 @@ static void expect_exact(const mxc_ndarray *a, const float *want, int64_t n, con
     float *got = nd_read(a);
     for (int64_t i = 0; i < n; i++)
         ck_assert_msg(memcmp(&got[i], &want[i], sizeof(float)) == 0,
-                      "%s: element %lld is %.9g, expected %.9g", what, (long long)i,
-                      (double)got[i], (double)want[i]);
+                      "%s: element %lld is %.9g, expected %.9g", what, (long long)i, (double)got[i],
+                      (double)want[i]);
     free(got);
 }
 
@@ -114,8 +114,8 @@ static void expect_all(const mxc_ndarray *a, float value, const char *what) {
     int64_t n = mxc_nd_size(a);
     float *got = nd_read(a);
     for (int64_t i = 0; i < n; i++)
-        ck_assert_msg(got[i] == value, "%s: element %lld of %lld is %.9g, expected %.9g",
-                      what, (long long)i, (long long)n, (double)got[i], (double)value);
+        ck_assert_msg(got[i] == value, "%s: element %lld of %lld is %.9g, expected %.9g", what,
+                      (long long)i, (long long)n, (double)got[i], (double)value);
     free(got);
 }
 
@@ -135,8 +135,8 @@ static void expect_shape(const mxc_ndarray *a, mxc_shape want, const char *what)
     CK_OK(mxc_nd_get_shape(a, &got));
     ck_assert_msg(got.ndim == want.ndim, "%s: ndim %d, expected %d", what, got.ndim, want.ndim);
     for (int i = 0; i < want.ndim; i++)
-        ck_assert_msg(got.dims[i] == want.dims[i], "%s: dims[%d] is %lld, expected %lld", what,
-                      i, (long long)got.dims[i], (long long)want.dims[i]);
+        ck_assert_msg(got.dims[i] == want.dims[i], "%s: dims[%d] is %lld, expected %lld", what, i,
+                      (long long)got.dims[i], (long long)want.dims[i]);
 }
 
 static mxc_storage_stats cpu_stats(void) {
@@ -294,9 +294,9 @@ START_TEST(test_free_while_pending) {
     mxc_ndarray *a = NULL, *b = NULL, *c = NULL, *d = NULL, *keep = NULL, *sum = NULL;
     CK_OK(mxc_nd_ones(&SHAPE(n), MXC_FLOAT32, mxc_cpu(), &a));
     CK_OK(mxc_nd_full(&SHAPE(n), MXC_FLOAT32, mxc_cpu(), 2, &b));
-    CK_OK(mxc_nd_add(a, b, &c));       /* 3 */
+    CK_OK(mxc_nd_add(a, b, &c));        /* 3 */
     CK_OK(mxc_nd_mul_scalar(c, 2, &c)); /* 6 */
-    CK_OK(mxc_nd_mul(c, a, &d));       /* 6 */
+    CK_OK(mxc_nd_mul(c, a, &d));        /* 6 */
     CK_OK(mxc_nd_reshape(d, &SHAPE(n / 2, 2), &keep));
     mxc_nd_free(a);
     mxc_nd_free(b);
@@ -328,7 +328,7 @@ END_TEST
 /* Threads pushing on the same array: every in-place increment lands once (additions of
  * small integers commute exactly), and each thread's own temporaries come out right. */
 #define MT_THREADS 4
-#define MT_OPS 300
+#define MT_OPS     300
 
 struct mt_pusher {
     mxc_ndarray *shared;
@@ -350,8 +350,7 @@ static void *mt_pusher_main(void *arg) {
         if (rc != MXC_OK)
             mxct_note("thread %d op %d: %s: %s", p->id, i, mxc_err_name(rc), mxc_last_error());
         else if (v[0] != 2.0f * (float)p->id || v[2] != v[0])
-            mxct_note("thread %d op %d: read %g, expected %d", p->id, i, (double)v[0],
-                      2 * p->id);
+            mxct_note("thread %d op %d: read %g, expected %d", p->id, i, (double)v[0], 2 * p->id);
         mxc_nd_free(t);
         mxc_nd_free(u);
     }
@@ -391,12 +390,12 @@ START_TEST(test_elemwise_values) {
     for (size_t c = 0; c < ARRAY_SIZE(ew_cases); c++) {
         const struct ew_case *ew = &ew_cases[c];
         char what[64];
-#define EXPECT(arr, x, y, form)                                                        \
-    do {                                                                               \
-        for (int64_t i_ = 0; i_ < n; i_++)                                             \
-            want[i_] = host_apply(ew->op, (x), (y));                                   \
-        snprintf(what, sizeof what, "%s, %s", ew->name, form);                         \
-        expect_exact(arr, want, n, what);                                              \
+#define EXPECT(arr, x, y, form)                                \
+    do {                                                       \
+        for (int64_t i_ = 0; i_ < n; i_++)                     \
+            want[i_] = host_apply(ew->op, (x), (y));           \
+        snprintf(what, sizeof what, "%s, %s", ew->name, form); \
+        expect_exact(arr, want, n, what);                      \
     } while (0)
         mxc_ndarray *out = NULL;
         CK_OK(ew->binary(a, b, &out));
@@ -448,16 +447,18 @@ END_TEST
 /* dot against a triple loop in double, for square, non-square, row- and column-vector
  * and empty shapes, into new and preallocated outputs, and from a view at an offset. */
 START_TEST(test_dot_values) {
-    static const struct { int64_t m, k, n; } shapes[] = {
-        {1, 1, 1},  {2, 3, 4},   {4, 3, 2},    {1, 64, 1},  {64, 1, 64}, {1, 50, 20},
-        {20, 50, 1}, {17, 31, 9}, {64, 64, 64}, {100, 37, 3}, {128, 256, 64}, {3, 0, 4},
-        {0, 5, 3},
+    static const struct {
+        int64_t m, k, n;
+    } shapes[] = {
+        {1, 1, 1},      {2, 3, 4},   {4, 3, 2},   {1, 64, 1},   {64, 1, 64},
+        {1, 50, 20},    {20, 50, 1}, {17, 31, 9}, {64, 64, 64}, {100, 37, 3},
+        {128, 256, 64}, {3, 0, 4},   {0, 5, 3},
     };
     for (size_t c = 0; c < ARRAY_SIZE(shapes); c++) {
         int64_t m = shapes[c].m, k = shapes[c].k, n = shapes[c].n;
         /* a gets an extra first row, so the operand is a view at an offset. */
-        float *ha = host_random((m + 1) * k, 100 + c, -1, 1), *hb = host_random(k * n, 200 + c,
-                                                                                  -1, 1);
+        float *ha = host_random((m + 1) * k, 100 + c, -1, 1),
+              *hb = host_random(k * n, 200 + c, -1, 1);
         mxc_ndarray *a_full = nd_from(SHAPE(m + 1, k), ha), *b = nd_from(SHAPE(k, n), hb);
         mxc_ndarray *a = NULL, *out = NULL, *pre = nd_full(SHAPE(m, n), MXC_FLOAT32, 7);
         CK_OK(mxc_nd_slice(a_full, 1, m + 1, &a));
@@ -476,15 +477,14 @@ START_TEST(test_dot_values) {
                 if (err > worst)
                     worst = err, worst_at = i * n + j;
                 ck_assert_msg(got_pre[i * n + j] == got[i * n + j],
-                              "(%lld,%lld,%lld): preallocated output differs at %lld",
-                              (long long)m, (long long)k, (long long)n, (long long)(i * n + j));
+                              "(%lld,%lld,%lld): preallocated output differs at %lld", (long long)m,
+                              (long long)k, (long long)n, (long long)(i * n + j));
             }
         }
         /* Each term is below 1 in magnitude: float error stays under k ulps of 1. */
         double tol = 1e-6 + 2.4e-7 * (double)k;
         ck_assert_msg(worst <= tol, "(%lld,%lld,%lld): worst error %g at %lld (tolerance %g)",
-                      (long long)m, (long long)k, (long long)n, worst, (long long)worst_at,
-                      tol);
+                      (long long)m, (long long)k, (long long)n, worst, (long long)worst_at, tol);
         free(got);
         free(got_pre);
         free(ha);
@@ -554,27 +554,43 @@ static void expect_bytes(const mxc_ndarray *a, uint64_t bits, const char *what) 
     CK_OK(mxc_nd_sync_copy_to_cpu(a, got, n * es));
     for (size_t i = 0; i < n; i++)
         ck_assert_msg(memcmp(got + i * es, want, es) == 0,
-                      "%s (%s): element %zu differs from 0x%llx", what, mxc_dtype_name(dtype),
-                      i, (unsigned long long)bits);
+                      "%s (%s): element %zu differs from 0x%llx", what, mxc_dtype_name(dtype), i,
+                      (unsigned long long)bits);
     free(got);
 }
 
 /* full converts its value to each dtype: checked on the bytes. */
 START_TEST(test_full_dtypes) {
-    static const struct { int dtype; double value; uint64_t bits; } cases[] = {
-        {MXC_FLOAT32, 1.0, 0x3F800000},   {MXC_FLOAT32, -0.5, 0xBF000000},
-        {MXC_FLOAT64, 1.0, 0x3FF0000000000000}, {MXC_FLOAT64, 0.1, 0x3FB999999999999A},
-        {MXC_FLOAT16, 1.0, 0x3C00},       {MXC_FLOAT16, -2.5, 0xC100},
-        {MXC_FLOAT16, 65504, 0x7BFF},     {MXC_FLOAT16, 0.1, 0x2E66},
-        {MXC_FLOAT16, 65520, 0x7C00},     {MXC_FLOAT16, 1e-8, 0x0000},
-        {MXC_FLOAT16, 0x1p-24, 0x0001},   {MXC_BFLOAT16, 1.0, 0x3F80},
-        {MXC_BFLOAT16, -2.0, 0xC000},     {MXC_BFLOAT16, 3.5, 0x4060},
+    static const struct {
+        int dtype;
+        double value;
+        uint64_t bits;
+    } cases[] = {
+        {MXC_FLOAT32, 1.0, 0x3F800000},
+        {MXC_FLOAT32, -0.5, 0xBF000000},
+        {MXC_FLOAT64, 1.0, 0x3FF0000000000000},
+        {MXC_FLOAT64, 0.1, 0x3FB999999999999A},
+        {MXC_FLOAT16, 1.0, 0x3C00},
+        {MXC_FLOAT16, -2.5, 0xC100},
+        {MXC_FLOAT16, 65504, 0x7BFF},
+        {MXC_FLOAT16, 0.1, 0x2E66},
+        {MXC_FLOAT16, 65520, 0x7C00},
+        {MXC_FLOAT16, 1e-8, 0x0000},
+        {MXC_FLOAT16, 0x1p-24, 0x0001},
+        {MXC_BFLOAT16, 1.0, 0x3F80},
+        {MXC_BFLOAT16, -2.0, 0xC000},
+        {MXC_BFLOAT16, 3.5, 0x4060},
         {MXC_BFLOAT16, 0.1, 0x3DCD}, /* 0x3DCCCCCD rounds up, not truncated to 0x3DCC */
-        {MXC_UINT8, 200, 0xC8},           {MXC_INT8, -3, 0xFD},
-        {MXC_BOOL, 1, 1},                 {MXC_BOOL, 0, 0},
-        {MXC_BOOL, -2.5, 1},              {MXC_INT16, -300, 0xFED4},
-        {MXC_UINT16, 65535, 0xFFFF},      {MXC_INT32, -5, 0xFFFFFFFB},
-        {MXC_UINT32, 4e9, 0xEE6B2800},    {MXC_INT64, -2, 0xFFFFFFFFFFFFFFFE},
+        {MXC_UINT8, 200, 0xC8},
+        {MXC_INT8, -3, 0xFD},
+        {MXC_BOOL, 1, 1},
+        {MXC_BOOL, 0, 0},
+        {MXC_BOOL, -2.5, 1},
+        {MXC_INT16, -300, 0xFED4},
+        {MXC_UINT16, 65535, 0xFFFF},
+        {MXC_INT32, -5, 0xFFFFFFFB},
+        {MXC_UINT32, 4e9, 0xEE6B2800},
+        {MXC_INT64, -2, 0xFFFFFFFFFFFFFFFE},
         {MXC_UINT64, 0x1p40, 0x10000000000},
     };
     for (size_t c = 0; c < ARRAY_SIZE(cases); c++) {
@@ -591,12 +607,18 @@ END_TEST
 /* zeros and ones for every dtype. */
 START_TEST(test_zeros_ones_dtypes) {
     static const uint64_t one_bits[] = {
-        [MXC_FLOAT32] = 0x3F800000, [MXC_FLOAT64] = 0x3FF0000000000000,
-        [MXC_FLOAT16] = 0x3C00,     [MXC_UINT8] = 1,
-        [MXC_INT32] = 1,            [MXC_INT8] = 1,
-        [MXC_INT64] = 1,            [MXC_BOOL] = 1,
-        [MXC_INT16] = 1,            [MXC_UINT16] = 1,
-        [MXC_UINT32] = 1,           [MXC_UINT64] = 1,
+        [MXC_FLOAT32] = 0x3F800000,
+        [MXC_FLOAT64] = 0x3FF0000000000000,
+        [MXC_FLOAT16] = 0x3C00,
+        [MXC_UINT8] = 1,
+        [MXC_INT32] = 1,
+        [MXC_INT8] = 1,
+        [MXC_INT64] = 1,
+        [MXC_BOOL] = 1,
+        [MXC_INT16] = 1,
+        [MXC_UINT16] = 1,
+        [MXC_UINT32] = 1,
+        [MXC_UINT64] = 1,
         [MXC_BFLOAT16] = 0x3F80,
     };
     for (int dtype = 0; dtype < (int)ARRAY_SIZE(one_bits); dtype++) {
@@ -680,8 +702,7 @@ START_TEST(test_random_normal) {
     const double p1 = 0.682689492137; /* P(|Z| < 1) */
     double se_mean = std / sqrt((double)n), se_sd = std / sqrt(2.0 * (double)n),
            se_frac = sqrt(p1 * (1 - p1) / (double)n);
-    ck_assert_msg(fabs(m - mean) < 6 * se_mean, "mean %g, expected %g +- %g", m, mean,
-                  6 * se_mean);
+    ck_assert_msg(fabs(m - mean) < 6 * se_mean, "mean %g, expected %g +- %g", m, mean, 6 * se_mean);
     ck_assert_msg(fabs(sd - std) < 6 * se_sd, "std %g, expected %g +- %g", sd, std, 6 * se_sd);
     ck_assert_msg(fabs(frac - p1) < 6 * se_frac, "%g within one std, expected %g", frac, p1);
     free(v);
@@ -726,7 +747,7 @@ END_TEST
 /* Views of a (4, 3, 2) array holding 0..23, built by a path of at / slice / reshape
  * steps: each has the expected shape and reads the expected run of the parent. */
 struct view_step {
-    char kind;      /* 'a': at(x); 's': slice(x, y); 'r': reshape to (x) or (x, y) */
+    char kind; /* 'a': at(x); 's': slice(x, y); 'r': reshape to (x) or (x, y) */
     int64_t x, y;
 };
 
@@ -747,8 +768,10 @@ START_TEST(test_view_shapes) {
         {"at(3).at(2).at(1)", {{'a', 3, 0}, {'a', 2, 0}, {'a', 1, 0}}, {1, {1}}, 23},
         {"reshape(6, 4).at(5)", {{'r', 6, 4}, {'a', 5, 0}}, {1, {4}}, 20},
         {"reshape(24).slice(5, 9)", {{'r', 24, 0}, {'s', 5, 9}}, {1, {4}}, 5},
-        {"at(1).reshape(2, 3).slice(1, 2)", {{'a', 1, 0}, {'r', 2, 3}, {'s', 1, 2}},
-         {2, {1, 3}}, 9},
+        {"at(1).reshape(2, 3).slice(1, 2)",
+         {{'a', 1, 0}, {'r', 2, 3}, {'s', 1, 2}},
+         {2, {1, 3}},
+         9},
     };
     float h[24];
     for (int i = 0; i < 24; i++)
@@ -952,7 +975,9 @@ START_TEST(test_misuse_create_and_views) {
     CK_ERR(MXC_EINVAL, mxc_nd_reshape(a, &SHAPE(-4, -3), &out));
     CK_ERR(MXC_EINVAL, mxc_nd_reshape(a, NULL, &out));
     CK_ERR(MXC_EINVAL, mxc_nd_reshape(a, &SHAPE(12), NULL));
-    static const struct { int64_t begin, end; } bad_ranges[] = {
+    static const struct {
+        int64_t begin, end;
+    } bad_ranges[] = {
         {-1, 2}, {3, 2}, {0, 5}, {5, 5}, {2, INT64_MAX}, {INT64_MIN, 0},
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad_ranges); i++)
@@ -991,8 +1016,8 @@ END_TEST
 
 /* Bad operands to the arithmetic, dot, sum and random fills. */
 START_TEST(test_misuse_arithmetic) {
-    mxc_ndarray *a = nd_full(SHAPE(3, 4), MXC_FLOAT32, 1), *b = nd_full(SHAPE(4, 3),
-                                                                         MXC_FLOAT32, 1);
+    mxc_ndarray *a = nd_full(SHAPE(3, 4), MXC_FLOAT32, 1),
+                *b = nd_full(SHAPE(4, 3), MXC_FLOAT32, 1);
     mxc_ndarray *f64 = nd_full(SHAPE(3, 4), MXC_FLOAT64, 1);
     mxc_ndarray *i32 = nd_full(SHAPE(3, 4), MXC_INT32, 1);
     mxc_ndarray *out = NULL;
@@ -1038,8 +1063,10 @@ START_TEST(test_bad_out_unchanged) {
     mxc_ndarray *a = nd_full(SHAPE(3, 3), MXC_FLOAT32, 1);
     mxc_ndarray *wrong_shape = nd_full(SHAPE(2, 2), MXC_FLOAT32, 42);
     mxc_ndarray *wrong_dtype = nd_full(SHAPE(3, 3), MXC_FLOAT64, 42);
-    struct { mxc_ndarray *arr; int code; } outs[] = {{wrong_shape, MXC_ESHAPE},
-                                                     {wrong_dtype, MXC_ETYPE}};
+    struct {
+        mxc_ndarray *arr;
+        int code;
+    } outs[] = {{wrong_shape, MXC_ESHAPE}, {wrong_dtype, MXC_ETYPE}};
     for (size_t o = 0; o < ARRAY_SIZE(outs); o++) {
         mxc_ndarray *out = outs[o].arr;
         for (size_t c = 0; c < ARRAY_SIZE(ew_cases); c++) {
@@ -1275,8 +1302,8 @@ START_TEST(test_alloc_failure_sweep) {
             env.made[i] = NULL;
         }
         long live = live_after_settling();
-        ck_assert_msg(rc == MXC_OK || rc == MXC_ENOMEM,
-                      "%s, allocation %ld failing: %s (%s)", name, n, mxc_err_name(rc), msg);
+        ck_assert_msg(rc == MXC_OK || rc == MXC_ENOMEM, "%s, allocation %ld failing: %s (%s)", name,
+                      n, mxc_err_name(rc), msg);
         ck_assert_msg(rc == MXC_OK || msg[0] != '\0', "%s, allocation %ld: no message", name, n);
         ck_assert_msg(live == before, "%s, allocation %ld failing: %ld blocks leaked", name, n,
                       live - before);

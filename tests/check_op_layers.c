@@ -35,55 +35,82 @@ struct ref_case {
 static const struct ref_case ref_cases[] = {
     {"fc_basic", "FullyConnected", 3, {"num_hidden", "5"}},
     {"fc_flatten4d", "FullyConnected", 3, {"num_hidden", "4"}},
-    {"fc_noflatten_nobias", "FullyConnected", 2,
+    {"fc_noflatten_nobias",
+     "FullyConnected",
+     2,
      {"num_hidden", "3", "no_bias", "True", "flatten", "False"}},
-    {"conv_basic", "Convolution", 3,
+    {"conv_basic",
+     "Convolution",
+     3,
      {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "num_filter", "4"}},
     /* workspace 0: one image per product (the other code path), same results */
-    {"conv_basic", "Convolution", 3,
+    {"conv_basic",
+     "Convolution",
+     3,
      {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "num_filter", "4", "workspace",
       "0"}},
-    {"conv_group", "Convolution", 3,
+    {"conv_group",
+     "Convolution",
+     3,
      {"kernel", "(3, 3)", "pad", "(1, 1)", "num_filter", "6", "num_group", "3"}},
-    {"conv_dilate", "Convolution", 2,
+    {"conv_dilate",
+     "Convolution",
+     2,
      {"kernel", "(3, 3)", "dilate", "(2, 2)", "num_filter", "3", "no_bias", "True"}},
-    {"conv_rect", "Convolution", 3,
+    {"conv_rect",
+     "Convolution",
+     3,
      {"kernel", "(2, 3)", "stride", "(1, 2)", "pad", "(0, 1)", "num_filter", "2"}},
-    {"conv_1d", "Convolution", 3,
+    {"conv_1d",
+     "Convolution",
+     3,
      {"kernel", "(3,)", "stride", "(2,)", "pad", "(1,)", "num_filter", "4"}},
-    {"deconv_basic", "Deconvolution", 3,
-     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)", "num_filter",
-      "4", "no_bias", "False"}},
-    {"deconv_basic", "Deconvolution", 3,
-     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)", "num_filter",
-      "4", "no_bias", "False", "workspace", "0"}},
-    {"deconv_group", "Deconvolution", 2,
-     {"kernel", "(3, 3)", "num_filter", "2", "num_group", "2"}},
-    {"deconv_target", "Deconvolution", 2,
-     {"kernel", "(3, 3)", "stride", "(2, 2)", "target_shape", "(8, 8)", "num_filter", "2"}},
-    {"deconv_dilate", "Deconvolution", 3,
-     {"kernel", "(2, 2)", "dilate", "(2, 2)", "stride", "(2, 1)", "num_filter", "3",
+    {"deconv_basic",
+     "Deconvolution",
+     3,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)", "num_filter", "4",
       "no_bias", "False"}},
+    {"deconv_basic",
+     "Deconvolution",
+     3,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)", "num_filter", "4",
+      "no_bias", "False", "workspace", "0"}},
+    {"deconv_group", "Deconvolution", 2, {"kernel", "(3, 3)", "num_filter", "2", "num_group", "2"}},
+    {"deconv_target",
+     "Deconvolution",
+     2,
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "target_shape", "(8, 8)", "num_filter", "2"}},
+    {"deconv_dilate",
+     "Deconvolution",
+     3,
+     {"kernel", "(2, 2)", "dilate", "(2, 2)", "stride", "(2, 1)", "num_filter", "3", "no_bias",
+      "False"}},
     {"pool_max", "Pooling", 1, {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)"}},
-    {"pool_max_full", "Pooling", 1,
+    {"pool_max_full",
+     "Pooling",
+     1,
      {"kernel", "(2, 2)", "stride", "(2, 2)", "pooling_convention", "full"}},
-    {"pool_avg_full", "Pooling", 1,
+    {"pool_avg_full",
+     "Pooling",
+     1,
      {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
       "pooling_convention", "full"}},
-    {"pool_avg_nopad", "Pooling", 1,
+    {"pool_avg_nopad",
+     "Pooling",
+     1,
      {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
       "count_include_pad", "False"}},
-    {"pool_sum", "Pooling", 1,
-     {"kernel", "(2, 3)", "stride", "(2, 1)", "pool_type", "sum"}},
-    {"pool_global_avg", "Pooling", 1,
+    {"pool_sum", "Pooling", 1, {"kernel", "(2, 3)", "stride", "(2, 1)", "pool_type", "sum"}},
+    {"pool_global_avg",
+     "Pooling",
+     1,
      {"kernel", "(1, 1)", "global_pool", "True", "pool_type", "avg"}},
     {"pool_global_max", "Pooling", 1, {"global_pool", "True"}},
     {"pool_1d", "Pooling", 1, {"kernel", "(3,)", "stride", "(2,)", "pad", "(1,)"}},
 };
 
 /* Splits the alternating key/value list into the caller's keys and values. */
-static struct mxct_params split(const struct ref_case *c, const char **keys,
-                                const char **vals) {
+static struct mxct_params split(const struct ref_case *c, const char **keys, const char **vals) {
     int n = 0;
     for (; c->kv[2 * n]; n++) {
         keys[n] = c->kv[2 * n];
@@ -141,8 +168,7 @@ START_TEST(test_backward_reference) {
     struct mxc__resource *res[2] = {NULL, NULL};
     int nres = 0;
     for (int i = 0; i < 2 && def->backward_resources[i]; i++)
-        ck_assert_int_eq(mxc__resource_get(mxc_cpu(), def->backward_resources[i] - 1,
-                                           &res[nres++]),
+        ck_assert_int_eq(mxc__resource_get(mxc_cpu(), def->backward_resources[i] - 1, &res[nres++]),
                          MXC_OK);
     struct mxc__tensor tin[3], tig[3], tout, tog;
     int req[3];
@@ -156,8 +182,8 @@ START_TEST(test_backward_reference) {
     }
     tout = (struct mxc__tensor){out[0].data, out[0].shape, MXC_FLOAT32, mxc_cpu(),
                                 mxc_shape_size(&out[0].shape)};
-    tog = (struct mxc__tensor){og.data, og.shape, MXC_FLOAT32, mxc_cpu(),
-                               mxc_shape_size(&og.shape)};
+    tog =
+        (struct mxc__tensor){og.data, og.shape, MXC_FLOAT32, mxc_cpu(), mxc_shape_size(&og.shape)};
     mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
     struct mxc__op_call call = {
         .rctx = &rctx,
@@ -201,37 +227,79 @@ struct grad_case {
 
 static const struct grad_case grad_cases[] = {
     {"FullyConnected", 3, false, {{2, {3, 4}}, {2, {5, 4}}, {1, {5}}}, {"num_hidden", "5"}},
-    {"FullyConnected", 2, false, {{3, {2, 2, 3}}, {2, {4, 3}}},
+    {"FullyConnected",
+     2,
+     false,
+     {{3, {2, 2, 3}}, {2, {4, 3}}},
      {"num_hidden", "4", "no_bias", "True", "flatten", "False"}},
-    {"Convolution", 3, false, {{4, {2, 3, 5, 5}}, {4, {4, 3, 3, 3}}, {1, {4}}},
+    {"Convolution",
+     3,
+     false,
+     {{4, {2, 3, 5, 5}}, {4, {4, 3, 3, 3}}, {1, {4}}},
      {"kernel", "(3, 3)", "pad", "(1, 1)", "stride", "(2, 2)", "num_filter", "4"}},
-    {"Convolution", 3, false, {{4, {2, 3, 5, 5}}, {4, {4, 3, 3, 3}}, {1, {4}}},
+    {"Convolution",
+     3,
+     false,
+     {{4, {2, 3, 5, 5}}, {4, {4, 3, 3, 3}}, {1, {4}}},
      {"kernel", "(3, 3)", "pad", "(1, 1)", "stride", "(2, 2)", "num_filter", "4", "workspace",
       "0"}},
-    {"Convolution", 3, false, {{4, {2, 3, 5, 5}}, {4, {6, 1, 3, 3}}, {1, {6}}},
+    {"Convolution",
+     3,
+     false,
+     {{4, {2, 3, 5, 5}}, {4, {6, 1, 3, 3}}, {1, {6}}},
      {"kernel", "(3, 3)", "pad", "(1, 1)", "num_filter", "6", "num_group", "3"}},
-    {"Convolution", 2, false, {{4, {1, 2, 7, 6}}, {4, {2, 2, 3, 2}}},
+    {"Convolution",
+     2,
+     false,
+     {{4, {1, 2, 7, 6}}, {4, {2, 2, 3, 2}}},
      {"kernel", "(3, 2)", "dilate", "(2, 2)", "num_filter", "2", "no_bias", "True"}},
-    {"Convolution", 3, false, {{3, {2, 2, 7}}, {3, {3, 2, 3}}, {1, {3}}},
+    {"Convolution",
+     3,
+     false,
+     {{3, {2, 2, 7}}, {3, {3, 2, 3}}, {1, {3}}},
      {"kernel", "(3,)", "stride", "(2,)", "pad", "(1,)", "num_filter", "3"}},
-    {"Deconvolution", 3, false, {{4, {2, 3, 3, 3}}, {4, {3, 2, 3, 3}}, {1, {2}}},
-     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)",
-      "num_filter", "2", "no_bias", "False"}},
-    {"Deconvolution", 3, false, {{4, {2, 3, 3, 3}}, {4, {3, 2, 3, 3}}, {1, {2}}},
-     {"kernel", "(3, 3)", "stride", "(2, 2)", "num_filter", "2", "no_bias", "False",
-      "workspace", "0"}},
-    {"Deconvolution", 2, false, {{4, {1, 4, 3, 3}}, {4, {4, 1, 3, 3}}},
+    {"Deconvolution",
+     3,
+     false,
+     {{4, {2, 3, 3, 3}}, {4, {3, 2, 3, 3}}, {1, {2}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)", "num_filter", "2",
+      "no_bias", "False"}},
+    {"Deconvolution",
+     3,
+     false,
+     {{4, {2, 3, 3, 3}}, {4, {3, 2, 3, 3}}, {1, {2}}},
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "num_filter", "2", "no_bias", "False", "workspace",
+      "0"}},
+    {"Deconvolution",
+     2,
+     false,
+     {{4, {1, 4, 3, 3}}, {4, {4, 1, 3, 3}}},
      {"kernel", "(3, 3)", "dilate", "(2, 2)", "num_filter", "2", "num_group", "2"}},
-    {"Deconvolution", 2, false, {{4, {1, 2, 3, 3}}, {4, {2, 2, 3, 3}}},
+    {"Deconvolution",
+     2,
+     false,
+     {{4, {1, 2, 3, 3}}, {4, {2, 2, 3, 3}}},
      {"kernel", "(3, 3)", "stride", "(2, 2)", "target_shape", "(6, 6)", "num_filter", "2"}},
-    {"Pooling", 1, true, {{4, {2, 3, 5, 5}}},
+    {"Pooling",
+     1,
+     true,
+     {{4, {2, 3, 5, 5}}},
      {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)"}},
-    {"Pooling", 1, true, {{4, {2, 3, 5, 5}}},
+    {"Pooling",
+     1,
+     true,
+     {{4, {2, 3, 5, 5}}},
      {"kernel", "(2, 2)", "stride", "(2, 2)", "pooling_convention", "full"}},
-    {"Pooling", 1, false, {{4, {2, 3, 5, 5}}},
+    {"Pooling",
+     1,
+     false,
+     {{4, {2, 3, 5, 5}}},
      {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
       "pooling_convention", "full"}},
-    {"Pooling", 1, false, {{4, {2, 3, 5, 5}}},
+    {"Pooling",
+     1,
+     false,
+     {{4, {2, 3, 5, 5}}},
      {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
       "count_include_pad", "False"}},
     {"Pooling", 1, false, {{4, {2, 3, 5, 5}}}, {"kernel", "(2, 3)", "pool_type", "sum"}},
@@ -279,8 +347,7 @@ static const struct mxc__op_def *def_of(const char *name) {
 }
 
 /* Parses `kv` for `op` and runs its shape inference on `in` (num_in) and out[0]. */
-static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in,
-                 mxc_shape *out) {
+static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out) {
     const struct mxc__op_def *d = def_of(op);
     _Alignas(16) unsigned char params[1024];
     int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
@@ -300,8 +367,8 @@ static void expect_shape(const mxc_shape *got, mxc_shape want, const char *what)
 }
 
 static void expect_error(int rc, int code, const char *const *needles) {
-    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code),
-                  mxc_err_name(rc), mxc_last_error());
+    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
+                  mxc_last_error());
     for (int i = 0; needles[i]; i++)
         ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
                       mxc_last_error(), needles[i]);
@@ -311,17 +378,16 @@ static void expect_error(int rc, int code, const char *const *needles) {
 
 START_TEST(test_shape_fc) {
     mxc_shape in[3] = {shp(4, 8, 3, 2, 2)}, out = {0};
-    ck_assert_int_eq(infer("FullyConnected", MXCT_KV("num_hidden", "10"), in, 3, &out),
-                     MXC_OK);
+    ck_assert_int_eq(infer("FullyConnected", MXCT_KV("num_hidden", "10"), in, 3, &out), MXC_OK);
     expect_shape(&in[1], shp(2, 10, 12, 0, 0), "fc weight");
     expect_shape(&in[2], shp(1, 10, 0, 0, 0), "fc bias");
     expect_shape(&out, shp(2, 8, 10, 0, 0), "fc output");
 
     mxc_shape nf[2] = {shp(3, 8, 3, 6, 0)};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer("FullyConnected", MXCT_KV("num_hidden", "5", "flatten", "False",
-                                                     "no_bias", "True"),
-                           nf, 2, &out),
+    ck_assert_int_eq(infer("FullyConnected",
+                           MXCT_KV("num_hidden", "5", "flatten", "False", "no_bias", "True"), nf, 2,
+                           &out),
                      MXC_OK);
     expect_shape(&nf[1], shp(2, 5, 6, 0, 0), "fc weight (no flatten)");
     expect_shape(&out, shp(3, 8, 3, 5, 0), "fc output (no flatten)");
@@ -335,20 +401,20 @@ START_TEST(test_shape_fc) {
 
     mxc_shape bad[3] = {shp(2, 8, 12, 0, 0), shp(2, 10, 13, 0, 0)};
     out = (mxc_shape){0};
-    expect_error(infer("FullyConnected", MXCT_KV("num_hidden", "10"), bad, 3, &out),
-                 MXC_ESHAPE, NEEDLES("FullyConnected", "weight", "(10, 13)", "(10, 12)"));
+    expect_error(infer("FullyConnected", MXCT_KV("num_hidden", "10"), bad, 3, &out), MXC_ESHAPE,
+                 NEEDLES("FullyConnected", "weight", "(10, 13)", "(10, 12)"));
     mxc_shape bad_out[3] = {shp(2, 8, 12, 0, 0)};
     out = shp(2, 8, 9, 0, 0);
-    expect_error(infer("FullyConnected", MXCT_KV("num_hidden", "10"), bad_out, 3, &out),
-                 MXC_ESHAPE, NEEDLES("output", "(8, 9)", "(8, 10)"));
+    expect_error(infer("FullyConnected", MXCT_KV("num_hidden", "10"), bad_out, 3, &out), MXC_ESHAPE,
+                 NEEDLES("output", "(8, 9)", "(8, 10)"));
 }
 END_TEST
 
 START_TEST(test_shape_conv) {
     mxc_shape in[3] = {shp(4, 2, 6, 9, 9)}, out = {0};
-    ck_assert_int_eq(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
-                                                  "pad", "(1, 1)", "num_filter", "4",
-                                                  "num_group", "2"),
+    ck_assert_int_eq(infer("Convolution",
+                           MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)",
+                                   "num_filter", "4", "num_group", "2"),
                            in, 3, &out),
                      MXC_OK);
     expect_shape(&in[1], shp(4, 4, 3, 3, 3), "conv weight");
@@ -358,46 +424,45 @@ START_TEST(test_shape_conv) {
     /* dilation: (9 + 0 - 2*(3-1) - 1) / 1 + 1 = 5 */
     mxc_shape d[2] = {shp(4, 1, 1, 9, 9)};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "dilate", "(2, 2)",
-                                                  "num_filter", "2", "no_bias", "True"),
-                           d, 2, &out),
-                     MXC_OK);
+    ck_assert_int_eq(
+        infer("Convolution",
+              MXCT_KV("kernel", "(3, 3)", "dilate", "(2, 2)", "num_filter", "2", "no_bias", "True"),
+              d, 2, &out),
+        MXC_OK);
     expect_shape(&out, shp(4, 1, 2, 5, 5), "dilated conv output");
 
     mxc_shape bad[3] = {shp(4, 2, 6, 9, 9), shp(4, 4, 6, 3, 3)};
     out = (mxc_shape){0};
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4",
-                                              "num_group", "2"),
-                       bad, 3, &out),
+    expect_error(infer("Convolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "num_group", "2"), bad, 3,
+                       &out),
                  MXC_ESHAPE, NEEDLES("Convolution", "weight", "(4, 6, 3, 3)", "(4, 3, 3, 3)"));
     mxc_shape g[3] = {shp(4, 2, 5, 9, 9)};
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4",
-                                              "num_group", "2"),
-                       g, 3, &out),
+    expect_error(infer("Convolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "num_group", "2"), g, 3,
+                       &out),
                  MXC_EINVAL, NEEDLES("num_group"));
     mxc_shape big[3] = {shp(4, 2, 1, 2, 2)};
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4"), big, 3,
-                       &out),
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4"), big, 3, &out),
                  MXC_ESHAPE, NEEDLES("larger than the padded input"));
     mxc_shape nd[3] = {shp(3, 2, 1, 9, 0)};
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4"), nd, 3,
-                       &out),
+    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4"), nd, 3, &out),
                  MXC_ESHAPE, NEEDLES("Convolution", "(2, 1, 9)"));
     mxc_shape any[3] = {{0}};
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3, 3)", "num_filter", "4"), any,
-                       3, &out),
-                 MXC_ENOTSUP, NEEDLES("3-D"));
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "layout",
-                                              "NHWC"),
-                       any, 3, &out),
+    expect_error(
+        infer("Convolution", MXCT_KV("kernel", "(3, 3, 3)", "num_filter", "4"), any, 3, &out),
+        MXC_ENOTSUP, NEEDLES("3-D"));
+    expect_error(infer("Convolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "layout", "NHWC"), any, 3,
+                       &out),
                  MXC_ENOTSUP, NEEDLES("NHWC"));
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "stride",
-                                              "(1, 1, 1)"),
-                       any, 3, &out),
+    expect_error(infer("Convolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "stride", "(1, 1, 1)"), any,
+                       3, &out),
                  MXC_EINVAL, NEEDLES("stride"));
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "stride",
-                                              "(0, 1)"),
-                       any, 3, &out),
+    expect_error(infer("Convolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "4", "stride", "(0, 1)"), any, 3,
+                       &out),
                  MXC_EINVAL, NEEDLES("stride[0]"));
 }
 END_TEST
@@ -405,48 +470,50 @@ END_TEST
 START_TEST(test_shape_deconv) {
     /* s (H - 1) + d (k - 1) + 1 - 2p + adj = 2*3 + 3 - 2 + 1 = 8 */
     mxc_shape in[3] = {shp(4, 2, 3, 4, 4)}, out = {0};
-    ck_assert_int_eq(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
-                                                    "pad", "(1, 1)", "adj", "(1, 1)",
-                                                    "num_filter", "6", "num_group", "3",
-                                                    "no_bias", "False"),
-                           in, 3, &out),
-                     MXC_OK);
+    ck_assert_int_eq(
+        infer("Deconvolution",
+              MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "adj", "(1, 1)",
+                      "num_filter", "6", "num_group", "3", "no_bias", "False"),
+              in, 3, &out),
+        MXC_OK);
     expect_shape(&in[1], shp(4, 3, 2, 3, 3), "deconv weight");
     expect_shape(&in[2], shp(1, 6, 0, 0, 0), "deconv bias");
     expect_shape(&out, shp(4, 2, 6, 8, 8), "deconv output");
 
     mxc_shape t[2] = {shp(4, 1, 2, 4, 4)};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
-                                                    "target_shape", "(8, 7)", "num_filter",
-                                                    "2"),
+    ck_assert_int_eq(infer("Deconvolution",
+                           MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)", "target_shape", "(8, 7)",
+                                   "num_filter", "2"),
                            t, 2, &out),
                      MXC_OK);
     expect_shape(&out, shp(4, 1, 2, 8, 7), "deconv output (target_shape)");
-    expect_error(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)",
-                                                "target_shape", "(10, 7)", "num_filter", "2"),
+    expect_error(infer("Deconvolution",
+                       MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)", "target_shape", "(10, 7)",
+                               "num_filter", "2"),
                        t, 2, &out),
                  MXC_EINVAL, NEEDLES("target_shape"));
     mxc_shape a[2] = {shp(4, 1, 2, 4, 4)};
     out = (mxc_shape){0};
-    expect_error(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)", "adj",
-                                                "(2, 2)", "num_filter", "2"),
-                       a, 2, &out),
-                 MXC_EINVAL, NEEDLES("adj"));
+    expect_error(
+        infer("Deconvolution",
+              MXCT_KV("kernel", "(3, 3)", "stride", "(2, 2)", "adj", "(2, 2)", "num_filter", "2"),
+              a, 2, &out),
+        MXC_EINVAL, NEEDLES("adj"));
 }
 END_TEST
 
 START_TEST(test_shape_pool) {
     mxc_shape in[1] = {shp(4, 2, 3, 7, 7)}, out = {0};
-    ck_assert_int_eq(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)"), in, 1,
-                           &out),
+    ck_assert_int_eq(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)"), in, 1, &out),
                      MXC_OK);
     expect_shape(&out, shp(4, 2, 3, 3, 3), "pool valid");
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)",
-                                              "pooling_convention", "full"),
-                           in, 1, &out),
-                     MXC_OK);
+    ck_assert_int_eq(
+        infer("Pooling",
+              MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)", "pooling_convention", "full"), in, 1,
+              &out),
+        MXC_OK);
     expect_shape(&out, shp(4, 2, 3, 4, 4), "pool full");
     out = (mxc_shape){0};
     ck_assert_int_eq(infer("Pooling", MXCT_KV("global_pool", "True"), in, 1, &out), MXC_OK);
@@ -458,15 +525,14 @@ START_TEST(test_shape_pool) {
     ck_assert_int_eq(out.ndim, 0);
 
     out = shp(4, 2, 3, 2, 2);
-    expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)"), in, 1,
-                       &out),
+    expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)"), in, 1, &out),
                  MXC_ESHAPE, NEEDLES("Pooling", "output", "(2, 3, 2, 2)", "(2, 3, 3, 3)"));
     out = (mxc_shape){0};
     expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "pool_type", "lp"), in, 1, &out),
                  MXC_ENOTSUP, NEEDLES("lp"));
-    expect_error(infer("Pooling", MXCT_KV("kernel", "(2, 2)", "pooling_convention", "same"),
-                       in, 1, &out),
-                 MXC_ENOTSUP, NEEDLES("same"));
+    expect_error(
+        infer("Pooling", MXCT_KV("kernel", "(2, 2)", "pooling_convention", "same"), in, 1, &out),
+        MXC_ENOTSUP, NEEDLES("same"));
     expect_error(infer("Pooling", MXCT_KV("kernel", "(9, 9)"), in, 1, &out), MXC_ESHAPE,
                  NEEDLES("exceeds"));
     expect_error(infer("Pooling", MXCT_KV("stride", "(2, 2)"), in, 1, &out), MXC_EINVAL,
@@ -491,8 +557,7 @@ static void format_of(const char *op, struct mxct_params kv, const char *key, ch
     ck_abort_msg("%s has no parameter %s", op, key);
 }
 
-static void expect_param(const char *op, struct mxct_params kv, const char *key,
-                         const char *want) {
+static void expect_param(const char *op, struct mxct_params kv, const char *key, const char *want) {
     char buf[64];
     format_of(op, kv, key, buf);
     ck_assert_msg(strcmp(buf, want) == 0, "%s.%s = %s, expected %s", op, key, buf, want);
@@ -518,8 +583,7 @@ START_TEST(test_params) {
     expect_param("Pooling", pl, "global_pool", "False");
     expect_param("Pooling", pl, "p_value", "None");
     expect_param("Pooling", pl, "count_include_pad", "None");
-    expect_param("Pooling", MXCT_KV("count_include_pad", "False"), "count_include_pad",
-                 "False");
+    expect_param("Pooling", MXCT_KV("count_include_pad", "False"), "count_include_pad", "False");
     expect_param("Convolution",
                  MXCT_KV("kernel", "(3, 3)", "num_filter", "8", "cudnn_tune", "fastest"),
                  "cudnn_tune", "fastest");
@@ -533,23 +597,22 @@ START_TEST(test_params) {
                  NEEDLES("num_filter"));
     expect_error(infer("Convolution", MXCT_KV("num_filter", "2"), in, 3, &out), MXC_EINVAL,
                  NEEDLES("kernel"));
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "2",
-                                              "num_group", "0"),
-                       in, 3, &out),
+    expect_error(infer("Convolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "2", "num_group", "0"), in, 3,
+                       &out),
                  MXC_EINVAL, NEEDLES("num_group"));
-    expect_error(infer("Convolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "2",
-                                              "cudnn_tune", "slowest"),
-                       in, 3, &out),
+    expect_error(infer("Convolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "2", "cudnn_tune", "slowest"), in,
+                       3, &out),
                  MXC_EINVAL, NEEDLES("cudnn_tune", "fastest"));
-    expect_error(infer("Deconvolution", MXCT_KV("kernel", "(3, 3)", "num_filter", "2",
-                                                "stride_", "1"),
-                       in, 2, &out),
+    expect_error(infer("Deconvolution",
+                       MXCT_KV("kernel", "(3, 3)", "num_filter", "2", "stride_", "1"), in, 2, &out),
                  MXC_EINVAL, NEEDLES("stride_", "target_shape"));
     mxc_shape p[1] = {{0}};
     expect_error(infer("Pooling", MXCT_KV("pool_type", "min"), p, 1, &out), MXC_EINVAL,
                  NEEDLES("pool_type", "avg"));
-    expect_error(infer("Pooling", MXCT_KV("count_include_pad", "maybe"), p, 1, &out),
-                 MXC_EINVAL, NEEDLES("count_include_pad"));
+    expect_error(infer("Pooling", MXCT_KV("count_include_pad", "maybe"), p, 1, &out), MXC_EINVAL,
+                 NEEDLES("count_include_pad"));
 }
 END_TEST
 
@@ -558,9 +621,9 @@ END_TEST
 static mxc_ndarray *array_of(const struct mxct_tensor *t) {
     mxc_ndarray *a = NULL;
     ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) *
-                                                               sizeof(float)),
-                     MXC_OK);
+    ck_assert_int_eq(
+        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
+        MXC_OK);
     return a;
 }
 
@@ -579,17 +642,16 @@ START_TEST(test_invoke) {
     mxc_ndarray *arrays[3], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++)
         arrays[i] = array_of(&in[i]);
-    int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out,
-                                   0);
+    int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
     struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
     mxc_shape s;
     mxc_nd_get_shape(out[0], &s);
     expect_shape(&s, want.shape, c->file);
-    ck_assert_int_eq(mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) *
-                                                                 sizeof(float)),
-                     MXC_OK);
+    ck_assert_int_eq(
+        mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
+        MXC_OK);
     snprintf(what, sizeof what, "%s through mxc_imperative_invoke", c->file);
     mxct_expect_close(&got, want.data, 1e-5, 1e-5, what);
 
@@ -598,8 +660,7 @@ START_TEST(test_invoke) {
         struct mxct_tensor w = mxct_tensor_from(shp(2, 1, 1, 0, 0), NULL);
         mxc_ndarray *bad_w = array_of(&w), *saved = arrays[1], *none[1] = {NULL};
         arrays[1] = bad_w;
-        rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1,
-                                   none, 0);
+        rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, none, 0);
         ck_assert_int_eq(rc, MXC_ESHAPE);
         ck_assert_msg(strstr(mxc_last_error(), "weight") && strstr(mxc_last_error(), "(1, 1)"),
                       "%s", mxc_last_error());

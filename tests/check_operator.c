@@ -84,15 +84,15 @@ START_TEST(test_params_defaults_and_values) {
     ck_assert_double_eq(p.d, -4);
 
     /* MXNet's other spellings of tuples and booleans; symbol hints are ignored */
-    static const char *const tuples[][2] = {{"(2,)", "1"}, {"[4,5]", "2"}, {"6", "1"},
-                                            {"(1L, 2L)", "2"}, {"()", "0"}, {" ( 7 , 8 ) ", "2"}};
+    static const char *const tuples[][2] = {{"(2,)", "1"}, {"[4,5]", "2"},
+                                            {"6", "1"},    {"(1L, 2L)", "2"},
+                                            {"()", "0"},   {" ( 7 , 8 ) ", "2"}};
     for (size_t k = 0; k < MXC_ARRAY_SIZE(tuples); k++) {
         ck_assert_msg(parse(MXCT_KV("req", "1", "t", tuples[k][0]), &p) == MXC_OK, "%s: %s",
                       tuples[k][0], mxc_last_error());
         ck_assert_int_eq(p.t.ndim, atoi(tuples[k][1]));
     }
-    ck_assert_int_eq(parse(MXCT_KV("req", "1", "b", "true", "__shape__", "(1, 2)"), &p),
-                     MXC_OK);
+    ck_assert_int_eq(parse(MXCT_KV("req", "1", "b", "true", "__shape__", "(1, 2)"), &p), MXC_OK);
     ck_assert(p.b);
 }
 END_TEST
@@ -129,12 +129,12 @@ END_TEST
 /* Values print back as MXNet spells them, and what prints parses to the same value. */
 START_TEST(test_params_print_back) {
     struct every_type p, q;
-    ck_assert_int_eq(parse(MXCT_KV("req", "4", "t", "(3, 3)", "b", "True", "e", "blue",
-                                   "of", "0.125", "f", "0.75"),
+    ck_assert_int_eq(parse(MXCT_KV("req", "4", "t", "(3, 3)", "b", "True", "e", "blue", "of",
+                                   "0.125", "f", "0.75"),
                            &p),
                      MXC_OK);
-    static const char *const expected[] = {"3", "0.75", "0.001", "True", "blue", "(3, 3)",
-                                           "0.125", "None", "4"};
+    static const char *const expected[] = {"3",      "0.75",  "0.001", "True", "blue",
+                                           "(3, 3)", "0.125", "None",  "4"};
     const char *keys[9], *vals[9];
     char bufs[9][64];
     for (int i = 0; i < every_def.num_params; i++) {
@@ -248,16 +248,26 @@ static double f_smooth_l1(double a, double b, double s) {
 /* Ranges avoid the kinks (0 for abs/relu/sign, the max/min crossing) where finite
  * differences are not derivatives. */
 static const struct ew_case ew_cases[] = {
-    {"negative", 1, NULL, -2, 2, f_neg},       {"abs", 1, NULL, 0.2f, 2, f_abs},
-    {"sign", 1, NULL, 0.2f, 2, f_sign},        {"square", 1, NULL, -2, 2, f_square},
-    {"sqrt", 1, NULL, 0.5f, 3, f_sqrt},        {"rsqrt", 1, NULL, 0.5f, 3, f_rsqrt},
-    {"exp", 1, NULL, -2, 2, f_exp},            {"log", 1, NULL, 0.5f, 3, f_log},
-    {"sin", 1, NULL, -2, 2, f_sin},            {"cos", 1, NULL, -2, 2, f_cos},
-    {"relu", 1, NULL, 0.2f, 2, f_relu},        {"sigmoid", 1, NULL, -3, 3, f_sigmoid},
-    {"tanh", 1, NULL, -2, 2, f_tanh},          {"_plus", 2, NULL, -2, 2, f_plus},
-    {"_minus", 2, NULL, -2, 2, f_minus},       {"_mul", 2, NULL, -2, 2, f_mul},
-    {"_div", 2, NULL, 0.5f, 2, f_div},         {"_maximum", 2, NULL, -2, 2, f_max},
-    {"_minimum", 2, NULL, -2, 2, f_min},       {"_power", 2, NULL, 0.5f, 2, f_pow},
+    {"negative", 1, NULL, -2, 2, f_neg},
+    {"abs", 1, NULL, 0.2f, 2, f_abs},
+    {"sign", 1, NULL, 0.2f, 2, f_sign},
+    {"square", 1, NULL, -2, 2, f_square},
+    {"sqrt", 1, NULL, 0.5f, 3, f_sqrt},
+    {"rsqrt", 1, NULL, 0.5f, 3, f_rsqrt},
+    {"exp", 1, NULL, -2, 2, f_exp},
+    {"log", 1, NULL, 0.5f, 3, f_log},
+    {"sin", 1, NULL, -2, 2, f_sin},
+    {"cos", 1, NULL, -2, 2, f_cos},
+    {"relu", 1, NULL, 0.2f, 2, f_relu},
+    {"sigmoid", 1, NULL, -3, 3, f_sigmoid},
+    {"tanh", 1, NULL, -2, 2, f_tanh},
+    {"_plus", 2, NULL, -2, 2, f_plus},
+    {"_minus", 2, NULL, -2, 2, f_minus},
+    {"_mul", 2, NULL, -2, 2, f_mul},
+    {"_div", 2, NULL, 0.5f, 2, f_div},
+    {"_maximum", 2, NULL, -2, 2, f_max},
+    {"_minimum", 2, NULL, -2, 2, f_min},
+    {"_power", 2, NULL, 0.5f, 2, f_pow},
     {"_plus_scalar", 1, "1.5", -2, 2, f_plus_s},
     {"_minus_scalar", 1, "1.5", -2, 2, f_minus_s},
     {"_rminus_scalar", 1, "1.5", -2, 2, f_rminus_s},
@@ -342,14 +352,11 @@ START_TEST(test_invoke) {
 
     /* misuse: each returns its code, and a NULL output slot stays NULL */
     mxc_ndarray *none[1] = {NULL};
-    ck_assert_int_eq(mxc_imperative_invoke("nope", 0, NULL, NULL, 1, &a, 1, none, 0),
-                     MXC_EINVAL);
-    ck_assert_int_eq(mxc_imperative_invoke("_mul", 0, NULL, NULL, 1, &a, 1, none, 0),
-                     MXC_EINVAL);
+    ck_assert_int_eq(mxc_imperative_invoke("nope", 0, NULL, NULL, 1, &a, 1, none, 0), MXC_EINVAL);
+    ck_assert_int_eq(mxc_imperative_invoke("_mul", 0, NULL, NULL, 1, &a, 1, none, 0), MXC_EINVAL);
     ck_assert_msg(strstr(mxc_last_error(), "takes 2 inputs"), "%s", mxc_last_error());
     const char *bad_keys[] = {"scalr"};
-    ck_assert_int_eq(mxc_imperative_invoke("_plus_scalar", 1, bad_keys, vals, 1, &a, 1, none,
-                                           0),
+    ck_assert_int_eq(mxc_imperative_invoke("_plus_scalar", 1, bad_keys, vals, 1, &a, 1, none, 0),
                      MXC_EINVAL);
     ck_assert_ptr_null(none[0]);
     int64_t three = 3;
@@ -368,8 +375,7 @@ START_TEST(test_invoke) {
     ck_assert_int_eq(mxc_nd_zeros(&s3, MXC_INT32, mxc_cpu(), &ints), MXC_OK);
     ck_assert_int_eq(mxc_imperative_invoke("relu", 0, NULL, NULL, 1, &ints, 1, none, 0),
                      MXC_ENOTSUP);
-    ck_assert_int_eq(mxc_imperative_invoke("relu", 0, NULL, NULL, 1, &a, 0, none, 0),
-                     MXC_EINVAL);
+    ck_assert_int_eq(mxc_imperative_invoke("relu", 0, NULL, NULL, 1, &a, 0, none, 0), MXC_EINVAL);
     mxc_ndarray *null_in[1] = {NULL};
     ck_assert_int_eq(mxc_imperative_invoke("relu", 0, NULL, NULL, 1, null_in, 1, none, 0),
                      MXC_EMISUSE);

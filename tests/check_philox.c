@@ -134,8 +134,8 @@ START_TEST(test_uniform_statistics) {
     long bins[BINS] = {0};
     double sum = 0, sum2 = 0, mn = hi, mx = lo;
     for (int i = 0; i < BIG_N; i++) {
-        ck_assert_msg(x[i] >= lo && x[i] < hi, "x[%d] = %.9g outside [%g, %g)", i,
-                      (double)x[i], (double)lo, (double)hi);
+        ck_assert_msg(x[i] >= lo && x[i] < hi, "x[%d] = %.9g outside [%g, %g)", i, (double)x[i],
+                      (double)lo, (double)hi);
         sum += x[i];
         sum2 += (double)x[i] * x[i];
         mn = fmin(mn, x[i]);
@@ -233,12 +233,9 @@ enum { DIST_U32, DIST_UNIFORM, DIST_NORMAL };
 
 static int fill(int dist, struct mxc__philox *g, void *out, int64_t n) {
     switch (dist) {
-    case DIST_U32:
-        return mxc__philox_u32(g, out, n);
-    case DIST_UNIFORM:
-        return mxc__philox_uniform(g, out, n, -0.5f, 0.5f);
-    default:
-        return mxc__philox_normal(g, out, n, 0.0f, 1.0f);
+    case DIST_U32: return mxc__philox_u32(g, out, n);
+    case DIST_UNIFORM: return mxc__philox_uniform(g, out, n, -0.5f, 0.5f);
+    default: return mxc__philox_normal(g, out, n, 0.0f, 1.0f);
     }
 }
 
@@ -257,8 +254,8 @@ START_TEST(test_continuation) {
             ck_assert_int_eq(fill(dist, &g1, one, 2 * n), MXC_OK);
             ck_assert_int_eq(fill(dist, &g2, two, n), MXC_OK);
             ck_assert_int_eq(fill(dist, &g2, two + n, n), MXC_OK);
-            ck_assert_msg(memcmp(one, two, (size_t)(2 * n) * 4) == 0,
-                          "distribution %d, n = %lld", dist, (long long)n);
+            ck_assert_msg(memcmp(one, two, (size_t)(2 * n) * 4) == 0, "distribution %d, n = %lld",
+                          dist, (long long)n);
             ck_assert_uint_eq(g1.offset, g2.offset);
             ck_assert_uint_eq(g1.offset, (uint64_t)(2 * n));
 
@@ -306,8 +303,8 @@ START_TEST(test_misuse) {
     ck_assert_ptr_nonnull(strstr(mxc_last_error(), "out is NULL"));
     ck_assert_int_eq(mxc__philox_u32(NULL, w, 4), MXC_EINVAL);
 
-    const float bad[][2] = {{1, 0}, {NAN, 1}, {0, NAN}, {-INFINITY, 0}, {0, INFINITY},
-                            {-FLT_MAX, FLT_MAX}};
+    const float bad[][2] = {{1, 0},         {NAN, 1},      {0, NAN},
+                            {-INFINITY, 0}, {0, INFINITY}, {-FLT_MAX, FLT_MAX}};
     for (size_t i = 0; i < MXC_ARRAY_SIZE(bad); i++) {
         ck_assert_int_eq(mxc__philox_uniform(&g, x, 4, bad[i][0], bad[i][1]), MXC_EINVAL);
         ck_assert_ptr_nonnull(strstr(mxc_last_error(), "bad range"));

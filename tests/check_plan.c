@@ -12,7 +12,7 @@
 #include <check.h>
 #include <stdlib.h>
 
-#define MAX_NODES 16
+#define MAX_NODES   16
 #define MAX_ENTRIES 32
 
 /* A graph under construction: node k reads `in` and writes `out` (lists ending in -1). */
@@ -39,7 +39,7 @@ static void node(struct g *g, const int *in, const int *out, int ip_in, int ip_o
 }
 
 #define IN(...) ((const int[]){__VA_ARGS__, -1})
-#define NONE ((const int[]){-1})
+#define NONE    ((const int[]){-1})
 
 static void entries(struct g *g, int n, size_t bytes) {
     g->num_entries = n;
@@ -48,8 +48,7 @@ static void entries(struct g *g, int n, size_t bytes) {
 }
 
 static struct mxc__plan plan(const struct g *g) {
-    struct mxc__plan_graph pg = {g->num_entries, g->bytes, g->external, g->nodes,
-                                 g->num_nodes};
+    struct mxc__plan_graph pg = {g->num_entries, g->bytes, g->external, g->nodes, g->num_nodes};
     struct mxc__plan p;
     CK_OK(mxc__plan_make(&pg, &p));
     return p;

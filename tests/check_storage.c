@@ -43,10 +43,10 @@ static void teardown(void) {
 /* ---- A counting allocator that fails on request ------------------------------------ */
 
 static struct {
-    atomic_long calls;   /* malloc and realloc calls */
-    atomic_long allocs;  /* live-object creations: malloc, realloc(NULL, n) */
-    atomic_long frees;   /* free(p) with p != NULL */
-    atomic_long fail_at; /* the call number that fails (1-based); 0: none */
+    atomic_long calls;      /* malloc and realloc calls */
+    atomic_long allocs;     /* live-object creations: malloc, realloc(NULL, n) */
+    atomic_long frees;      /* free(p) with p != NULL */
+    atomic_long fail_at;    /* the call number that fails (1-based); 0: none */
     atomic_bool fail_after; /* fail every call from fail_at on, not only that one */
     atomic_long failures;
 } ta;
@@ -120,8 +120,8 @@ START_TEST(test_alignment) {
     for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
         ck_assert_int_eq(mxc_storage_alloc(mxc_cpu(), sizes[i], &b[i]), MXC_OK);
         ck_assert_ptr_nonnull(b[i].ptr);
-        ck_assert_msg(((uintptr_t)b[i].ptr & 63) == 0, "size %zu: %p not 64-byte aligned",
-                      sizes[i], b[i].ptr);
+        ck_assert_msg(((uintptr_t)b[i].ptr & 63) == 0, "size %zu: %p not 64-byte aligned", sizes[i],
+                      b[i].ptr);
         ck_assert_uint_eq(b[i].size, sizes[i]);
         ck_assert_uint_eq(b[i].capacity, mxc_storage_class_size(sizes[i]));
         ck_assert_int_eq(b[i].ctx.dev_type, MXC_CPU);
@@ -140,10 +140,21 @@ START_TEST(test_size_classes) {
     const struct {
         size_t size, cls;
     } table[] = {
-        {0, 0},           {1, 64},          {64, 64},          {65, 128},
-        {1000, 1024},     {1024, 1024},     {1025, 2048},      {65535, 65536},
-        {65536, 65536},   {65537, 69632},   {69632, 69632},    {100000, 102400},
-        {1 << 20, 1 << 20}, {(1 << 20) + 1, (1 << 20) + 4096}, {SIZE_MAX, 0},
+        {0, 0},
+        {1, 64},
+        {64, 64},
+        {65, 128},
+        {1000, 1024},
+        {1024, 1024},
+        {1025, 2048},
+        {65535, 65536},
+        {65536, 65536},
+        {65537, 69632},
+        {69632, 69632},
+        {100000, 102400},
+        {1 << 20, 1 << 20},
+        {(1 << 20) + 1, (1 << 20) + 4096},
+        {SIZE_MAX, 0},
         {SIZE_MAX - 4094, 0},
     };
     for (size_t i = 0; i < ARRAY_SIZE(table); i++)
@@ -382,8 +393,8 @@ END_TEST
 /* ---- Threads ----------------------------------------------------------------------- */
 
 #define THREADS 4
-#define ITERS 20000
-#define SLOTS 64
+#define ITERS   20000
+#define SLOTS   64
 
 /* Shared slots: a thread puts its new block in a random slot and frees whatever block
  * was there, so blocks are often freed by another thread than the one that made them.
@@ -428,8 +439,7 @@ static void *worker(void *arg) {
         t->tag = id << 32 | it;
         tag_write(t);
         struct tagged *old =
-            (struct tagged *)atomic_exchange(&slots[(rng >> 8) % SLOTS],
-                                             (mxc_storage_block *)t);
+            (struct tagged *)atomic_exchange(&slots[(rng >> 8) % SLOTS], (mxc_storage_block *)t);
         if (old != NULL) {
             if (!tag_ok(old) || mxc_storage_free(&old->block) != MXC_OK)
                 atomic_fetch_add(&thread_errors, 1);

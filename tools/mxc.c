@@ -19,13 +19,13 @@
 #define USAGE_ERROR 2
 
 /* Prints the library's message for a failed call and exits 1. */
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        int rc_ = (call);                                                                  \
-        if (rc_ != MXC_OK) {                                                               \
-            fprintf(stderr, "mxc: %s\n", mxc_last_error());                                \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(call)                                         \
+    do {                                                    \
+        int rc_ = (call);                                   \
+        if (rc_ != MXC_OK) {                                \
+            fprintf(stderr, "mxc: %s\n", mxc_last_error()); \
+            exit(1);                                        \
+        }                                                   \
     } while (0)
 
 struct options {
@@ -235,7 +235,8 @@ static int cmd_train(struct options *o) {
     cfg.frequent = o->frequent;
     mxc_fit_result r;
     CHECK(mxc_model_fit(model, train, test, &cfg, &r));
-    fprintf(stderr, "mxc: train accuracy %.4f, test accuracy %.4f, %.0f samples/s, %.1f s\n"
+    fprintf(stderr,
+            "mxc: train accuracy %.4f, test accuracy %.4f, %.0f samples/s, %.1f s\n"
             "mxc: checkpoint %s-symbol.json and %s-%04d.params\n",
             r.train_metric, r.eval_metric, r.samples_per_s, r.seconds, prefix, prefix,
             begin + o->epochs);
@@ -243,8 +244,8 @@ static int cmd_train(struct options *o) {
         printf("{\"train_accuracy\": %.6f, \"test_accuracy\": %.6f, \"samples_per_s\": %.1f, "
                "\"epochs\": %d, \"seconds\": %.3f, \"prefix\": \"%s\", "
                "\"checkpoint\": \"%s-%04d.params\"}\n",
-               r.train_metric, r.eval_metric, r.samples_per_s, begin + o->epochs, r.seconds,
-               prefix, prefix, begin + o->epochs);
+               r.train_metric, r.eval_metric, r.samples_per_s, begin + o->epochs, r.seconds, prefix,
+               prefix, begin + o->epochs);
     mxc_data_iter_free(train);
     mxc_data_iter_free(test);
     mxc_model_free(model);
@@ -350,8 +351,12 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    struct options o = {.epochs = 1, .epoch = -1, .batch_size = 100, .frequent = 100,
-                        .momentum = -1, .optimizer = "sgd"};
+    struct options o = {.epochs = 1,
+                        .epoch = -1,
+                        .batch_size = 100,
+                        .frequent = 100,
+                        .momentum = -1,
+                        .optimizer = "sgd"};
     parse(argc, argv, &o);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(&o);

@@ -29,8 +29,7 @@ extern "C" {
 #define MXC_VERSION_MINOR 1
 #define MXC_VERSION_PATCH 0
 /** The version as one integer: major * 10000 + minor * 100 + patch. */
-#define MXC_VERSION \
-    (MXC_VERSION_MAJOR * 10000 + MXC_VERSION_MINOR * 100 + MXC_VERSION_PATCH)
+#define MXC_VERSION (MXC_VERSION_MAJOR * 10000 + MXC_VERSION_MINOR * 100 + MXC_VERSION_PATCH)
 
 /** The library's version string ("0.1.0"); may differ from MXC_VERSION when a program
  * runs against a newer shared library. Thread-safe. */
@@ -40,19 +39,19 @@ MXC_API const char *mxc_version(void);
 
 /* X(name, value, description). The one table of status codes; values never change and
  * new codes are added at the end. */
-#define MXC_STATUS_MAP(X)                                                       \
-    X(OK, 0, "success")                                                         \
-    X(EINVAL, -1, "invalid argument")                                           \
-    X(ENOMEM, -2, "out of memory")                                              \
-    X(EMISUSE, -3, "API misuse (bad handle, wrong thread or wrong order)")      \
-    X(ESHAPE, -4, "shape mismatch")                                             \
-    X(ENOTSUP, -5, "not supported")                                             \
-    X(ENODEV, -6, "no such device")                                             \
-    X(EDEVICE, -7, "device error")                                              \
-    X(EIO, -8, "input/output error")                                            \
-    X(EFORMAT, -9, "malformed data")                                            \
-    X(EINTERNAL, -10, "internal error")                                         \
-    X(ECANCELED, -11, "operation canceled")                                     \
+#define MXC_STATUS_MAP(X)                                                  \
+    X(OK, 0, "success")                                                    \
+    X(EINVAL, -1, "invalid argument")                                      \
+    X(ENOMEM, -2, "out of memory")                                         \
+    X(EMISUSE, -3, "API misuse (bad handle, wrong thread or wrong order)") \
+    X(ESHAPE, -4, "shape mismatch")                                        \
+    X(ENOTSUP, -5, "not supported")                                        \
+    X(ENODEV, -6, "no such device")                                        \
+    X(EDEVICE, -7, "device error")                                         \
+    X(EIO, -8, "input/output error")                                       \
+    X(EFORMAT, -9, "malformed data")                                       \
+    X(EINTERNAL, -10, "internal error")                                    \
+    X(ECANCELED, -11, "operation canceled")                                \
     X(ETYPE, -12, "data type mismatch")
 
 typedef enum mxc_status {

@@ -54,7 +54,7 @@ typedef enum mxc_fn_property {
     MXC_PROP_COPY_FROM_DEVICE = 2, /**< device-to-host copy: the device's copy workers */
     MXC_PROP_CPU_PRIORITIZED = 3,  /**< CPU work ordered by priority on the priority worker */
     MXC_PROP_DELETE_VAR = 4,       /**< runs even when its variables failed */
-    MXC_PROP_ASYNC = 5, /**< a short function run on the thread that makes it ready */
+    MXC_PROP_ASYNC = 5,            /**< a short function run on the thread that makes it ready */
 } mxc_fn_property;
 
 /** What a running function learns about where it runs. */
@@ -70,24 +70,23 @@ typedef int (*mxc_engine_fn)(const mxc_run_ctx *rctx, void *arg);
 
 /** An asynchronous operation: starts its work and returns; the work (on any thread)
  * must call mxc_engine_complete(done, status) exactly once when it is finished. */
-typedef void (*mxc_engine_async_fn)(const mxc_run_ctx *rctx, void *arg,
-                                    mxc_engine_done *done);
+typedef void (*mxc_engine_async_fn)(const mxc_run_ctx *rctx, void *arg, mxc_engine_done *done);
 
 /** Everything that describes an operation. Zero-initialise it and set what you need. */
 typedef struct mxc_engine_op_desc {
-    mxc_engine_fn fn;             /**< set exactly one of fn and async_fn */
+    mxc_engine_fn fn; /**< set exactly one of fn and async_fn */
     mxc_engine_async_fn async_fn;
-    void *arg;                    /**< passed to the function */
-    void (*arg_free)(void *arg);  /**< if set, called once when the operation is retired */
-    mxc_context ctx;              /**< where it runs; an all-zero context means the CPU */
-    mxc_var *const *const_vars;   /**< variables it reads */
+    void *arg;                   /**< passed to the function */
+    void (*arg_free)(void *arg); /**< if set, called once when the operation is retired */
+    mxc_context ctx;             /**< where it runs; an all-zero context means the CPU */
+    mxc_var *const *const_vars;  /**< variables it reads */
     int num_const_vars;
     mxc_var *const *mutable_vars; /**< variables it writes; one in both lists counts once,
                                        as written; duplicates are removed */
     int num_mutable_vars;
-    int prop;                     /**< an mxc_fn_property */
-    int priority;                 /**< higher runs first where a queue orders by priority */
-    const char *name;             /**< for the profiler and error messages; must stay
+    int prop;         /**< an mxc_fn_property */
+    int priority;     /**< higher runs first where a queue orders by priority */
+    const char *name; /**< for the profiler and error messages; must stay
                                        valid until the operation has run (a literal) */
 } mxc_engine_op_desc;
 
@@ -104,12 +103,12 @@ typedef struct mxc_engine_config {
 
 /** Counters of an engine, for tests and benchmarks. */
 typedef struct mxc_engine_stats {
-    uint64_t pushed;      /**< operations pushed since creation */
-    uint64_t completed;   /**< operations retired (run, skipped or failed) */
-    uint64_t failed;      /**< operations that failed or were skipped */
-    int64_t pending;      /**< pushed but not retired */
-    int64_t live_vars;    /**< variables created and not yet deleted */
-    uint64_t pool_bytes;  /**< bytes the engine holds for variables and operations */
+    uint64_t pushed;     /**< operations pushed since creation */
+    uint64_t completed;  /**< operations retired (run, skipped or failed) */
+    uint64_t failed;     /**< operations that failed or were skipped */
+    int64_t pending;     /**< pushed but not retired */
+    int64_t live_vars;   /**< variables created and not yet deleted */
+    uint64_t pool_bytes; /**< bytes the engine holds for variables and operations */
 } mxc_engine_stats;
 
 /** Creates an engine of `type` (an mxc_engine_type) with `config` (NULL: environment and

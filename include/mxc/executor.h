@@ -91,16 +91,15 @@ MXC_API int mxc_executor_outputs(mxc_executor *exec, int *num, mxc_ndarray *cons
 /** The arguments, their gradients (NULL entries without one) and the auxiliary states,
  * in list order; owned by the executor. Any pointer may be NULL if not wanted. */
 MXC_API int mxc_executor_arrays(mxc_executor *exec, int *num_args, mxc_ndarray *const **args,
-                                mxc_ndarray *const **grads, int *num_aux,
-                                mxc_ndarray *const **aux);
+                                mxc_ndarray *const **grads, int *num_aux, mxc_ndarray *const **aux);
 
 /** The memory plan, for tools and tests. */
 typedef struct mxc_exec_plan_info {
-    size_t planned_bytes;  /**< memory of all planned blocks */
-    size_t naive_bytes;    /**< memory if every intermediate array had its own block */
+    size_t planned_bytes; /**< memory of all planned blocks */
+    size_t naive_bytes;   /**< memory if every intermediate array had its own block */
     int num_blocks;
-    int num_entries;       /**< arrays in the full graph (arguments and outputs too) */
-    int num_nodes;         /**< operations per forward + backward pass */
+    int num_entries; /**< arrays in the full graph (arguments and outputs too) */
+    int num_nodes;   /**< operations per forward + backward pass */
     int num_forward_nodes;
 } mxc_exec_plan_info;
 

@@ -36,10 +36,10 @@ enum mxc_init_kind {
 enum mxc_xavier_factor { MXC_XAVIER_AVG = 0, MXC_XAVIER_IN = 1, MXC_XAVIER_OUT = 2 };
 
 typedef struct mxc_init_config {
-    int kind;          /**< an mxc_init_kind */
-    float scale;       /**< UNIFORM / NORMAL / CONSTANT (MXNet's defaults: 0.07, 0.01) */
-    int xavier_gaussian;  /**< XAVIER: 0 uniform in [-s, s], 1 normal with sigma s */
-    int xavier_factor;    /**< XAVIER: an mxc_xavier_factor (fan average, in or out) */
+    int kind;               /**< an mxc_init_kind */
+    float scale;            /**< UNIFORM / NORMAL / CONSTANT (MXNet's defaults: 0.07, 0.01) */
+    int xavier_gaussian;    /**< XAVIER: 0 uniform in [-s, s], 1 normal with sigma s */
+    int xavier_factor;      /**< XAVIER: an mxc_xavier_factor (fan average, in or out) */
     float xavier_magnitude; /**< XAVIER: s = sqrt(magnitude / factor); MXNet's default 3 */
 } mxc_init_config;
 
@@ -62,19 +62,19 @@ enum mxc_lr_schedule { MXC_LR_CONSTANT = 0, MXC_LR_FACTOR = 1, MXC_LR_MULTI_FACT
 #define MXC_LR_MAX_STEPS 16
 
 typedef struct mxc_optimizer_config {
-    int kind;            /**< an mxc_optimizer_kind */
-    float lr;            /**< learning rate */
-    float momentum;      /**< SGD momentum (0: plain SGD) */
-    float wd;            /**< weight decay */
-    float rescale_grad;  /**< gradients are multiplied by this first (0 means 1); fit
+    int kind;                    /**< an mxc_optimizer_kind */
+    float lr;                    /**< learning rate */
+    float momentum;              /**< SGD momentum (0: plain SGD) */
+    float wd;                    /**< weight decay */
+    float rescale_grad;          /**< gradients are multiplied by this first (0 means 1); fit
                               sets 1 / batch_size when it is 0 */
-    float clip_gradient; /**< clip (after rescaling) to [-c, c]; <= 0: no clipping */
+    float clip_gradient;         /**< clip (after rescaling) to [-c, c]; <= 0: no clipping */
     float beta1, beta2, epsilon; /**< Adam (0: 0.9, 0.999, 1e-8) */
-    int lr_schedule;     /**< an mxc_lr_schedule */
-    int step;            /**< FACTOR: updates between decays */
-    float factor;        /**< FACTOR / MULTI_FACTOR: multiplier per decay */
-    float stop_factor_lr; /**< FACTOR: the lowest learning rate */
-    int num_steps;        /**< MULTI_FACTOR: the update counts where lr decays */
+    int lr_schedule;             /**< an mxc_lr_schedule */
+    int step;                    /**< FACTOR: updates between decays */
+    float factor;                /**< FACTOR / MULTI_FACTOR: multiplier per decay */
+    float stop_factor_lr;        /**< FACTOR: the lowest learning rate */
+    int num_steps;               /**< MULTI_FACTOR: the update counts where lr decays */
     int steps[MXC_LR_MAX_STEPS];
 } mxc_optimizer_config;
 
@@ -167,16 +167,16 @@ MXC_API void mxc_model_free(mxc_model *model);
 
 /** What a progress callback sees. */
 typedef struct mxc_fit_progress {
-    int epoch;             /**< counting from the fit's begin_epoch */
-    int64_t batch;         /**< batches done in this epoch */
-    int64_t num_batches;   /**< batches per epoch */
-    int end_of_epoch;      /**< non-zero once per epoch, after evaluation and checkpoint */
-    double samples_per_s;  /**< over the last reporting interval (the epoch at its end) */
-    double seconds;        /**< since the fit started */
-    double seconds_left;   /**< estimate for the whole fit */
+    int epoch;            /**< counting from the fit's begin_epoch */
+    int64_t batch;        /**< batches done in this epoch */
+    int64_t num_batches;  /**< batches per epoch */
+    int end_of_epoch;     /**< non-zero once per epoch, after evaluation and checkpoint */
+    double samples_per_s; /**< over the last reporting interval (the epoch at its end) */
+    double seconds;       /**< since the fit started */
+    double seconds_left;  /**< estimate for the whole fit */
     const char *metric_name;
-    double train_metric;   /**< running value this epoch */
-    double eval_metric;    /**< at the end of an epoch with an eval iterator, else NAN */
+    double train_metric;    /**< running value this epoch */
+    double eval_metric;     /**< at the end of an epoch with an eval iterator, else NAN */
     const char *checkpoint; /**< params file written at this epoch's end, or NULL */
 } mxc_fit_progress;
 
@@ -188,21 +188,21 @@ typedef void (*mxc_fit_callback)(const mxc_fit_progress *progress, void *user);
 MXC_API void mxc_fit_print_progress(const mxc_fit_progress *progress, void *user);
 
 typedef struct mxc_fit_config {
-    int num_epochs;            /**< epochs to run (> 0) */
-    int begin_epoch;           /**< numbering of the first epoch (resume: the epoch of the
+    int num_epochs;  /**< epochs to run (> 0) */
+    int begin_epoch; /**< numbering of the first epoch (resume: the epoch of the
                                     checkpoint the model was loaded from) */
     mxc_optimizer_config optimizer;
-    mxc_init_config init;      /**< for parameters the model does not have yet */
-    const char *metric;        /**< "acc" (default), "ce", "mse", "top_k_accuracy" */
+    mxc_init_config init; /**< for parameters the model does not have yet */
+    const char *metric;   /**< "acc" (default), "ce", "mse", "top_k_accuracy" */
     int top_k;
-    uint64_t seed;             /**< mxc_random_seed(seed) before initialising */
+    uint64_t seed;                 /**< mxc_random_seed(seed) before initialising */
     const char *checkpoint_prefix; /**< save after each epoch when not NULL */
-    int frequent;              /**< batches between progress reports (default 50) */
-    mxc_fit_callback callback; /**< NULL: mxc_fit_print_progress; set quiet to silence */
+    int frequent;                  /**< batches between progress reports (default 50) */
+    mxc_fit_callback callback;     /**< NULL: mxc_fit_print_progress; set quiet to silence */
     void *user;
-    int quiet;                 /**< no progress at all */
-    const char *data_name;     /**< default "data" */
-    const char *label_name;    /**< default "softmax_label" */
+    int quiet;              /**< no progress at all */
+    const char *data_name;  /**< default "data" */
+    const char *label_name; /**< default "softmax_label" */
 } mxc_fit_config;
 
 /** Defaults: 1 epoch, SGD lr 0.01, Xavier (uniform, avg, magnitude 3), "acc", seed 0,
@@ -211,9 +211,9 @@ MXC_API void mxc_fit_config_init(mxc_fit_config *cfg);
 
 /** The outcome of a fit. */
 typedef struct mxc_fit_result {
-    double train_metric;   /**< last epoch */
-    double eval_metric;    /**< last epoch, NAN without an eval iterator */
-    double samples_per_s;  /**< training samples per second over the whole fit */
+    double train_metric;  /**< last epoch */
+    double eval_metric;   /**< last epoch, NAN without an eval iterator */
+    double samples_per_s; /**< training samples per second over the whole fit */
     double seconds;
     int epochs;
 } mxc_fit_result;
@@ -230,8 +230,7 @@ MXC_API int mxc_model_fit(mxc_model *model, mxc_data_iter *train, mxc_data_iter 
 
 /** The metric `metric` ("acc", ...) of the model over one epoch of `it` (from its start;
  * the iterator is reset first). Returns MXC_OK or as mxc_model_fit. */
-MXC_API int mxc_model_score(mxc_model *model, mxc_data_iter *it, const char *metric,
-                            double *value);
+MXC_API int mxc_model_score(mxc_model *model, mxc_data_iter *it, const char *metric, double *value);
 
 /** The model's first output for every sample of one epoch of `it` (padding rows left
  * out), stacked into a new array `*out` of shape (samples, ...). Returns as

@@ -67,8 +67,7 @@ MXC_API int mxc_nd_reshape(const mxc_ndarray *array, const mxc_shape *shape, mxc
 
 /** A view of rows [begin, end) along the first axis. Returns MXC_OK, MXC_EMISUSE,
  * MXC_EINVAL (range outside [0, dims[0]], begin > end, ndim 0), MXC_ENOMEM. */
-MXC_API int mxc_nd_slice(const mxc_ndarray *array, int64_t begin, int64_t end,
-                         mxc_ndarray **out);
+MXC_API int mxc_nd_slice(const mxc_ndarray *array, int64_t begin, int64_t end, mxc_ndarray **out);
 
 /** A view of row `index` along the first axis, with that axis removed (of a 1-D array:
  * a (1) array holding that element, as in MXNet). Returns as mxc_nd_slice. */

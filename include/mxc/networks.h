@@ -21,8 +21,8 @@ extern "C" {
  * for each of the `num_hidden` layers -> FullyConnected num_classes -> SoftmaxOutput.
  * Layers are named fc1, fc2, ... and relu1/tanh1 ... (act_type "relu", "tanh", ...).
  * Returns MXC_OK, MXC_EINVAL (bad sizes or activation), MXC_ENOMEM. */
-MXC_API int mxc_net_mlp(int num_hidden, const int *hidden, const char *act_type,
-                        int num_classes, mxc_symbol **out);
+MXC_API int mxc_net_mlp(int num_hidden, const int *hidden, const char *act_type, int num_classes,
+                        mxc_symbol **out);
 
 /** LeNet as in MXNet's examples: conv 5x5x20, tanh, max-pool 2/2, conv 5x5x50, tanh,
  * max-pool 2/2, flatten, fc 500, tanh, fc num_classes, SoftmaxOutput. Input (N, C, H, W).

@@ -31,15 +31,15 @@ typedef struct mxc_op_info {
     const char *description;
     int num_params;
     const mxc_op_param_info *params;
-    int num_inputs;            /**< -1 when it depends on the parameters (Concat, ...) */
-    const char *const *inputs; /**< NULL-terminated; NULL for variadic operators */
-    int num_outputs;           /**< all outputs, -1 when they depend on the parameters
+    int num_inputs;             /**< -1 when it depends on the parameters (Concat, ...) */
+    const char *const *inputs;  /**< NULL-terminated; NULL for variadic operators */
+    int num_outputs;            /**< all outputs, -1 when they depend on the parameters
                                     (SliceChannel); num_visible_outputs are returned to users */
-    int num_visible_outputs;   /**< -1 with num_outputs */
+    int num_visible_outputs;    /**< -1 with num_outputs */
     const char *const *outputs; /**< NULL-terminated; NULL for variadic outputs */
-    int num_aux;               /**< auxiliary states (BatchNorm's moving statistics) */
+    int num_aux;                /**< auxiliary states (BatchNorm's moving statistics) */
     const char *const *aux;
-    int differentiable;        /**< non-zero if the operator has a backward */
+    int differentiable; /**< non-zero if the operator has a backward */
 } mxc_op_info;
 
 /** The names of every registered operator, sorted; `*names` is static. Returns MXC_OK or

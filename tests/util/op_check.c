@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ARGS MXC__MAX_OP_ARGS
+#define MAX_ARGS    MXC__MAX_OP_ARGS
 #define PARAM_BYTES 1024
 
 struct mxct_params mxct_params_from_pairs(const char *const *kv) {
@@ -94,8 +94,8 @@ static int prepare(const char *name, struct mxct_params params, const struct mxc
     p->num_out = mxc__op_num_outputs(p->def, p->params, NULL);
     p->num_visible = mxc__op_num_visible_outputs(p->def, p->params);
     p->num_aux = mxc__op_num_aux(p->def);
-    ck_assert_msg(num_in == p->num_in, "%s takes %d inputs, the test gives %d", name,
-                  p->num_in, num_in);
+    ck_assert_msg(num_in == p->num_in, "%s takes %d inputs, the test gives %d", name, p->num_in,
+                  num_in);
     ck_assert_msg(p->num_aux == 0 || aux != NULL, "%s has auxiliary states", name);
     mxc_shape in_s[MAX_ARGS], aux_s[MAX_ARGS];
     for (int i = 0; i < num_in; i++)
@@ -103,8 +103,7 @@ static int prepare(const char *name, struct mxct_params params, const struct mxc
     for (int i = 0; i < p->num_aux; i++)
         aux_s[i] = aux[i].shape;
     memset(p->out_shapes, 0, sizeof p->out_shapes);
-    rc = p->def->infer_shape(p->params, in_s, num_in, p->out_shapes, p->num_out, aux_s,
-                             p->num_aux);
+    rc = p->def->infer_shape(p->params, in_s, num_in, p->out_shapes, p->num_out, aux_s, p->num_aux);
     if (rc != MXC_OK)
         return rc;
     get_resources(p->def->forward_resources, p->fwd_res, &p->num_fwd_res);
@@ -152,8 +151,8 @@ int mxct_op_forward(const char *name, struct mxct_params params, bool is_train,
     return run_forward(&p, is_train, in, aux, out);
 }
 
-void mxct_expect_close(const struct mxct_tensor *got, const float *want, double rtol,
-                       double atol, const char *what) {
+void mxct_expect_close(const struct mxct_tensor *got, const float *want, double rtol, double atol,
+                       const char *what) {
     int64_t n = mxc_shape_size(&got->shape), worst = -1;
     double worst_excess = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -164,10 +163,11 @@ void mxct_expect_close(const struct mxct_tensor *got, const float *want, double 
             worst = i;
         }
     }
-    ck_assert_msg(worst < 0, "%s: %lld element(s) checked, worst at [%lld]: got %.9g, "
-                  "expected %.9g (rtol %g, atol %g)", what, (long long)n, (long long)worst,
-                  worst >= 0 ? got->data[worst] : 0.0, worst >= 0 ? want[worst] : 0.0, rtol,
-                  atol);
+    ck_assert_msg(worst < 0,
+                  "%s: %lld element(s) checked, worst at [%lld]: got %.9g, "
+                  "expected %.9g (rtol %g, atol %g)",
+                  what, (long long)n, (long long)worst, worst >= 0 ? got->data[worst] : 0.0,
+                  worst >= 0 ? want[worst] : 0.0, rtol, atol);
 }
 
 /* loss = sum_k w_k . out_k over the visible outputs. */
@@ -189,8 +189,7 @@ static void run_backward(const struct prepared *p, bool is_train, const struct m
                          const struct mxct_tensor *out, const struct mxct_tensor *aux,
                          const struct mxct_tensor *w, struct mxct_tensor *grads, int req) {
     unsigned deps = p->def->backward_deps;
-    struct mxc__tensor tin[MAX_ARGS], tout[MAX_ARGS], taux[MAX_ARGS], tog[MAX_ARGS],
-        tig[MAX_ARGS];
+    struct mxc__tensor tin[MAX_ARGS], tout[MAX_ARGS], taux[MAX_ARGS], tog[MAX_ARGS], tig[MAX_ARGS];
     int reqs[MAX_ARGS];
     for (int i = 0; i < p->num_in; i++) {
         tin[i] = view(&in[i]);
@@ -205,35 +204,32 @@ static void run_backward(const struct prepared *p, bool is_train, const struct m
         taux[i] = view(&aux[i]);
     mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
     /* Only what the operator declared: a backward reading more fails here, not later. */
-    struct mxc__op_call call = {
-        .rctx = &rctx,
-        .is_train = is_train,
-        .params = p->def->param_size ? p->params : NULL,
-        .in_data = (deps & MXC__DEP_IN_DATA) ? tin : NULL,
-        .num_in = p->num_in,
-        .out_data = (deps & MXC__DEP_OUT_DATA) ? tout : NULL,
-        .num_out = p->num_out,
-        .aux = taux,
-        .num_aux = p->num_aux,
-        .out_grad = (deps & MXC__DEP_OUT_GRAD) ? tog : NULL,
-        .in_grad = tig,
-        .req = reqs,
-        .resources = p->bwd_res,
-        .num_resources = p->num_bwd_res};
+    struct mxc__op_call call = {.rctx = &rctx,
+                                .is_train = is_train,
+                                .params = p->def->param_size ? p->params : NULL,
+                                .in_data = (deps & MXC__DEP_IN_DATA) ? tin : NULL,
+                                .num_in = p->num_in,
+                                .out_data = (deps & MXC__DEP_OUT_DATA) ? tout : NULL,
+                                .num_out = p->num_out,
+                                .aux = taux,
+                                .num_aux = p->num_aux,
+                                .out_grad = (deps & MXC__DEP_OUT_GRAD) ? tog : NULL,
+                                .in_grad = tig,
+                                .req = reqs,
+                                .resources = p->bwd_res,
+                                .num_resources = p->num_bwd_res};
     int rc = p->def->backward_cpu(&call);
     ck_assert_msg(rc == MXC_OK, "%s backward: %s", p->def->name, mxc_last_error());
 }
 
 void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_train,
-                       const struct mxct_tensor *in0, int num_in,
-                       const struct mxct_tensor *aux0, unsigned skip, double eps, double rtol,
-                       double atol) {
+                       const struct mxct_tensor *in0, int num_in, const struct mxct_tensor *aux0,
+                       unsigned skip, double eps, double rtol, double atol) {
     struct prepared p;
     int rc = prepare(name, params, in0, num_in, aux0, &p);
     ck_assert_msg(rc == MXC_OK, "%s: %s", name, mxc_last_error());
     ck_assert_msg(p.def->backward_cpu != NULL, "%s has no backward", name);
-    struct mxct_tensor in[MAX_ARGS], out[MAX_ARGS], aux[MAX_ARGS], w[MAX_ARGS],
-        grads[MAX_ARGS];
+    struct mxct_tensor in[MAX_ARGS], out[MAX_ARGS], aux[MAX_ARGS], w[MAX_ARGS], grads[MAX_ARGS];
     for (int i = 0; i < num_in; i++) {
         in[i] = mxct_tensor_from(in0[i].shape, in0[i].data);
         grads[i] = mxct_tensor_from(in0[i].shape, NULL);
@@ -334,18 +330,18 @@ struct mxct_tensor mxct_ref_load(const char *file, const char *name) {
     mxc_ndarray **arrays;
     char **names;
     int rc = mxc_nd_load(path, mxc_cpu(), &n, &arrays, &names);
-    ck_assert_msg(rc == MXC_OK, "cannot load %s (run from the repo root or set "
-                  "MXC_TEST_DATA): %s", path, mxc_last_error());
+    ck_assert_msg(rc == MXC_OK,
+                  "cannot load %s (run from the repo root or set "
+                  "MXC_TEST_DATA): %s",
+                  path, mxc_last_error());
     for (size_t i = 0; names && i < n; i++) {
         if (strcmp(names[i], name) != 0)
             continue;
-        ck_assert_msg(mxc_nd_dtype(arrays[i]) == MXC_FLOAT32, "%s:%s is not float32", path,
-                      name);
+        ck_assert_msg(mxc_nd_dtype(arrays[i]) == MXC_FLOAT32, "%s:%s is not float32", path, name);
         mxc_shape s;
         mxc_nd_get_shape(arrays[i], &s);
         struct mxct_tensor t = mxct_tensor_from(s, NULL);
-        rc = mxc_nd_sync_copy_to_cpu(arrays[i], t.data,
-                                     (size_t)mxc_shape_size(&s) * sizeof(float));
+        rc = mxc_nd_sync_copy_to_cpu(arrays[i], t.data, (size_t)mxc_shape_size(&s) * sizeof(float));
         ck_assert_msg(rc == MXC_OK, "%s:%s: %s", path, name, mxc_last_error());
         mxc_nd_list_free(n, arrays, names);
         return t;

@@ -53,8 +53,8 @@ int mxct_op_forward(const char *name, struct mxct_params params, bool is_train,
 
 /* Asserts got ≈ want element-wise: |got - want| <= atol + rtol * |want| everywhere, and
  * reports the worst element (index, both values) otherwise. `what` names the check. */
-void mxct_expect_close(const struct mxct_tensor *got, const float *want, double rtol,
-                       double atol, const char *what);
+void mxct_expect_close(const struct mxct_tensor *got, const float *want, double rtol, double atol,
+                       const char *what);
 
 /* Checks operator `name`'s backward against finite differences of its forward, for the
  * scalar loss sum_k w_k * visible_output_k with random weights w (so out_grad = w):

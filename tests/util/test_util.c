@@ -450,20 +450,13 @@ static bool json_container(struct json_cursor *c, char close) {
 static bool json_value(struct json_cursor *c) {
     json_ws(c);
     switch (*c->p) {
-    case '{':
-        return json_container(c, '}');
-    case '[':
-        return json_container(c, ']');
-    case '"':
-        return json_string(c);
-    case 't':
-        return json_literal(c, "true");
-    case 'f':
-        return json_literal(c, "false");
-    case 'n':
-        return json_literal(c, "null");
-    default:
-        return json_number(c);
+    case '{': return json_container(c, '}');
+    case '[': return json_container(c, ']');
+    case '"': return json_string(c);
+    case 't': return json_literal(c, "true");
+    case 'f': return json_literal(c, "false");
+    case 'n': return json_literal(c, "null");
+    default: return json_number(c);
     }
 }
 

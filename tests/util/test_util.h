@@ -86,7 +86,7 @@ uint64_t mxct_mix64(uint64_t x);
 void mxct_notes_reset(void);
 void mxct_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int mxct_note_count(void);
-#define mxct_assert_no_notes()                                                          \
+#define mxct_assert_no_notes()                                                                 \
     ck_assert_msg(mxct_note_count() == 0, "%d problem(s) seen off the test thread; first: %s", \
                   mxct_note_count(), mxct_first_note())
 const char *mxct_first_note(void);
@@ -150,27 +150,25 @@ char *mxct_read_file(const char *path, size_t *len);
 bool mxct_json_valid(const char *text);
 
 /* A shape from its dimensions: SHAPE(2, 3) is (2, 3); an lvalue, so &SHAPE(2, 3) works. */
-#define SHAPE(...)                                                                     \
-    ((mxc_shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)),        \
-                 {__VA_ARGS__}})
+#define SHAPE(...) \
+    ((mxc_shape){(int32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), {__VA_ARGS__}})
 
 /* Asserts that `call` returns MXC_OK, showing the code and message otherwise. */
-#define CK_OK(call)                                                                    \
-    do {                                                                               \
-        int rc_ = (call);                                                              \
-        ck_assert_msg(rc_ == MXC_OK, "%s = %s: %s", #call, mxc_err_name(rc_),          \
-                      mxc_last_error());                                               \
+#define CK_OK(call)                                                                              \
+    do {                                                                                         \
+        int rc_ = (call);                                                                        \
+        ck_assert_msg(rc_ == MXC_OK, "%s = %s: %s", #call, mxc_err_name(rc_), mxc_last_error()); \
     } while (0)
 
 /* Asserts that `call` fails with `code` and leaves a message in mxc_last_error(). */
-#define CK_ERR(code, call)                                                             \
-    do {                                                                               \
-        mxc_clear_error();                                                             \
-        int rc_ = (call);                                                              \
-        ck_assert_msg(rc_ == (code), "%s = %s (%s), expected %s", #call,               \
-                      mxc_err_name(rc_), mxc_last_error(), mxc_err_name(code));        \
-        ck_assert_msg(mxc_last_error()[0] != '\0', "%s: %s without a message", #call,  \
-                      mxc_err_name(rc_));                                              \
+#define CK_ERR(code, call)                                                                  \
+    do {                                                                                    \
+        mxc_clear_error();                                                                  \
+        int rc_ = (call);                                                                   \
+        ck_assert_msg(rc_ == (code), "%s = %s (%s), expected %s", #call, mxc_err_name(rc_), \
+                      mxc_last_error(), mxc_err_name(code));                                \
+        ck_assert_msg(mxc_last_error()[0] != '\0', "%s: %s without a message", #call,       \
+                      mxc_err_name(rc_));                                                   \
     } while (0)
 
 #endif /* MXC_TEST_UTIL_H */
