@@ -227,6 +227,21 @@ fail:
 
 /* ---- Backward ----------------------------------------------------------------------- */
 
+/* Gives the node just added its one output: `into` (written as `req`) when >= 0, else a
+ * new entry shaped like `like` (written). Its id through `out`. */
+static int set_single_output(struct builder *b, int like, int into, int req, int *out) {
+    int node = b->g->num_nodes - 1;
+    const struct mxc__xentry *e = &b->g->entries[like];
+    int id = into >= 0 ? into : add_entry(b, e->shape, e->dtype, node);
+    if (id < 0)
+        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+    b->g->entries[id].node = node;
+    b->g->nodes[node].out[0] = id;
+    b->g->nodes[node].req[0] = into >= 0 ? req : MXC__REQ_WRITE;
+    *out = id;
+    return MXC_OK;
+}
+
 /* Sums the contributions of `entry` into a new entry (or `into` if >= 0, with `req`);
  * one contribution is returned as is. -1 if there are none. */
 static int gradient_of(struct builder *b, int entry, int into, int req, int *out) {
@@ -258,16 +273,7 @@ static int gradient_of(struct builder *b, int entry, int into, int req, int *out
     xn->name = "_grad_sum";
     memcpy(xn->in, b->contrib[entry], sizeof(int) * (size_t)n);
     mxc__inplace_get(sum->inplace, &xn->inplace_in, &xn->inplace_out);
-    const struct mxc__xentry *e = &b->g->entries[entry];
-    int id = into >= 0 ? into : add_entry(b, e->shape, e->dtype, b->g->num_nodes - 1);
-    if (id < 0)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
-    b->g->entries[id].node = b->g->num_nodes - 1;
-    xn = &b->g->nodes[b->g->num_nodes - 1];
-    xn->out[0] = id;
-    xn->req[0] = into >= 0 ? req : MXC__REQ_WRITE;
-    *out = id;
-    return MXC_OK;
+    return set_single_output(b, entry, into, req, out);
 }
 
 /* A ZEROS node writing `into` (or a new entry shaped like `like`). */
@@ -276,16 +282,7 @@ static int zeros_like(struct builder *b, int like, int into, int req, int *out) 
     if (xn == NULL)
         return mxc__error(MXC_ENOMEM, "executor: out of memory");
     xn->name = "zeros";
-    const struct mxc__xentry *e = &b->g->entries[like];
-    int id = into >= 0 ? into : add_entry(b, e->shape, e->dtype, b->g->num_nodes - 1);
-    if (id < 0)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
-    b->g->entries[id].node = b->g->num_nodes - 1;
-    xn = &b->g->nodes[b->g->num_nodes - 1];
-    xn->out[0] = id;
-    xn->req[0] = into >= 0 ? req : MXC__REQ_WRITE;
-    *out = id;
-    return MXC_OK;
+    return set_single_output(b, like, into, req, out);
 }
 
 /* The backward node of forward node k (an index into g->nodes), if gradients flow. */
