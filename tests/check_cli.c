@@ -139,12 +139,49 @@ START_TEST(test_train_score_resume_predict) {
 }
 END_TEST
 
+/* Two classes of 784-value rows (all 0.1 or all 0.9) as CSV: trivially separable. */
+static void write_csv(const char *data_path, const char *label_path, int rows) {
+    FILE *d = fopen(data_path, "w"), *l = fopen(label_path, "w");
+    ck_assert(d && l);
+    for (int i = 0; i < rows; i++) {
+        for (int k = 0; k < 784; k++)
+            fprintf(d, "%s%s", k ? "," : "", i % 2 ? "0.9" : "0.1");
+        fprintf(d, "\n");
+        fprintf(l, "%d\n", i % 2);
+    }
+    fclose(d);
+    fclose(l);
+}
+
+START_TEST(test_train_on_csv) {
+    write_csv("build/check_cli_x.csv", "build/check_cli_y.csv", 200);
+    const char *out;
+    ck_assert_int_eq(run("train --network mlp --epochs 3 --batch-size 20 --frequent 0 --json "
+                         "--prefix build/check_cli_csv --data csv:build/check_cli_x.csv,"
+                         "build/check_cli_y.csv,build/check_cli_x.csv,build/check_cli_y.csv",
+                         &out),
+                     0);
+    ck_assert_msg(json_number(strrchr(out, '{'), "test_accuracy") > 0.99, "%s", out);
+    /* a bad row is reported with its line */
+    FILE *f = fopen("build/check_cli_x.csv", "a");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "1,2,oops\n");
+    fclose(f);
+    ck_assert_int_eq(run("train --network mlp --data csv:build/check_cli_x.csv,"
+                         "build/check_cli_y.csv --prefix build/check_cli_csv",
+                         &out),
+                     1);
+    ck_assert_msg(strstr(out, "check_cli_x.csv:201") != NULL, "%s", out);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
     tcase_set_timeout(tc, mxct_timeout(120));
     tcase_add_test(tc, test_info_and_usage);
     tcase_add_test(tc, test_train_score_resume_predict);
+    tcase_add_test(tc, test_train_on_csv);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,6 +12,7 @@
 #include "mxc/mxc.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,8 @@ static void usage(FILE *f) {
             "  mxc predict --prefix P --epoch E --input FILE --output FILE\n"
             "  mxc info\n"
             "DATA is fashion-mnist (Debian's dataset-fashion-mnist, or $MXC_FASHION_MNIST_DIR),\n"
-            "or TRAIN_IMAGES,TRAIN_LABELS,TEST_IMAGES,TEST_LABELS (IDX files, gzip or raw).\n");
+            "or TRAIN_IMAGES,TRAIN_LABELS,TEST_IMAGES,TEST_LABELS (IDX files, gzip or raw),\n"
+            "or csv:TRAIN_DATA,TRAIN_LABELS,TEST_DATA,TEST_LABELS (784 values per line).\n");
 }
 
 static void usage_error(const char *msg, const char *arg) {
@@ -133,16 +135,23 @@ static mxc_data_iter *create(const struct options *o, int train, int flat,
         CHECK(mxc_data_iter_create_fashion_mnist(NULL, train, flat, p, &it));
         return it;
     }
+    bool csv = strncmp(data, "csv:", 4) == 0;
     char buf[4096], *paths[4] = {NULL};
-    snprintf(buf, sizeof buf, "%s", data);
+    snprintf(buf, sizeof buf, "%s", csv ? data + 4 : data);
     int n = 0;
     for (char *t = strtok(buf, ","); t && n < 4; t = strtok(NULL, ","))
         paths[n++] = t;
     if (n != 4 && n != 2)
-        usage_error("--data needs fashion-mnist or 2 or 4 comma-separated IDX paths", data);
+        usage_error("--data needs fashion-mnist or 2 or 4 comma-separated paths", data);
     if (!train && n == 2)
         return NULL;
-    CHECK(mxc_data_iter_create_idx(paths[train ? 0 : 2], paths[train ? 1 : 3], flat, p, &it));
+    const char *images = paths[train ? 0 : 2], *labels = paths[train ? 1 : 3];
+    if (csv) { /* one 28x28 image of 784 numbers in [0, 1] per line, one label per line */
+        mxc_shape shape = flat ? (mxc_shape){1, {784}} : (mxc_shape){3, {1, 28, 28}};
+        CHECK(mxc_data_iter_create_csv(images, &shape, labels, NULL, p, &it));
+    } else {
+        CHECK(mxc_data_iter_create_idx(images, labels, flat, p, &it));
+    }
     return it;
 }
 
