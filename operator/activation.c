@@ -8,6 +8,9 @@
  */
 #include "operator/op.h"
 
+#include "common/parallel.h"
+#include "operator/fastmath.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -57,39 +60,64 @@ static int act_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *o
 /* softrelu(x) = log(1 + e^x), computed as x above 20 where the two agree in float. */
 static inline float softrelu(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
-/* y (n) = f(x (n)); y may be x (in place). */
-static int act_forward(const struct mxc__op_call *c) {
-    const struct act_param *p = c->params;
-    const float *x = c->in_data[0].data;
-    float *y = c->out_data[0].data;
-    int64_t n = c->out_data[0].size;
-    int req = c->req[0];
-    switch (p->act_type) {
+/* One call's arrays, split by act_forward_range / act_backward_range over threads. */
+struct act_job {
+    int type, req;
+    const float *x, *g; /* forward: x; backward: y (in x) and dy (in g) */
+    float *out;
+};
+
+/* y[i] = f(x[i]) for i in [b, e); y may be x (in place). */
+MXC__SIMD_KERNEL static void act_forward_range(void *arg, int64_t b, int64_t e) {
+    const struct act_job *j = arg;
+    const float *x = j->x + b;
+    float *y = j->out + b;
+    int64_t n = e - b;
+    int req = j->req;
+    switch (j->type) {
     case ACT_RELU: STORE(req, y, n, x[i] > 0.0f ? x[i] : 0.0f); break;
-    case ACT_SIGMOID: STORE(req, y, n, 1.0f / (1.0f + expf(-x[i]))); break;
-    case ACT_TANH: STORE(req, y, n, tanhf(x[i])); break;
+    case ACT_SIGMOID: STORE(req, y, n, mxc__sigmoidf(x[i])); break;
+    case ACT_TANH: STORE(req, y, n, mxc__tanhf(x[i])); break;
     case ACT_SOFTRELU: STORE(req, y, n, softrelu(x[i])); break;
     default: STORE(req, y, n, x[i] / (1.0f + fabsf(x[i]))); break;
     }
-    return MXC_OK;
 }
 
 /* dx (n) = dy (n) * f'(x), with f' written through y = f(x):
  * relu 1[y > 0], sigmoid y (1 - y), tanh 1 - y², softrelu 1 - e^-y (= sigmoid(x)),
  * softsign (1 - |y|)² (= 1 / (1 + |x|)²). dx may be dy (in place). */
-static int act_backward(const struct mxc__op_call *c) {
-    const struct act_param *p = c->params;
-    const float *g = c->out_grad[0].data, *y = c->out_data[0].data;
-    float *dx = c->in_grad[0].data;
-    int64_t n = c->in_grad[0].size;
-    int req = c->req[0];
-    switch (p->act_type) {
+MXC__SIMD_KERNEL static void act_backward_range(void *arg, int64_t b, int64_t e) {
+    const struct act_job *j = arg;
+    const float *y = j->x + b, *g = j->g + b;
+    float *dx = j->out + b;
+    int64_t n = e - b;
+    int req = j->req;
+    switch (j->type) {
     case ACT_RELU: STORE(req, dx, n, y[i] > 0.0f ? g[i] : 0.0f); break;
     case ACT_SIGMOID: STORE(req, dx, n, g[i] * y[i] * (1.0f - y[i])); break;
     case ACT_TANH: STORE(req, dx, n, g[i] * (1.0f - y[i] * y[i])); break;
     case ACT_SOFTRELU: STORE(req, dx, n, g[i] * -expm1f(-y[i])); break;
     default: STORE(req, dx, n, g[i] * (1.0f - fabsf(y[i])) * (1.0f - fabsf(y[i]))); break;
     }
+}
+
+/* Elements per thread below which splitting costs more than it saves. */
+#define ACT_GRAIN 32768
+
+static int act_forward(const struct mxc__op_call *c) {
+    const struct act_param *p = c->params;
+    struct act_job j = {p->act_type, c->req[0], c->in_data[0].data, NULL, c->out_data[0].data};
+    if (j.req != MXC__REQ_NULL)
+        mxc__parallel_for(c->out_data[0].size, ACT_GRAIN, act_forward_range, &j);
+    return MXC_OK;
+}
+
+static int act_backward(const struct mxc__op_call *c) {
+    const struct act_param *p = c->params;
+    struct act_job j = {p->act_type, c->req[0], c->out_data[0].data, c->out_grad[0].data,
+                        c->in_grad[0].data};
+    if (j.req != MXC__REQ_NULL)
+        mxc__parallel_for(c->in_grad[0].size, ACT_GRAIN, act_backward_range, &j);
     return MXC_OK;
 }
 

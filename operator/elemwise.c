@@ -7,6 +7,7 @@
  * output may share memory with its input (in-place), which the loops allow.
  */
 #include "operator/op.h"
+#include "operator/fastmath.h"
 
 #include <math.h>
 
@@ -125,13 +126,13 @@ UNARY(sign, "sign", "y = sign(x)", SIGN(x), 0.0f * g, 0)
 UNARY(square, "square", "y = x^2", x *x, 2.0f * x * g, IN)
 UNARY(sqrt, "sqrt", "y = sqrt(x)", sqrtf(x), g / (2.0f * y), OUT)
 UNARY(rsqrt, "rsqrt", "y = 1 / sqrt(x)", 1.0f / sqrtf(x), -0.5f * y * y * y * g, OUT)
-UNARY(exp, "exp", "y = e^x", expf(x), y *g, OUT)
+UNARY(exp, "exp", "y = e^x", mxc__expf(x), y *g, OUT)
 UNARY(log, "log", "y = ln(x)", logf(x), g / x, IN)
 UNARY(sin, "sin", "y = sin(x)", sinf(x), cosf(x) * g, IN)
 UNARY(cos, "cos", "y = cos(x)", cosf(x), -sinf(x) * g, IN)
 UNARY(relu, "relu", "y = max(x, 0)", x > 0.0f ? x : 0.0f, y > 0.0f ? g : 0.0f, OUT)
-UNARY(sigmoid, "sigmoid", "y = 1 / (1 + e^-x)", 1.0f / (1.0f + expf(-x)), y *(1.0f - y) * g, OUT)
-UNARY(tanh, "tanh", "y = tanh(x)", tanhf(x), (1.0f - y * y) * g, OUT)
+UNARY(sigmoid, "sigmoid", "y = 1 / (1 + e^-x)", mxc__sigmoidf(x), y *(1.0f - y) * g, OUT)
+UNARY(tanh, "tanh", "y = tanh(x)", mxc__tanhf(x), (1.0f - y * y) * g, OUT)
 
 UNARY_SCALAR(_plus_scalar, "_plus_scalar", "y = x + scalar", x + s, g, 0)
 UNARY_SCALAR(_minus_scalar, "_minus_scalar", "y = x - scalar", x - s, g, 0)

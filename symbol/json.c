@@ -365,7 +365,7 @@ static int parse_entry(const struct jval *v, struct mxc__sym_node **nodes, int l
                           "symbol JSON, line %d, column %d: %s must be "
                           "[node_id, output_index(, version)], not %d numbers",
                           v->line, v->col, what, v->n);
-    int id, index, version = 0;
+    int id = -1, index = -1, version = 0;
     if ((rc = jint(&v->items[0], what, &id)) != MXC_OK ||
         (rc = jint(&v->items[1], what, &index)) != MXC_OK ||
         (v->n == 3 && (rc = jint(&v->items[2], what, &version)) != MXC_OK))
@@ -505,7 +505,7 @@ int mxc_symbol_load_json(const char *json, mxc_symbol **out) {
     if ((v = jget(&root, "arg_nodes")) != NULL) {
         MXC_TRY(jexpect(v, J_ARR, "\"arg_nodes\""));
         for (int i = 0; i < v->n; i++) {
-            int id;
+            int id = -1;
             MXC_TRY(jint(&v->items[i], "an arg_nodes entry", &id));
             MXC_CHECK(id >= 0 && id < jnodes->n, MXC_EFORMAT,
                       "symbol JSON: arg_nodes names "
