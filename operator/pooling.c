@@ -8,6 +8,8 @@
  */
 #include "operator/op.h"
 
+#include "common/parallel.h"
+
 #include <float.h>
 #include <string.h>
 
@@ -184,87 +186,128 @@ static bool include_pad(const struct pool_param *p) {
     return p->count_include_pad < 0 || p->count_include_pad % 2 == 1;
 }
 
-static int pool_forward(const struct mxc__op_call *c) {
-    const struct pool_param *p = c->params;
-    int req = c->req[0];
-    if (req == MXC__REQ_NULL)
-        return MXC_OK;
+/* One call split over threads by planes (N * C). */
+struct pool_job {
+    const struct pool_param *p;
+    const struct mxc__op_call *c;
     struct pgeom g;
-    int rc = make_pgeom(p, &c->in_data[0].shape, &g);
-    if (rc != MXC_OK)
-        return rc;
-    bool incl = include_pad(p);
-    for (int64_t pl = 0; pl < g.planes; pl++) {
-        const float *x = (const float *)c->in_data[0].data + pl * g.ih * g.iw;
-        float *y = (float *)c->out_data[0].data + pl * g.oh * g.ow;
-        for (int64_t oy = 0; oy < g.oh; oy++) {
-            for (int64_t ox = 0; ox < g.ow; ox++) {
-                struct window w = window_of(&g, incl, oy, ox);
+    bool incl;
+    bool fast_2x2; /* max 2x2 / stride 2, no padding, every window inside the input */
+};
+
+static bool is_fast_2x2(const struct pool_param *p, const struct pgeom *g) {
+    return p->pool_type == POOL_MAX && g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 &&
+           g->ph == 0 && g->pw == 0 && 2 * g->oh <= g->ih && 2 * g->ow <= g->iw;
+}
+
+static int pool_job_make(const struct mxc__op_call *c, struct pool_job *j) {
+    j->p = c->params;
+    j->c = c;
+    j->incl = include_pad(j->p);
+    int rc = make_pgeom(j->p, &c->in_data[0].shape, &j->g);
+    j->fast_2x2 = rc == MXC_OK && is_fast_2x2(j->p, &j->g);
+    return rc;
+}
+
+/* Planes [p0, p1) of the forward pass. */
+static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
+    const struct pool_job *jb = arg;
+    const struct pgeom *g = &jb->g;
+    int req = jb->c->req[0], type = jb->p->pool_type;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *x = (const float *)jb->c->in_data[0].data + pl * g->ih * g->iw;
+        float *y = (float *)jb->c->out_data[0].data + pl * g->oh * g->ow;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            for (int64_t ox = 0; ox < g->ow; ox++) {
                 float v;
-                if (p->pool_type == POOL_MAX) {
-                    v = -FLT_MAX;
-                    for (int64_t i = w.h0; i < w.h1; i++)
-                        for (int64_t j = w.w0; j < w.w1; j++)
-                            v = x[i * g.iw + j] > v ? x[i * g.iw + j] : v;
+                if (jb->fast_2x2) {
+                    const float *r0 = x + 2 * oy * g->iw + 2 * ox, *r1 = r0 + g->iw;
+                    float a = r0[0] > r0[1] ? r0[0] : r0[1], b = r1[0] > r1[1] ? r1[0] : r1[1];
+                    v = a > b ? a : b;
                 } else {
-                    v = 0.0f;
+                    struct window w = window_of(g, jb->incl, oy, ox);
+                    v = type == POOL_MAX ? -FLT_MAX : 0.0f;
                     for (int64_t i = w.h0; i < w.h1; i++)
-                        for (int64_t j = w.w0; j < w.w1; j++)
-                            v += x[i * g.iw + j];
-                    if (p->pool_type == POOL_AVG)
+                        for (int64_t k = w.w0; k < w.w1; k++) {
+                            float e = x[i * g->iw + k];
+                            v = type != POOL_MAX ? v + e : e > v ? e : v;
+                        }
+                    if (type == POOL_AVG)
                         v /= w.divisor;
                 }
-                float *d = &y[oy * g.ow + ox];
+                float *d = &y[oy * g->ow + ox];
                 *d = req == MXC__REQ_ADD ? *d + v : v;
             }
         }
     }
-    return MXC_OK;
 }
 
-static int pool_backward(const struct mxc__op_call *c) {
-    const struct pool_param *p = c->params;
-    int req = c->req[0];
-    if (req == MXC__REQ_NULL)
-        return MXC_OK;
-    struct pgeom g;
-    int rc = make_pgeom(p, &c->in_data[0].shape, &g);
-    if (rc != MXC_OK)
-        return rc;
-    bool incl = include_pad(p);
-    float *dx_all = c->in_grad[0].data;
-    if (req != MXC__REQ_ADD)
-        memset(dx_all, 0, (size_t)c->in_grad[0].size * sizeof(float));
-    for (int64_t pl = 0; pl < g.planes; pl++) {
-        const float *x = (const float *)c->in_data[0].data + pl * g.ih * g.iw;
-        const float *y = (const float *)c->out_data[0].data + pl * g.oh * g.ow;
-        const float *dy = (const float *)c->out_grad[0].data + pl * g.oh * g.ow;
-        float *dx = dx_all + pl * g.ih * g.iw;
-        for (int64_t oy = 0; oy < g.oh; oy++) {
-            for (int64_t ox = 0; ox < g.ow; ox++) {
-                struct window w = window_of(&g, incl, oy, ox);
-                float gv = dy[oy * g.ow + ox];
-                if (p->pool_type == POOL_MAX) {
-                    /* the first input equal to the output, in scan order */
-                    float m = y[oy * g.ow + ox];
+/* Planes [p0, p1) of the backward pass: max routes each output's gradient to the first
+ * input of its window equal to the output (scan order), avg and sum spread it. */
+static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
+    const struct pool_job *jb = arg;
+    const struct pgeom *g = &jb->g;
+    const struct mxc__op_call *c = jb->c;
+    int type = jb->p->pool_type;
+    for (int64_t pl = p0; pl < p1; pl++) {
+        const float *x = (const float *)c->in_data[0].data + pl * g->ih * g->iw;
+        const float *y = (const float *)c->out_data[0].data + pl * g->oh * g->ow;
+        const float *dy = (const float *)c->out_grad[0].data + pl * g->oh * g->ow;
+        float *dx = (float *)c->in_grad[0].data + pl * g->ih * g->iw;
+        if (c->req[0] != MXC__REQ_ADD)
+            memset(dx, 0, (size_t)(g->ih * g->iw) * sizeof(float));
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                float gv = dy[oy * g->ow + ox], m = y[oy * g->ow + ox];
+                if (jb->fast_2x2) { /* branch-free: the first of the four equal to m */
+                    float *d0 = dx + 2 * oy * g->iw + 2 * ox, *d1 = d0 + g->iw;
+                    const float *x0 = x + 2 * oy * g->iw + 2 * ox, *x1 = x0 + g->iw;
+                    bool f0 = x0[0] == m, f1 = !f0 && x0[1] == m;
+                    bool f2 = !f0 && !f1 && x1[0] == m, f3 = !f0 && !f1 && !f2;
+                    d0[0] += f0 ? gv : 0.0f;
+                    d0[1] += f1 ? gv : 0.0f;
+                    d1[0] += f2 ? gv : 0.0f;
+                    d1[1] += f3 ? gv : 0.0f;
+                    continue;
+                }
+                struct window w = window_of(g, jb->incl, oy, ox);
+                if (type == POOL_MAX) {
                     bool done = false;
                     for (int64_t i = w.h0; i < w.h1 && !done; i++)
-                        for (int64_t j = w.w0; j < w.w1 && !done; j++)
-                            if (x[i * g.iw + j] == m) {
-                                dx[i * g.iw + j] += gv;
+                        for (int64_t k = w.w0; k < w.w1 && !done; k++)
+                            if (x[i * g->iw + k] == m) {
+                                dx[i * g->iw + k] += gv;
                                 done = true;
                             }
                     continue;
                 }
-                if (p->pool_type == POOL_AVG)
+                if (type == POOL_AVG)
                     gv /= w.divisor;
                 for (int64_t i = w.h0; i < w.h1; i++)
-                    for (int64_t j = w.w0; j < w.w1; j++)
-                        dx[i * g.iw + j] += gv;
+                    for (int64_t k = w.w0; k < w.w1; k++)
+                        dx[i * g->iw + k] += gv;
             }
         }
     }
-    return MXC_OK;
+}
+
+/* Planes per thread: a LeNet plane is a few hundred outputs. */
+#define POOL_GRAIN 16
+
+static int pool_forward(const struct mxc__op_call *c) {
+    struct pool_job j;
+    int rc = c->req[0] == MXC__REQ_NULL ? MXC_OK : pool_job_make(c, &j);
+    if (rc == MXC_OK && c->req[0] != MXC__REQ_NULL)
+        mxc__parallel_for(j.g.planes, POOL_GRAIN, pool_forward_planes, &j);
+    return rc;
+}
+
+static int pool_backward(const struct mxc__op_call *c) {
+    struct pool_job j;
+    int rc = c->req[0] == MXC__REQ_NULL ? MXC_OK : pool_job_make(c, &j);
+    if (rc == MXC_OK && c->req[0] != MXC__REQ_NULL)
+        mxc__parallel_for(j.g.planes, POOL_GRAIN, pool_backward_planes, &j);
+    return rc;
 }
 
 const struct mxc__op_def mxc__op_Pooling = {
