@@ -242,6 +242,33 @@ static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
     }
 }
 
+/* dx of one plane for max 2x2 / stride 2: each output's gradient goes to the first of its
+ * four inputs equal to it; written row pair by row pair without branches, so a write
+ * request needs no separate zeroing (only the uncovered edge, when the input is odd). */
+static void max2x2_backward_plane(const struct pgeom *g, const float *x, const float *y,
+                                  const float *dy, float *dx, int req) {
+    bool add = req == MXC__REQ_ADD;
+    if (!add && (2 * g->oh < g->ih || 2 * g->ow < g->iw))
+        memset(dx, 0, (size_t)(g->ih * g->iw) * sizeof(float));
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        const float *x0 = x + 2 * oy * g->iw, *x1 = x0 + g->iw;
+        float *d0 = dx + 2 * oy * g->iw, *d1 = d0 + g->iw;
+        const float *yr = y + oy * g->ow, *gr = dy + oy * g->ow;
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            float m = yr[ox], gv = gr[ox];
+            float a = x0[2 * ox], b = x0[2 * ox + 1], c = x1[2 * ox];
+            bool f0 = a == m, f1 = !f0 && b == m, f2 = !f0 && !f1 && c == m;
+            bool f3 = !f0 && !f1 && !f2;
+            float v0 = f0 ? gv : 0.0f, v1 = f1 ? gv : 0.0f, v2 = f2 ? gv : 0.0f;
+            float v3 = f3 ? gv : 0.0f;
+            d0[2 * ox] = add ? d0[2 * ox] + v0 : v0;
+            d0[2 * ox + 1] = add ? d0[2 * ox + 1] + v1 : v1;
+            d1[2 * ox] = add ? d1[2 * ox] + v2 : v2;
+            d1[2 * ox + 1] = add ? d1[2 * ox + 1] + v3 : v3;
+        }
+    }
+}
+
 /* Planes [p0, p1) of the backward pass: max routes each output's gradient to the first
  * input of its window equal to the output (scan order), avg and sum spread it. */
 static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
@@ -254,22 +281,15 @@ static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
         const float *y = (const float *)c->out_data[0].data + pl * g->oh * g->ow;
         const float *dy = (const float *)c->out_grad[0].data + pl * g->oh * g->ow;
         float *dx = (float *)c->in_grad[0].data + pl * g->ih * g->iw;
+        if (jb->fast_2x2) {
+            max2x2_backward_plane(g, x, y, dy, dx, c->req[0]);
+            continue;
+        }
         if (c->req[0] != MXC__REQ_ADD)
             memset(dx, 0, (size_t)(g->ih * g->iw) * sizeof(float));
         for (int64_t oy = 0; oy < g->oh; oy++) {
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 float gv = dy[oy * g->ow + ox], m = y[oy * g->ow + ox];
-                if (jb->fast_2x2) { /* branch-free: the first of the four equal to m */
-                    float *d0 = dx + 2 * oy * g->iw + 2 * ox, *d1 = d0 + g->iw;
-                    const float *x0 = x + 2 * oy * g->iw + 2 * ox, *x1 = x0 + g->iw;
-                    bool f0 = x0[0] == m, f1 = !f0 && x0[1] == m;
-                    bool f2 = !f0 && !f1 && x1[0] == m, f3 = !f0 && !f1 && !f2;
-                    d0[0] += f0 ? gv : 0.0f;
-                    d0[1] += f1 ? gv : 0.0f;
-                    d1[0] += f2 ? gv : 0.0f;
-                    d1[1] += f3 ? gv : 0.0f;
-                    continue;
-                }
                 struct window w = window_of(g, jb->incl, oy, ox);
                 if (type == POOL_MAX) {
                     bool done = false;
