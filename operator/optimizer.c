@@ -145,7 +145,7 @@ static inline float step_grad(const struct opt_param *p, float g, float w, bool 
 static inline void put(float *o, float v, bool add) { *o = add ? *o + v : v; }
 
 /* weight, grad, out: (n); out may be weight (in place). */
-static int sgd_forward(const struct mxc__op_call *c) {
+MXC__SIMD_KERNEL static int sgd_forward(const struct mxc__op_call *c) {
     const struct opt_param *p = c->params;
     const int req = c->req[0];
     if (req == MXC__REQ_NULL)
@@ -160,7 +160,7 @@ static int sgd_forward(const struct mxc__op_call *c) {
 }
 
 /* weight, grad, mom (state, updated), out: (n); out may be weight (in place). */
-static int sgd_mom_forward(const struct mxc__op_call *c) {
+MXC__SIMD_KERNEL static int sgd_mom_forward(const struct mxc__op_call *c) {
     const struct opt_param *p = c->params;
     const float *w = c->in_data[0].data, *g = c->in_data[1].data;
     float *mom = c->aux[0].data, *o = c->out_data[0].data;
@@ -178,7 +178,7 @@ static int sgd_mom_forward(const struct mxc__op_call *c) {
 }
 
 /* weight, grad, mean and var (states, updated), out: (n); out may be weight (in place). */
-static int adam_forward(const struct mxc__op_call *c) {
+MXC__SIMD_KERNEL static int adam_forward(const struct mxc__op_call *c) {
     const struct opt_param *p = c->params;
     const float *w = c->in_data[0].data, *g = c->in_data[1].data;
     float *mean = c->aux[0].data, *var = c->aux[1].data, *o = c->out_data[0].data;
