@@ -170,7 +170,7 @@ int mxc_data_iter_create_idx(const char *image_path, const char *label_path, int
     s = mxc__calloc(1, sizeof *s);
     MXC_CHECK(s != NULL, MXC_ENOMEM, "%s: out of memory", __func__);
 
-    uint32_t idims[3], ldims[1];
+    uint32_t idims[3] = {0}, ldims[1] = {0};
     MXC_TRY(idx_open(&img, image_path));
     MXC_TRY(idx_header(&img, IDX_MAGIC_IMAGES, 3, idims));
     MXC_TRY(idx_open(&lab, label_path));

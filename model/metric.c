@@ -192,10 +192,12 @@ int mxc_metric_get(mxc_metric *m, int *num, const char *const **names, const dou
     } else {
         for (int c = 0; c < m->num_children; c++) {
             mxc_metric *k = m->children[c];
-            int n1;
-            const char *const *n;
-            const double *v;
-            mxc_metric_get(k, &n1, &n, &v);
+            int n1 = 0;
+            const char *const *n = NULL;
+            const double *v = NULL;
+            rc = mxc_metric_get(k, &n1, &n, &v);
+            if (rc != MXC_OK)
+                return rc;
             m->names[c] = n[0];
             m->values[c] = v[0];
         }

@@ -13,7 +13,7 @@
 /* `*net` = op(*net) with `n` key/value parameters, named `name`; consumes the old *net.
  * On failure *net is freed and set to NULL. */
 static int layer(mxc_symbol **net, const char *op, const char *name, int n, const char *const *kv) {
-    const char *keys[8], *vals[8];
+    const char *keys[8] = {NULL}, *vals[8] = {NULL};
     for (int i = 0; i < n; i++) {
         keys[i] = kv[2 * i];
         vals[i] = kv[2 * i + 1];
@@ -109,7 +109,7 @@ int mxc_net_lenet(int num_classes, mxc_symbol **out) {
 
 /* conv (3x3 or 1x1, stride) + BatchNorm named <name>_conv / <name>_bn */
 static int conv_bn(mxc_symbol **net, const char *name, int filters, int kernel, int stride) {
-    char conv[64], bn[64], f[16], k[16], s[16], p[16];
+    char conv[64], bn[64], f[32], k[32], s[32], p[32];
     snprintf(conv, sizeof conv, "%s_conv", name);
     snprintf(bn, sizeof bn, "%s_bn", name);
     snprintf(f, sizeof f, "%d", filters);
@@ -178,7 +178,7 @@ int mxc_net_resnet(int units_per_stage, int num_classes, mxc_symbol **out) {
     const int channels[4] = {64, 128, 256, 512};
     for (int s = 0; rc == MXC_OK && s < 4; s++)
         for (int u = 0; rc == MXC_OK && u < units_per_stage; u++) {
-            char name[32];
+            char name[48];
             snprintf(name, sizeof name, "stage%d_unit%d", s + 1, u + 1);
             int stride = s > 0 && u == 0 ? 2 : 1;
             rc = basic_block(&net, name, channels[s], stride, s > 0 && u == 0);
