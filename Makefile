@@ -75,7 +75,10 @@ ifeq ($(USE_OPENMP),1)
   LDLIBS += -fopenmp
 endif
 
-NVCCFLAGS := -O2 -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(subst sm_,,$(a)),code=$(a))
+# machine code for each CUDA_ARCH plus its PTX, so newer GPUs (an H100 with the default
+# sm_80) still run the kernels through the driver's JIT
+NVCCFLAGS := -O2 -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode \
+             arch=compute_$(subst sm_,,$(a)),code=[$(a),compute_$(subst sm_,,$(a))])
 ifeq ($(USE_CUDA),1)
   CFLAGS  += -DMXC_USE_CUDA -I$(CUDA_HOME)/include
   # -lstdc++: the .cu objects are C++ (kernel registration uses its runtime)
