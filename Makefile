@@ -132,12 +132,14 @@ $(LIB)/libmxc.so: $(LIB_OBJS)
 	@echo "  LD      $@"
 	$(Q)$(CC) -shared -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
-$(OBJ)/%.o: %.c
+# Every object waits for the dependency install (order-only), so a fresh machine's first
+# parallel build never compiles against headers that are not there yet.
+$(OBJ)/%.o: %.c | $(BUILD)/.deps-ok
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -DMXC_BUILDING_LIBRARY -fvisibility=hidden -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu
+$(OBJ)/%.cu.o: %.cu | $(BUILD)/.deps-ok
 	@mkdir -p $(@D)
 	@echo "  NVCC    $<"
 	$(Q)$(NVCC) $(NVCCFLAGS) -DMXC_BUILDING_LIBRARY -c $< -o $@

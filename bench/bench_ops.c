@@ -10,7 +10,7 @@
  *                   resnet_3x3:  batch 8, 64 -> 64 channels, 3x3 pad 1 on 56x56
  *   Pooling         max 2x2 stride 2 on the LeNet maps: (100, 20, 24, 24) lenet_pool1,
  *                   (100, 50, 8, 8) lenet_pool2
- *   Activation      relu on (100, 20, 24, 24); BatchNorm on (100, 20, 24, 24);
+ *   Activation      relu and tanh (LeNet's) on (100, 20, 24, 24); BatchNorm on (100, 20, 24, 24);
  *   SoftmaxOutput   (100, 10) — each only if registered (listed as missing otherwise)
  *
  * The kernels are called directly through their operator definitions (operator/op.h,
@@ -416,6 +416,7 @@ static const struct bcase cases[] = {
               "pool_type", "max"),
     /* being written alongside; measured when registered */
     BANDWIDTH("Activation", "lenet_relu1", 100, 20, 24, 24, "act_type", "relu"),
+    BANDWIDTH("Activation", "lenet_tanh1", 100, 20, 24, 24, "act_type", "tanh"),
     BANDWIDTH("BatchNorm", "lenet_bn1", 100, 20, 24, 24, "fix_gamma", "False"),
     {"SoftmaxOutput", "mlp_out", {NULL}, {100, 10}, 2, true, 0, 0, 0,
      false,           false,     0,      0,         0, 0,    0, 0, false,
