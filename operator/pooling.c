@@ -209,32 +209,46 @@ static int pool_job_make(const struct mxc__op_call *c, struct pool_job *j) {
     return rc;
 }
 
+/* y of one plane for max 2x2 / stride 2: the maximum of each input row pair's column
+ * pairs, branch-free so that the row loop vectorises. */
+static void max2x2_forward_plane(const struct pgeom *g, const float *restrict x,
+                                 float *restrict y, int req) {
+    bool add = req == MXC__REQ_ADD;
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        const float *x0 = x + 2 * oy * g->iw, *x1 = x0 + g->iw;
+        float *yr = y + oy * g->ow;
+        for (int64_t ox = 0; ox < g->ow; ox++) {
+            float a = x0[2 * ox] > x0[2 * ox + 1] ? x0[2 * ox] : x0[2 * ox + 1];
+            float b = x1[2 * ox] > x1[2 * ox + 1] ? x1[2 * ox] : x1[2 * ox + 1];
+            float v = a > b ? a : b;
+            yr[ox] = add ? yr[ox] + v : v;
+        }
+    }
+}
+
 /* Planes [p0, p1) of the forward pass. */
-static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
+MXC__SIMD_KERNEL static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
     const struct pool_job *jb = arg;
     const struct pgeom *g = &jb->g;
     int req = jb->c->req[0], type = jb->p->pool_type;
     for (int64_t pl = p0; pl < p1; pl++) {
         const float *x = (const float *)jb->c->in_data[0].data + pl * g->ih * g->iw;
         float *y = (float *)jb->c->out_data[0].data + pl * g->oh * g->ow;
+        if (jb->fast_2x2) {
+            max2x2_forward_plane(g, x, y, req);
+            continue;
+        }
         for (int64_t oy = 0; oy < g->oh; oy++) {
             for (int64_t ox = 0; ox < g->ow; ox++) {
-                float v;
-                if (jb->fast_2x2) {
-                    const float *r0 = x + 2 * oy * g->iw + 2 * ox, *r1 = r0 + g->iw;
-                    float a = r0[0] > r0[1] ? r0[0] : r0[1], b = r1[0] > r1[1] ? r1[0] : r1[1];
-                    v = a > b ? a : b;
-                } else {
-                    struct window w = window_of(g, jb->incl, oy, ox);
-                    v = type == POOL_MAX ? -FLT_MAX : 0.0f;
-                    for (int64_t i = w.h0; i < w.h1; i++)
-                        for (int64_t k = w.w0; k < w.w1; k++) {
-                            float e = x[i * g->iw + k];
-                            v = type != POOL_MAX ? v + e : e > v ? e : v;
-                        }
-                    if (type == POOL_AVG)
-                        v /= w.divisor;
-                }
+                struct window w = window_of(g, jb->incl, oy, ox);
+                float v = type == POOL_MAX ? -FLT_MAX : 0.0f;
+                for (int64_t i = w.h0; i < w.h1; i++)
+                    for (int64_t k = w.w0; k < w.w1; k++) {
+                        float e = x[i * g->iw + k];
+                        v = type != POOL_MAX ? v + e : e > v ? e : v;
+                    }
+                if (type == POOL_AVG)
+                    v /= w.divisor;
                 float *d = &y[oy * g->ow + ox];
                 *d = req == MXC__REQ_ADD ? *d + v : v;
             }
@@ -245,8 +259,9 @@ static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
 /* dx of one plane for max 2x2 / stride 2: each output's gradient goes to the first of its
  * four inputs equal to it; written row pair by row pair without branches, so a write
  * request needs no separate zeroing (only the uncovered edge, when the input is odd). */
-static void max2x2_backward_plane(const struct pgeom *g, const float *x, const float *y,
-                                  const float *dy, float *dx, int req) {
+static void max2x2_backward_plane(const struct pgeom *g, const float *restrict x,
+                                  const float *restrict y, const float *restrict dy,
+                                  float *restrict dx, int req) {
     bool add = req == MXC__REQ_ADD;
     if (!add && (2 * g->oh < g->ih || 2 * g->ow < g->iw))
         memset(dx, 0, (size_t)(g->ih * g->iw) * sizeof(float));
@@ -271,7 +286,7 @@ static void max2x2_backward_plane(const struct pgeom *g, const float *x, const f
 
 /* Planes [p0, p1) of the backward pass: max routes each output's gradient to the first
  * input of its window equal to the output (scan order), avg and sum spread it. */
-static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
+MXC__SIMD_KERNEL static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
     const struct pool_job *jb = arg;
     const struct pgeom *g = &jb->g;
     const struct mxc__op_call *c = jb->c;

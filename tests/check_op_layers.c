@@ -305,6 +305,8 @@ static const struct grad_case grad_cases[] = {
     {"Pooling", 1, false, {{4, {2, 3, 5, 5}}}, {"kernel", "(2, 3)", "pool_type", "sum"}},
     {"Pooling", 1, false, {{4, {2, 3, 4, 4}}}, {"global_pool", "True", "pool_type", "avg"}},
     {"Pooling", 1, true, {{3, {2, 2, 9}}}, {"kernel", "(3,)", "stride", "(2,)"}},
+    /* the branch-free max 2x2 / stride 2 path, odd height and width (an uncovered edge) */
+    {"Pooling", 1, true, {{4, {2, 3, 7, 9}}}, {"kernel", "(2, 2)", "stride", "(2, 2)"}},
 };
 
 START_TEST(test_gradients) {
@@ -335,6 +337,51 @@ START_TEST(test_gradients) {
     }
     mxct_op_gradcheck(c->op, kv, true, in, c->num_in, NULL, 0, 1e-2, 5e-2, 5e-3);
     mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* Max 2x2 / stride 2 (LeNet's pooling, which has its own branch-free kernels) against a
+ * plain loop, on values with many ties (0, 1 or 2), where the gradient must go to the
+ * first maximum of each window in scan order as MXNet's does; an even-sized input and an
+ * odd one whose last row and column no window covers. */
+START_TEST(test_pool_max2x2) {
+    static const mxc_shape shapes[] = {{4, {2, 3, 8, 8}}, {4, {3, 2, 7, 9}}};
+    const mxc_shape *shape = &shapes[_i];
+    int64_t planes = shape->dims[0] * shape->dims[1], ih = shape->dims[2], iw = shape->dims[3];
+    int64_t oh = ih / 2, ow = iw / 2;
+    struct mxct_tensor x = mxct_tensor_random(*shape, 0, 3, 5);
+    for (int64_t i = 0; i < planes * ih * iw; i++)
+        x.data[i] = (float)(int)x.data[i];
+    struct mxct_params kv = MXCT_KV("kernel", "(2, 2)", "stride", "(2, 2)");
+    struct mxct_tensor y, dy, dx;
+    ck_assert_int_eq(mxct_op_forward("Pooling", kv, true, &x, 1, NULL, &y), MXC_OK);
+    dy = mxct_tensor_random(y.shape, -1, 1, 6);
+    ck_assert_int_eq(mxct_op_backward("Pooling", kv, true, &x, 1, NULL, &dy, &dx), MXC_OK);
+    float *want_y = calloc((size_t)(planes * oh * ow), sizeof(float));
+    float *want_dx = calloc((size_t)(planes * ih * iw), sizeof(float));
+    ck_assert(want_y && want_dx);
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t r = 0; r < oh; r++)
+            for (int64_t c = 0; c < ow; c++) {
+                const float *xp = x.data + p * ih * iw;
+                int64_t at[4] = {2 * r * iw + 2 * c, 2 * r * iw + 2 * c + 1,
+                                 (2 * r + 1) * iw + 2 * c, (2 * r + 1) * iw + 2 * c + 1};
+                int best = 0;
+                for (int k = 1; k < 4; k++)
+                    if (xp[at[k]] > xp[at[best]])
+                        best = k;
+                int64_t o = (p * oh + r) * ow + c;
+                want_y[o] = xp[at[best]];
+                want_dx[p * ih * iw + at[best]] = dy.data[o];
+            }
+    mxct_expect_close(&y, want_y, 0, 0, "max 2x2 forward");
+    mxct_expect_close(&dx, want_dx, 0, 0, "max 2x2 backward");
+    free(want_y);
+    free(want_dx);
+    mxct_tensors_free(&x, 1);
+    mxct_tensors_free(&y, 1);
+    mxct_tensors_free(&dy, 1);
+    mxct_tensors_free(&dx, 1);
 }
 END_TEST
 
@@ -690,6 +737,7 @@ static Suite *suite(void) {
     tc = tcase_create("gradients");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
+    tcase_add_loop_test(tc, test_pool_max2x2, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inference");
