@@ -193,11 +193,10 @@ bench: features bench-deps $(BENCH_BINS)
 	@for b in $(BENCH_BINS); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
 
 # README's main job: LeNet on Fashion-MNIST for 3 epochs with progress, then the test
-# accuracy and the checkpoint (build/lenet-*). One CPU worker gives each operator both
-# cores, the faster setting for one network (bench_train measures both).
+# accuracy and the checkpoint (build/lenet-*).
 # TRAIN_ARGS="--resume" continues from the last checkpoint instead of starting over.
 train: features $(BUILD)/.deps-ok $(BIN)/mxc
-	MXC_CPU_WORKER_NTHREADS=$${MXC_CPU_WORKER_NTHREADS:-1} $(BIN)/mxc train --network lenet \
+	$(BIN)/mxc train --network lenet \
 	    --data fashion-mnist --epochs 3 --prefix build/lenet $(TRAIN_ARGS)
 
 # Rewrites every C source and header in the .clang-format style; CI runs

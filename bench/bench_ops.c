@@ -37,8 +37,8 @@
  * warm-up; the operator and its baseline alternate within each run. With --json, stdout
  * carries only JSON lines and the table goes to stderr.
  *
- *   build/bin/bench_ops --json                               T = 1 on 2 cores (2 workers)
- *   MXC_CPU_WORKER_NTHREADS=1 build/bin/bench_ops --json     T = 2
+ *   build/bin/bench_ops --json                               T = 2 on 2 cores (1 worker)
+ *   MXC_CPU_WORKER_NTHREADS=2 build/bin/bench_ops --json     T = 1
  */
 #include "bench_util.h"
 

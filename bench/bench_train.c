@@ -21,9 +21,10 @@
  *
  * Every case runs in a fresh child process (this binary re-executed with --child), once
  * with the environment as given (the engine's defaults when MXC_CPU_WORKER_NTHREADS and
- * MXC_OP_NTHREADS are unset: one CPU worker per core, one thread per operator) and once
- * with MXC_CPU_WORKER_NTHREADS=1 (one worker, whose operators get every core); both are
- * reported, and the faster is compared. The PyTorch side runs as a child process of this
+ * MXC_OP_NTHREADS are unset: one CPU worker, whose operators get every core) and once
+ * with MXC_CPU_WORKER_NTHREADS set to the number of cores ("percore": one thread per
+ * operator, two operators at once on 2 cores); both are reported, and the faster is
+ * compared. The PyTorch side runs as a child process of this
  * benchmark: `/usr/bin/python3 scripts/bench_train_pytorch.py --json --cases CASE ...`
  * (Debian's python, which python3-torch installs for), which itself runs each case under
  * two thread settings in fresh subprocesses and reports the faster (`baseline_threads`).
@@ -70,8 +71,9 @@
 
 static const char *const case_names[NUM_CASES] = {"mlp_train", "mlp_infer", "lenet_train",
                                                   "lenet_infer"};
-/* The mxc settings: the environment as given, and one CPU worker. */
-static const char *const setting_names[NUM_SETTINGS] = {"default", "workers1"};
+/* The mxc settings: the environment as given (by default one CPU worker whose operators
+ * use every core), and one CPU worker per core (one thread per operator). */
+static const char *const setting_names[NUM_SETTINGS] = {"default", "percore"};
 
 struct options {
     bool json, quick, no_baseline;
@@ -385,7 +387,9 @@ static void run_mxc(const char *self, const char *kase, int setting, const struc
     static char out[1 << 16];
     char line[2048];
     memset(r, 0, sizeof *r);
-    int st = capture(argv, setting == 1 ? "MXC_CPU_WORKER_NTHREADS" : NULL, "1", out, sizeof out);
+    char cores[16];
+    snprintf(cores, sizeof cores, "%d", mxc__cpu_count());
+    int st = capture(argv, setting == 1 ? "MXC_CPU_WORKER_NTHREADS" : NULL, cores, out, sizeof out);
     if (st != 0 || !find_line(out, kase, NULL, line, sizeof line)) {
         fprintf(stderr, "bench_train: mxc %s (%s) failed (status %d)\n", kase,
                 setting_names[setting], st);
@@ -636,11 +640,11 @@ int main(int argc, char **argv) {
     fprintf(tf,
             "bench_train: batch %d, %ld training samples, %ld inference samples, "
             "median of %ld run(s); mxc settings: default = MXC_CPU_WORKER_NTHREADS=%s "
-            "MXC_OP_NTHREADS=%s, workers1 = MXC_CPU_WORKER_NTHREADS=1 MXC_OP_NTHREADS=%s\n",
+            "MXC_OP_NTHREADS=%s, percore = MXC_CPU_WORKER_NTHREADS=%d MXC_OP_NTHREADS=%s\n",
             BATCH, o.epochs_samples, o.infer_samples, o.repeats, ew ? ew : "(unset)",
-            eo ? eo : "(unset)", eo ? eo : "(unset)");
+            eo ? eo : "(unset)", mxc__cpu_count(), eo ? eo : "(unset)");
     fprintf(tf, "%-12s %12s %12s %12s %12s %8s  %-9s %-17s %s\n", "case", "mxc default",
-            "mxc workers1", "torch2", "torch2+ob1", "ratio", "mxc best", "torch best",
+            "mxc percore", "torch2", "torch2+ob1", "ratio", "mxc best", "torch best",
             "RSS MiB mxc/torch");
     bool baseline = !o.no_baseline;
     char why[512] = "";

@@ -17,11 +17,9 @@
  * atomic is enough. */
 static atomic_int op_threads;
 
-/* The engine's own rule for its CPU worker count (engine.c, config_value): the variable
- * when it is in (0, 4096), else the number of cores. */
-static int default_cpu_workers(int cores) {
+int mxc__default_cpu_workers(void) {
     long v = mxc__env_long("MXC_CPU_WORKER_NTHREADS", 0);
-    return v > 0 && v < 4096 ? (int)v : cores;
+    return v > 0 && v < 4096 ? (int)v : 1;
 }
 
 static int compute_op_threads(void) {
@@ -29,7 +27,7 @@ static int compute_op_threads(void) {
     if (forced > 0)
         return forced < MXC__MAX_OP_THREADS ? (int)forced : MXC__MAX_OP_THREADS;
     int cores = mxc__cpu_count();
-    int t = cores / default_cpu_workers(cores);
+    int t = cores / mxc__default_cpu_workers();
     if (t < 1)
         t = 1;
     return t < MXC__MAX_OP_THREADS ? t : MXC__MAX_OP_THREADS;

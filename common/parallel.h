@@ -6,9 +6,10 @@
  * starts: an operator running on a worker may use
  *     T = max(1, cores / cpu_workers)
  * threads, cpu_workers being the default engine's CPU worker count
- * (MXC_CPU_WORKER_NTHREADS, default the number of cores); MXC_OP_NTHREADS overrides T.
- * So workers × T never exceeds the cores: with the defaults on 2 cores T = 1 (the engine
- * runs two operators at once); MXC_CPU_WORKER_NTHREADS=1 gives one operator both cores.
+ * (MXC_CPU_WORKER_NTHREADS, default 1, as MXNet's); MXC_OP_NTHREADS overrides T. So
+ * workers × T never exceeds the cores: by default one worker runs one operator at a time
+ * on every core, the faster choice for a network (its operators mostly wait on each
+ * other); MXC_CPU_WORKER_NTHREADS=2 on 2 cores runs two operators at once, one core each.
  * OpenBLAS itself always runs single-threaded inside mxc (common/gemm.h splits products).
  * Internal.
  */
@@ -16,6 +17,10 @@
 #define MXC_PARALLEL_H
 
 #include <stdint.h>
+
+/* The CPU worker count of an engine created without one: MXC_CPU_WORKER_NTHREADS when it
+ * is in (0, 4096), else 1. Thread-safe. */
+int mxc__default_cpu_workers(void);
 
 /* The most threads an operator may use whatever MXC_OP_NTHREADS asks. */
 #define MXC__MAX_OP_THREADS 64

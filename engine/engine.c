@@ -6,6 +6,7 @@
 #include "engine/engine_impl.h"
 
 #include "common/gemm.h"
+#include "common/parallel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -780,7 +781,8 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
             return mxc__error(MXC_EINVAL, "mxc_engine_create: negative setting in config");
         cfg = *config;
     }
-    cfg.cpu_workers = config_value(cfg.cpu_workers, "MXC_CPU_WORKER_NTHREADS", mxc__cpu_count());
+    if (cfg.cpu_workers == 0) /* one rule with the operators' thread budget */
+        cfg.cpu_workers = mxc__default_cpu_workers();
     cfg.cpu_priority_workers =
         config_value(cfg.cpu_priority_workers, "MXC_CPU_PRIORITY_NTHREADS", 1);
     cfg.gpu_workers = config_value(cfg.gpu_workers, "MXC_GPU_WORKER_NTHREADS", 1);

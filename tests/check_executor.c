@@ -382,8 +382,11 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Two branches of four 50 ms sleeps each, joined by _plus: about 200 ms, not 400. */
+/* Two branches of four 50 ms sleeps each, joined by _plus: about 200 ms, not 400, on
+ * two CPU workers (the default is one; each test runs in its own process, created before
+ * the default engine, so the setting is read when the engine is). */
 START_TEST(test_independent_branches_run_concurrently) {
+    setenv("MXC_CPU_WORKER_NTHREADS", "2", 1);
     mxc_symbol *a = var("a"), *b = var("b");
     for (int i = 0; i < 4; i++) {
         a = apply("_sleep", NULL, a, "seconds", "0.05", NULL, NULL);

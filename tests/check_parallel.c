@@ -41,10 +41,12 @@ START_TEST(test_threads_from_workers) {
     int cores = mxc__cpu_count();
     char buf[16];
     env("MXC_OP_NTHREADS", NULL);
-    env("MXC_CPU_WORKER_NTHREADS", NULL); /* default: one worker per core */
-    ck_assert_int_eq(mxc__op_threads(), 1);
-    env("MXC_CPU_WORKER_NTHREADS", "1"); /* one worker: the operator gets every core */
-    ck_assert_int_eq(mxc__op_threads(), cores < MXC__MAX_OP_THREADS ? cores : MXC__MAX_OP_THREADS);
+    int all = cores < MXC__MAX_OP_THREADS ? cores : MXC__MAX_OP_THREADS;
+    env("MXC_CPU_WORKER_NTHREADS", NULL); /* default: one worker, given every core */
+    ck_assert_int_eq(mxc__default_cpu_workers(), 1);
+    ck_assert_int_eq(mxc__op_threads(), all);
+    env("MXC_CPU_WORKER_NTHREADS", "1");
+    ck_assert_int_eq(mxc__op_threads(), all);
     snprintf(buf, sizeof buf, "%d", 4 * cores); /* more workers than cores: still 1 */
     env("MXC_CPU_WORKER_NTHREADS", buf);
     ck_assert_int_eq(mxc__op_threads(), 1);
@@ -54,7 +56,8 @@ START_TEST(test_threads_from_workers) {
         ck_assert_int_eq(mxc__op_threads(), cores / (cores / 2));
     }
     env("MXC_CPU_WORKER_NTHREADS", "0"); /* the engine reads 0 as "default" too */
-    ck_assert_int_eq(mxc__op_threads(), 1);
+    ck_assert_int_eq(mxc__default_cpu_workers(), 1);
+    ck_assert_int_eq(mxc__op_threads(), all);
 }
 END_TEST
 
@@ -67,7 +70,9 @@ START_TEST(test_threads_override) {
     env("MXC_OP_NTHREADS", "100000");
     ck_assert_int_eq(mxc__op_threads(), MXC__MAX_OP_THREADS);
     /* not a positive number: ignored, back to cores / workers */
-    env("MXC_CPU_WORKER_NTHREADS", NULL);
+    char cores[16];
+    snprintf(cores, sizeof cores, "%d", mxc__cpu_count());
+    env("MXC_CPU_WORKER_NTHREADS", cores);
     const char *bad[] = {"0", "-2", "two", "", "3x"};
     for (size_t i = 0; i < MXC_ARRAY_SIZE(bad); i++) {
         env("MXC_OP_NTHREADS", bad[i]);

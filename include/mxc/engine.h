@@ -92,7 +92,8 @@ typedef struct mxc_engine_op_desc {
 
 /** Engine settings; a zero field takes its environment variable, then the default. */
 typedef struct mxc_engine_config {
-    int cpu_workers;          /**< MXC_CPU_WORKER_NTHREADS, default: number of CPUs */
+    int cpu_workers;          /**< MXC_CPU_WORKER_NTHREADS, default 1: one operator at a
+                                   time, each given every core (operators.md) */
     int cpu_priority_workers; /**< MXC_CPU_PRIORITY_NTHREADS, default 1 */
     int gpu_workers;          /**< MXC_GPU_WORKER_NTHREADS, default 1 per GPU */
     int gpu_copy_workers;     /**< MXC_GPU_COPY_NTHREADS, default 1 per GPU */
