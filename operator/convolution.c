@@ -291,8 +291,9 @@ static void im2col(const struct geom *g, const float *img, float *col, int64_t l
                     const float *src = img + (c * g->ih + iy) * g->iw;
                     for (int64_t x = 0; x < x0; x++)
                         d[x] = 0.0f;
-                    if (g->sw == 1)
-                        memcpy(d + x0, src + x0 + offw, (size_t)(x1 - x0) * sizeof(float));
+                    if (g->sw == 1) /* a loop: rows are short, a memcpy call costs more */
+                        for (int64_t x = x0; x < x1; x++)
+                            d[x] = src[x + offw];
                     else
                         for (int64_t x = x0; x < x1; x++)
                             d[x] = src[x * g->sw + offw];
