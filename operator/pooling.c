@@ -211,8 +211,8 @@ static int pool_job_make(const struct mxc__op_call *c, struct pool_job *j) {
 
 /* y of one plane for max 2x2 / stride 2: the maximum of each input row pair's column
  * pairs, branch-free so that the row loop vectorises. */
-static void max2x2_forward_plane(const struct pgeom *g, const float *restrict x,
-                                 float *restrict y, int req) {
+static void max2x2_forward_plane(const struct pgeom *g, const float *restrict x, float *restrict y,
+                                 int req) {
     bool add = req == MXC__REQ_ADD;
     for (int64_t oy = 0; oy < g->oh; oy++) {
         const float *x0 = x + 2 * oy * g->iw, *x1 = x0 + g->iw;
