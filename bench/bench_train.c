@@ -228,9 +228,7 @@ static int run_case(const char *kase, const struct options *o) {
 
     mxc_engine *eng = NULL;
     CHECK(mxc_engine_get_default(&eng));
-    long workers = mxc__env_long("MXC_CPU_WORKER_NTHREADS", 0);
-    if (workers <= 0 || workers >= 4096)
-        workers = mxc__cpu_count();
+    long workers = mxc__default_cpu_workers();
     bench_json j;
     bench_json_begin(&j, "train_child", kase);
     bench_json_num(&j, "samples_per_s", rate);

@@ -13,6 +13,10 @@
 #include <float.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 struct pool_param {
     mxc_shape kernel;
     int pool_type;
@@ -227,7 +231,7 @@ static void max2x2_forward_plane(const struct pgeom *g, const float *restrict x,
 }
 
 /* Planes [p0, p1) of the forward pass. */
-MXC__SIMD_KERNEL static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
+static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
     const struct pool_job *jb = arg;
     const struct pgeom *g = &jb->g;
     int req = jb->c->req[0], type = jb->p->pool_type;
@@ -256,12 +260,70 @@ MXC__SIMD_KERNEL static void pool_forward_planes(void *arg, int64_t p0, int64_t 
     }
 }
 
-/* dx of one plane for max 2x2 / stride 2: each output's gradient goes to the first of its
- * four inputs equal to it; written row pair by row pair without branches, so a write
- * request needs no separate zeroing (only the uncovered edge, when the input is odd). */
-static void max2x2_backward_plane(const struct pgeom *g, const float *restrict x,
-                                  const float *restrict y, const float *restrict dy,
-                                  float *restrict dx, int req) {
+/* One row pair of max 2x2 / stride 2 backward, outputs [ox0, ox1): the gradient of each
+ * output goes to the first of its four inputs (scan order) equal to it, the others get 0
+ * (or keep their value under an add request). Branch-free. */
+static void max2x2_route(const float *x0, const float *x1, const float *yr, const float *gr,
+                         float *d0, float *d1, int64_t ox0, int64_t ox1, bool add) {
+    for (int64_t ox = ox0; ox < ox1; ox++) {
+        float m = yr[ox], gv = gr[ox];
+        float a = x0[2 * ox], b = x0[2 * ox + 1], c = x1[2 * ox];
+        bool f0 = a == m, f1 = !f0 && b == m, f2 = !f0 && !f1 && c == m;
+        bool f3 = !f0 && !f1 && !f2;
+        float v0 = f0 ? gv : 0.0f, v1 = f1 ? gv : 0.0f, v2 = f2 ? gv : 0.0f;
+        float v3 = f3 ? gv : 0.0f;
+        d0[2 * ox] = add ? d0[2 * ox] + v0 : v0;
+        d0[2 * ox + 1] = add ? d0[2 * ox + 1] + v1 : v1;
+        d1[2 * ox] = add ? d1[2 * ox] + v2 : v2;
+        d1[2 * ox + 1] = add ? d1[2 * ox + 1] + v3 : v3;
+    }
+}
+
+#ifdef __SSE2__
+/* max2x2_route for four outputs at a time with SSE2 (every x86-64 has it): the row pair's
+ * windows de-interleaved into their four corners, the first-match masks built from three
+ * comparisons, the results interleaved back. LeNet's rows are 12 and 4 outputs wide, too
+ * short for the compiler's 8-wide loop. Returns the first output it left undone. */
+static int64_t max2x2_route4(const float *x0, const float *x1, const float *yr, const float *gr,
+                             float *d0, float *d1, int64_t ow, bool add) {
+    int64_t ox = 0;
+    for (; ox + 4 <= ow; ox += 4) {
+        __m128 r0a = _mm_loadu_ps(x0 + 2 * ox), r0b = _mm_loadu_ps(x0 + 2 * ox + 4);
+        __m128 r1a = _mm_loadu_ps(x1 + 2 * ox), r1b = _mm_loadu_ps(x1 + 2 * ox + 4);
+        __m128 m = _mm_loadu_ps(yr + ox), gv = _mm_loadu_ps(gr + ox);
+        __m128 top_left = _mm_shuffle_ps(r0a, r0b, _MM_SHUFFLE(2, 0, 2, 0));
+        __m128 top_right = _mm_shuffle_ps(r0a, r0b, _MM_SHUFFLE(3, 1, 3, 1));
+        __m128 bottom_left = _mm_shuffle_ps(r1a, r1b, _MM_SHUFFLE(2, 0, 2, 0));
+        __m128 f0 = _mm_cmpeq_ps(top_left, m);
+        __m128 taken = f0;
+        __m128 f1 = _mm_andnot_ps(taken, _mm_cmpeq_ps(top_right, m));
+        taken = _mm_or_ps(taken, f1);
+        __m128 f2 = _mm_andnot_ps(taken, _mm_cmpeq_ps(bottom_left, m));
+        taken = _mm_or_ps(taken, f2);
+        __m128 v0 = _mm_and_ps(f0, gv), v1 = _mm_and_ps(f1, gv), v2 = _mm_and_ps(f2, gv);
+        __m128 v3 = _mm_andnot_ps(taken, gv);
+        __m128 top_a = _mm_unpacklo_ps(v0, v1), top_b = _mm_unpackhi_ps(v0, v1);
+        __m128 bottom_a = _mm_unpacklo_ps(v2, v3), bottom_b = _mm_unpackhi_ps(v2, v3);
+        if (add) {
+            top_a = _mm_add_ps(top_a, _mm_loadu_ps(d0 + 2 * ox));
+            top_b = _mm_add_ps(top_b, _mm_loadu_ps(d0 + 2 * ox + 4));
+            bottom_a = _mm_add_ps(bottom_a, _mm_loadu_ps(d1 + 2 * ox));
+            bottom_b = _mm_add_ps(bottom_b, _mm_loadu_ps(d1 + 2 * ox + 4));
+        }
+        _mm_storeu_ps(d0 + 2 * ox, top_a);
+        _mm_storeu_ps(d0 + 2 * ox + 4, top_b);
+        _mm_storeu_ps(d1 + 2 * ox, bottom_a);
+        _mm_storeu_ps(d1 + 2 * ox + 4, bottom_b);
+    }
+    return ox;
+}
+#endif
+
+/* dx of one plane for max 2x2 / stride 2, row pair by row pair; every covered input is
+ * written, so a write request needs no separate zeroing (only the uncovered edge, when
+ * the input is odd). */
+static void max2x2_backward_plane(const struct pgeom *g, const float *x, const float *y,
+                                  const float *dy, float *dx, int req) {
     bool add = req == MXC__REQ_ADD;
     if (!add && (2 * g->oh < g->ih || 2 * g->ow < g->iw))
         memset(dx, 0, (size_t)(g->ih * g->iw) * sizeof(float));
@@ -269,24 +331,17 @@ static void max2x2_backward_plane(const struct pgeom *g, const float *restrict x
         const float *x0 = x + 2 * oy * g->iw, *x1 = x0 + g->iw;
         float *d0 = dx + 2 * oy * g->iw, *d1 = d0 + g->iw;
         const float *yr = y + oy * g->ow, *gr = dy + oy * g->ow;
-        for (int64_t ox = 0; ox < g->ow; ox++) {
-            float m = yr[ox], gv = gr[ox];
-            float a = x0[2 * ox], b = x0[2 * ox + 1], c = x1[2 * ox];
-            bool f0 = a == m, f1 = !f0 && b == m, f2 = !f0 && !f1 && c == m;
-            bool f3 = !f0 && !f1 && !f2;
-            float v0 = f0 ? gv : 0.0f, v1 = f1 ? gv : 0.0f, v2 = f2 ? gv : 0.0f;
-            float v3 = f3 ? gv : 0.0f;
-            d0[2 * ox] = add ? d0[2 * ox] + v0 : v0;
-            d0[2 * ox + 1] = add ? d0[2 * ox + 1] + v1 : v1;
-            d1[2 * ox] = add ? d1[2 * ox] + v2 : v2;
-            d1[2 * ox + 1] = add ? d1[2 * ox + 1] + v3 : v3;
-        }
+        int64_t done = 0;
+#ifdef __SSE2__
+        done = max2x2_route4(x0, x1, yr, gr, d0, d1, g->ow, add);
+#endif
+        max2x2_route(x0, x1, yr, gr, d0, d1, done, g->ow, add);
     }
 }
 
 /* Planes [p0, p1) of the backward pass: max routes each output's gradient to the first
  * input of its window equal to the output (scan order), avg and sum spread it. */
-MXC__SIMD_KERNEL static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
+static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
     const struct pool_job *jb = arg;
     const struct pgeom *g = &jb->g;
     const struct mxc__op_call *c = jb->c;

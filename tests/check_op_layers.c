@@ -342,10 +342,11 @@ END_TEST
 
 /* Max 2x2 / stride 2 (LeNet's pooling, which has its own branch-free kernels) against a
  * plain loop, on values with many ties (0, 1 or 2), where the gradient must go to the
- * first maximum of each window in scan order as MXNet's does; an even-sized input and an
- * odd one whose last row and column no window covers. */
+ * first maximum of each window in scan order as MXNet's does; an even-sized input, an
+ * odd one whose last row and column no window covers, and rows of 6 outputs (4 vectorised,
+ * 2 not). */
 START_TEST(test_pool_max2x2) {
-    static const mxc_shape shapes[] = {{4, {2, 3, 8, 8}}, {4, {3, 2, 7, 9}}};
+    static const mxc_shape shapes[] = {{4, {2, 3, 8, 8}}, {4, {3, 2, 7, 9}}, {4, {2, 2, 6, 13}}};
     const mxc_shape *shape = &shapes[_i];
     int64_t planes = shape->dims[0] * shape->dims[1], ih = shape->dims[2], iw = shape->dims[3];
     int64_t oh = ih / 2, ow = iw / 2;
@@ -737,7 +738,7 @@ static Suite *suite(void) {
     tc = tcase_create("gradients");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
-    tcase_add_loop_test(tc, test_pool_max2x2, 0, 2);
+    tcase_add_loop_test(tc, test_pool_max2x2, 0, 3);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inference");
