@@ -6,10 +6,11 @@
  * intermediate array (in place where an operator allows it and nothing reads the input
  * later, freed blocks reused for later arrays), and creates one cached engine operation
  * per node. forward() and backward() push those operations in topological order and
- * return at once; the engine runs independent branches in parallel, and waits happen
- * only when you read a result (mxc_nd_wait_to_read, mxc_nd_sync_copy_to_cpu). After each
- * block's last reader in a pass, an operation gives its memory back to the storage pool;
- * the next pass takes it again, so the memory in use never exceeds the plan.
+ * return at once; the engine runs independent branches in parallel (given more than one
+ * CPU worker, MXC_CPU_WORKER_NTHREADS), and waits happen only when you read a result
+ * (mxc_nd_wait_to_read, mxc_nd_sync_copy_to_cpu). After each block's last reader in a
+ * pass, an operation gives its memory back to the storage pool; the next pass takes it
+ * again, so the memory in use never exceeds the plan.
  *
  * Arguments are the symbol's list_arguments (data, weights, labels), in that order;
  * auxiliary states are its list_auxiliary_states (BatchNorm's moving statistics), which
