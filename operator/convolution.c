@@ -563,26 +563,43 @@ static void add_bias(float *x, const float *b, int64_t n, int64_t c, int64_t pix
         }
 }
 
-/* db (c) (req) = sum over n and pix of dy (n, c, pix) */
-static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t pix, int req) {
-    for (int64_t j = 0; j < c; j++) {
+/* db (c) (req) = sum over n and pix of dy (n, c, pix), split over the operator's threads
+ * by channel (conv1 of LeNet sums 1.15 M values: serial, it left the second core idle). */
+struct bias_grad_job {
+    const float *dy;
+    float *db;
+    int64_t n, c, pix;
+    int req;
+};
+
+static void bias_grad_channels(void *arg, int64_t j0, int64_t j1) {
+    const struct bias_grad_job *b = arg;
+    for (int64_t j = j0; j < j1; j++) {
         double s = 0;
-        for (int64_t i = 0; i < n; i++) {
-            const float *d = dy + (i * c + j) * pix;
+        for (int64_t i = 0; i < b->n; i++) {
+            const float *d = b->dy + (i * b->c + j) * b->pix;
             /* 16 running sums: one chain of dependent adds would leave the loop bound by
              * the add latency and unvectorised (float addition is not reassociated) */
             float part[16] = {0};
             int64_t k = 0;
-            for (; k + 16 <= pix; k += 16)
+            for (; k + 16 <= b->pix; k += 16)
                 for (int l = 0; l < 16; l++)
                     part[l] += d[k + l];
-            for (; k < pix; k++)
+            for (; k < b->pix; k++)
                 part[k % 16] += d[k];
             for (int l = 0; l < 16; l++)
                 s += part[l];
         }
-        db[j] = (float)(req == MXC__REQ_ADD ? db[j] + s : s);
+        b->db[j] = (float)(b->req == MXC__REQ_ADD ? b->db[j] + s : s);
     }
+}
+
+static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t pix, int req) {
+    struct bias_grad_job b = {dy, db, n, c, pix, req};
+    /* a channel is n * pix values; a few thousand make a split worth its wake-up */
+    int64_t per_channel = n * pix;
+    int64_t grain = per_channel >= 4096 || per_channel == 0 ? 1 : 4096 / per_channel + 1;
+    mxc__parallel_for(c, grain, bias_grad_channels, &b);
 }
 
 /* ---- Kernels ----------------------------------------------------------------------- */
