@@ -921,6 +921,14 @@ int mxc_engine_get_default(mxc_engine **out) {
     return MXC_OK;
 }
 
+int mxc_engine_get_config(mxc_engine *eng, mxc_engine_config *out) {
+    CHECK_ENGINE(eng);
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_engine_get_config: out is NULL");
+    *out = eng->config; /* fixed at creation */
+    return MXC_OK;
+}
+
 int mxc_engine_get_stats(mxc_engine *eng, mxc_engine_stats *out) {
     CHECK_ENGINE(eng);
     if (out == NULL)

@@ -58,6 +58,7 @@ START_TEST(test_info_and_usage) {
     ck_assert_int_eq(run("info", &out), 0);
     ck_assert_ptr_nonnull(strstr(out, "operators:"));
     ck_assert_ptr_nonnull(strstr(out, "engine:"));
+    ck_assert_ptr_nonnull(strstr(out, "CPU worker(s)"));
     ck_assert_int_eq(run("", &out), 2);
     ck_assert_ptr_nonnull(strstr(out, "usage:"));
     ck_assert_int_eq(run("--help", &out), 0);

@@ -1550,6 +1550,34 @@ START_TEST(test_misuse_create) {
 }
 END_TEST
 
+/* The settings an engine reports: what its config asked for, else the environment, else
+ * the defaults (one CPU worker, one priority worker, 65536 pending operations). */
+START_TEST(test_config_resolved) {
+    unsetenv("MXC_CPU_WORKER_NTHREADS");
+    unsetenv("MXC_CPU_PRIORITY_NTHREADS");
+    unsetenv("MXC_ENGINE_MAX_PENDING");
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    mxc_engine_config got;
+    ck_assert_int_eq(mxc_engine_get_config(e, &got), MXC_OK);
+    ck_assert_int_eq(got.cpu_workers, 1);
+    ck_assert_int_eq(got.cpu_priority_workers, 1);
+    ck_assert_int_eq(got.max_pending, 65536);
+    mxct_engine_finish(e);
+
+    setenv("MXC_CPU_WORKER_NTHREADS", "3", 1);
+    setenv("MXC_ENGINE_MAX_PENDING", "500", 1);
+    mxc_engine_config asked = {.cpu_priority_workers = 2, .max_pending = 1000};
+    e = mxct_engine_new(_i, &asked);
+    ck_assert_int_eq(mxc_engine_get_config(e, &got), MXC_OK);
+    ck_assert_int_eq(got.cpu_workers, 3);          /* from the environment */
+    ck_assert_int_eq(got.cpu_priority_workers, 2); /* from the config */
+    ck_assert_int_eq(got.max_pending, 1000);       /* the config wins */
+    mxct_engine_finish(e);
+    unsetenv("MXC_CPU_WORKER_NTHREADS");
+    unsetenv("MXC_ENGINE_MAX_PENDING");
+}
+END_TEST
+
 START_TEST(test_misuse_calls) {
     mxc_engine *e = mxct_engine_new(_i, NULL);
     mxc_var **v = mxct_vars_new(e, 2);
@@ -1575,6 +1603,9 @@ START_TEST(test_misuse_calls) {
     mxc_engine_stats st;
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_get_stats", mxc_engine_get_stats(NULL, &st));
     EXPECT_ERROR(mxc_engine_get_stats(e, NULL));
+    mxc_engine_config cfg;
+    EXPECT_CODE(MXC_EMISUSE, "mxc_engine_get_config", mxc_engine_get_config(NULL, &cfg));
+    EXPECT_ERROR(mxc_engine_get_config(e, NULL));
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_new_operator", mxc_engine_new_operator(NULL, &ok, &opr));
     ck_assert_ptr_null(opr);
     EXPECT_CODE(MXC_EMISUSE, "mxc_engine_push_operator", mxc_engine_push_operator(e, NULL, 0));
@@ -2003,6 +2034,7 @@ static Suite *engine_suite(void) {
 
     tc = engine_tcase(s, "stats", 20);
     MXCT_ADD_ENGINE_TEST(tc, test_stats_counters);
+    MXCT_ADD_ENGINE_TEST(tc, test_config_resolved);
 
     tc = engine_tcase(s, "memory", 60);
     MXCT_ADD_ENGINE_TEST(tc, test_memory_no_leaks);

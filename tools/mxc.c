@@ -344,7 +344,10 @@ static int cmd_info(void) {
 #ifdef MXC_USE_MPI
     printf(", MPI");
 #endif
-    printf("\nengine: %s\n", mxc_engine_type_name(mxc_engine_type_of(eng)));
+    mxc_engine_config cfg;
+    CHECK(mxc_engine_get_config(eng, &cfg));
+    printf("\nengine: %s, %d CPU worker(s) (MXC_CPU_WORKER_NTHREADS)\n",
+           mxc_engine_type_name(mxc_engine_type_of(eng)), cfg.cpu_workers);
     printf("devices: cpu, %d GPU(s)\n", mxc_gpu_count());
     printf("operators: %zu registered\n", nops);
     return 0;

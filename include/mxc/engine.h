@@ -186,6 +186,11 @@ MXC_API int mxc_engine_wait_all(mxc_engine *engine);
 /** Reads the engine's counters. Returns MXC_OK or MXC_EMISUSE. */
 MXC_API int mxc_engine_get_stats(mxc_engine *engine, mxc_engine_stats *out);
 
+/** Writes the settings the engine runs with, every field resolved (what the config asked
+ * for, else the environment, else the default), e.g. its CPU worker count. Returns
+ * MXC_OK, MXC_EMISUSE (bad handle) or MXC_EINVAL (out is NULL). Thread-safe. */
+MXC_API int mxc_engine_get_config(mxc_engine *engine, mxc_engine_config *out);
+
 /* ---- Profiler ---------------------------------------------------------------------- *
  * While on, every operation's name, context, worker thread, start and end are recorded in
  * per-thread buffers. MXC_PROFILER_AUTOSTART=1 turns it on when an engine is created and
