@@ -273,10 +273,8 @@ static void valid_range(int64_t off, int64_t s, int64_t n, int64_t out, int64_t 
 }
 
 /* img: (icg, ih, iw) of one image and group; col: rows (c, ki, kj) of icg*kh*kw, each
- * holding this image's oh*ow values at column offset 0 of a row of length `ld`. Its rows
- * of ow floats are short (24 and 8 for LeNet): AVX2 copies them in one to three moves. */
-MXC__SIMD_KERNEL static void im2col(const struct geom *g, const float *restrict img,
-                                    float *restrict col, int64_t ld) {
+ * holding this image's oh*ow values at column offset 0 of a row of length `ld`. */
+static void im2col(const struct geom *g, const float *img, float *col, int64_t ld) {
     for (int64_t c = 0; c < g->icg; c++) {
         for (int64_t ki = 0; ki < g->kh; ki++) {
             for (int64_t kj = 0; kj < g->kw; kj++) {
@@ -293,9 +291,8 @@ MXC__SIMD_KERNEL static void im2col(const struct geom *g, const float *restrict 
                     const float *src = img + (c * g->ih + iy) * g->iw;
                     for (int64_t x = 0; x < x0; x++)
                         d[x] = 0.0f;
-                    if (g->sw == 1) /* a loop: rows are short, a memcpy call costs more */
-                        for (int64_t x = x0; x < x1; x++)
-                            d[x] = src[x + offw];
+                    if (g->sw == 1)
+                        memcpy(d + x0, src + x0 + offw, (size_t)(x1 - x0) * sizeof(float));
                     else
                         for (int64_t x = x0; x < x1; x++)
                             d[x] = src[x * g->sw + offw];
