@@ -24,8 +24,8 @@
  * MXC_OP_NTHREADS are unset: one CPU worker, whose operators get every core) and once
  * with MXC_CPU_WORKER_NTHREADS set to the number of cores ("percore": one thread per
  * operator, two operators at once on 2 cores); both are reported, and the faster is
- * compared. The PyTorch side runs as a child process of this
- * benchmark: `/usr/bin/python3 scripts/bench_train_pytorch.py --json --cases CASE ...`
+ * compared. The PyTorch side runs as a child process of this benchmark:
+ * `/usr/bin/python3 scripts/bench_train_pytorch.py --json --cases CASE ...`
  * (Debian's python, which python3-torch installs for), which itself runs each case under
  * two thread settings in fresh subprocesses and reports the faster (`baseline_threads`).
  * If torch is missing, mxc's figures are still printed and the ratios are null.
