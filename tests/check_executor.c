@@ -29,23 +29,33 @@ static mxc_symbol *var(const char *name) {
     return s;
 }
 
+/* op(inputs) with `np` string parameters; consumes the `n` input handles. */
+static mxc_symbol *apply_n(const char *op, const char *name, int n, mxc_symbol **in, int np,
+                           const char *const *keys, const char *const *vals) {
+    mxc_symbol *out = NULL;
+    CK_OK(mxc_symbol_create(op, np, keys, vals, name, n, NULL, in, &out));
+    for (int i = 0; i < n; i++)
+        mxc_symbol_free(in[i]);
+    return out;
+}
+
 /* op(input) with up to two string parameters; consumes `in`. */
 static mxc_symbol *apply(const char *op, const char *name, mxc_symbol *in, const char *k1,
                          const char *v1, const char *k2, const char *v2) {
     const char *keys[2] = {k1, k2}, *vals[2] = {v1, v2};
-    int np = k2 ? 2 : k1 ? 1 : 0;
-    mxc_symbol *out = NULL;
-    CK_OK(mxc_symbol_create(op, np, keys, vals, name, 1, NULL, &in, &out));
-    mxc_symbol_free(in);
-    return out;
+    return apply_n(op, name, 1, &in, k2 ? 2 : k1 ? 1 : 0, keys, vals);
 }
 
 static mxc_symbol *apply2(const char *op, const char *name, mxc_symbol *a, mxc_symbol *b) {
-    mxc_symbol *ins[2] = {a, b}, *out = NULL;
-    CK_OK(mxc_symbol_create(op, 0, NULL, NULL, name, 2, NULL, ins, &out));
-    mxc_symbol_free(a);
-    mxc_symbol_free(b);
-    return out;
+    mxc_symbol *ins[2] = {a, b};
+    return apply_n(op, name, 2, ins, 0, NULL, NULL);
+}
+
+/* Another handle on `s`'s (single) output, e.g. to pass one array twice. */
+static mxc_symbol *again(const mxc_symbol *s) {
+    mxc_symbol *h = NULL;
+    CK_OK(mxc_symbol_get_output(s, 0, &h));
+    return h;
 }
 
 /* data -> fc1 (5) -> relu -> fc2 (3) */
@@ -136,8 +146,15 @@ START_TEST(test_forward_equals_imperative) {
 }
 END_TEST
 
-/* sum(w * output) for the current arguments, in double. */
-static double loss_of(mxc_executor *x, const float *w) {
+/* A scalar loss of the executor's outputs after a training forward pass, in double. */
+struct fd_loss {
+    double (*fn)(mxc_executor *x, const void *arg);
+    const void *arg;
+};
+
+/* sum(w * output 0) for the current arguments; arg: w (the output's size). */
+static double weighted_sum(mxc_executor *x, const void *w_) {
+    const float *w = w_;
     CK_OK(mxc_executor_forward(x, 1));
     int n;
     mxc_ndarray *const *outs;
@@ -150,6 +167,45 @@ static double loss_of(mxc_executor *x, const float *w) {
     return l;
 }
 
+/* Compares every gradient array of `x` (bound from `sym`, backward already run) but that of
+ * `skip` (a name, or NULL) with central differences of `loss` with step eps:
+ * |fd - g| <= atol + rtol |fd|, at every element or, with samples > 0, at that many
+ * elements per array drawn with rand() (the caller seeds it). */
+static void expect_grads_match_fd(mxc_executor *x, mxc_symbol *sym, struct fd_loss loss,
+                                  const char *skip, int samples, float eps, double atol,
+                                  double rtol) {
+    int na;
+    const char *const *names;
+    mxc_ndarray *const *args, *const *grads;
+    CK_OK(mxc_symbol_list_arguments(sym, &na, &names));
+    CK_OK(mxc_executor_arrays(x, NULL, &args, &grads, NULL, NULL));
+    for (int a = 0; a < na; a++) {
+        if (grads[a] == NULL || (skip && strcmp(names[a], skip) == 0))
+            continue;
+        float *g = read_all(grads[a]), *p = read_all(args[a]);
+        int64_t n = mxc_nd_size(args[a]);
+        size_t bytes = sizeof(float) * (size_t)n;
+        for (int64_t t = 0; t < (samples > 0 ? samples : n); t++) {
+            int64_t i = samples > 0 ? rand() % n : t;
+            float keep = p[i];
+            p[i] = keep + eps;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, bytes));
+            double up = loss.fn(x, loss.arg);
+            p[i] = keep - eps;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, bytes));
+            double down = loss.fn(x, loss.arg);
+            p[i] = keep;
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, bytes));
+            double fd = (up - down) / (2 * eps);
+            ck_assert_msg(fabs(fd - g[i]) <= atol + rtol * fabs(fd),
+                          "%s[%lld]: backward %g, finite difference %g", names[a], (long long)i,
+                          (double)g[i], fd);
+        }
+        free(g);
+        free(p);
+    }
+}
+
 START_TEST(test_backward_equals_finite_differences) {
     mxc_symbol *sym = mlp();
     mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
@@ -159,32 +215,10 @@ START_TEST(test_backward_equals_finite_differences) {
     float *w = read_all(head);
     CK_OK(mxc_executor_forward(x, 1));
     CK_OK(mxc_executor_backward(x, 1, &head));
-    int na;
-    mxc_ndarray *const *args, *const *grads;
-    CK_OK(mxc_executor_arrays(x, &na, &args, &grads, NULL, NULL));
+    mxc_ndarray *const *grads;
+    CK_OK(mxc_executor_arrays(x, NULL, NULL, &grads, NULL, NULL));
     ck_assert_ptr_null(grads[0]); /* data: an input, no gradient */
-    for (int a = 1; a < na; a++) {
-        float *g = read_all(grads[a]), *p = read_all(args[a]);
-        int64_t n = mxc_nd_size(args[a]);
-        for (int64_t i = 0; i < n; i++) {
-            const float eps = 1e-2f;
-            float keep = p[i];
-            p[i] = keep + eps;
-            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
-            double lp = loss_of(x, w);
-            p[i] = keep - eps;
-            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
-            double lm = loss_of(x, w);
-            p[i] = keep;
-            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
-            double fd = (lp - lm) / (2 * eps);
-            ck_assert_msg(fabs(fd - g[i]) <= 2e-3 + 2e-3 * fabs(fd),
-                          "argument %d element %lld: backward %g, finite difference %g", a,
-                          (long long)i, (double)g[i], fd);
-        }
-        free(g);
-        free(p);
-    }
+    expect_grads_match_fd(x, sym, (struct fd_loss){weighted_sum, w}, NULL, 0, 1e-2f, 2e-3, 2e-3);
     free(w);
     mxc_nd_free(head);
     mxc_executor_free(x);
@@ -225,9 +259,7 @@ END_TEST
 /* r = relu(x) read twice (r * r): the two gradients meet and are summed. */
 START_TEST(test_fan_out_gradients_are_summed) {
     mxc_symbol *x = var("x"), *r = apply("relu", "r", x, NULL, NULL, NULL, NULL);
-    mxc_symbol *r2 = NULL;
-    CK_OK(mxc_symbol_get_output(r, 0, &r2));
-    mxc_symbol *y = apply2("_mul", "square", r, r2);
+    mxc_symbol *y = apply2("_mul", "square", r, again(r));
     const float xs[] = {-1.5f, -0.5f, 0.5f, 2.0f}, hs[] = {1.0f, 2.0f, 3.0f, -1.0f};
     mxc_ndarray *xa = NULL, *ga = NULL, *ha = NULL;
     CK_OK(mxc_nd_create(&SHAPE(4), MXC_FLOAT32, mxc_cpu(), 0, &xa));
@@ -254,16 +286,23 @@ START_TEST(test_fan_out_gradients_are_summed) {
 }
 END_TEST
 
+/* The labels of softmax_loss: n samples of `classes` classes. */
+struct labels {
+    const float *labels;
+    int n, classes;
+};
+
 /* -sum log p[label] of the bound LeNet's softmax output, in double. */
-static double softmax_loss(mxc_executor *x, const float *labels, int n, int classes) {
+static double softmax_loss(mxc_executor *x, const void *arg) {
+    const struct labels *lab = arg;
     CK_OK(mxc_executor_forward(x, 1));
     int no;
     mxc_ndarray *const *outs;
     CK_OK(mxc_executor_outputs(x, &no, &outs));
     float *p = read_all(outs[0]);
     double l = 0;
-    for (int i = 0; i < n; i++)
-        l -= log((double)p[i * classes + (int)labels[i]]);
+    for (int i = 0; i < lab->n; i++)
+        l -= log((double)p[i * lab->classes + (int)lab->labels[i]]);
     free(p);
     return l;
 }
@@ -278,8 +317,8 @@ START_TEST(test_lenet_backward_equals_finite_differences) {
     mxc_shape shapes[] = {SHAPE(2, 1, 28, 28), SHAPE(2)};
     CK_OK(mxc_executor_simple_bind(net, mxc_cpu(), 2, names, shapes, MXC_GRAD_WRITE, &x));
     int na;
-    mxc_ndarray *const *args, *const *grads;
-    CK_OK(mxc_executor_arrays(x, &na, &args, &grads, NULL, NULL));
+    mxc_ndarray *const *args;
+    CK_OK(mxc_executor_arrays(x, &na, &args, NULL, NULL, NULL));
     const char *const *arg_names;
     CK_OK(mxc_symbol_list_arguments(net, &na, &arg_names));
     const float labels[2] = {3, 7};
@@ -296,32 +335,10 @@ START_TEST(test_lenet_backward_equals_finite_differences) {
     CK_OK(mxc_executor_forward(x, 1));
     CK_OK(mxc_executor_backward(x, 0, NULL));
     srand(23);
-    for (int a = 0; a < na; a++) {
-        if (grads[a] == NULL || strcmp(arg_names[a], "softmax_label") == 0)
-            continue;
-        float *g = read_all(grads[a]), *p = read_all(args[a]);
-        int64_t n = mxc_nd_size(args[a]);
-        for (int t = 0; t < 4; t++) {
-            int64_t i = rand() % n;
-            /* small: max pooling has kinks a larger step crosses (1e-2 does) */
-            const float eps = 5e-4f;
-            float keep = p[i];
-            p[i] = keep + eps;
-            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
-            double lp = softmax_loss(x, labels, 2, 10);
-            p[i] = keep - eps;
-            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
-            double lm = softmax_loss(x, labels, 2, 10);
-            p[i] = keep;
-            CK_OK(mxc_nd_sync_copy_from_cpu(args[a], p, sizeof(float) * (size_t)n));
-            double fd = (lp - lm) / (2 * eps);
-            ck_assert_msg(fabs(fd - g[i]) <= 5e-3 + 2e-2 * fabs(fd),
-                          "%s[%lld]: backward %g, finite difference %g", arg_names[a], (long long)i,
-                          (double)g[i], fd);
-        }
-        free(g);
-        free(p);
-    }
+    /* a small step: max pooling has kinks a larger one crosses (1e-2 does) */
+    struct labels lab = {labels, 2, 10};
+    expect_grads_match_fd(x, net, (struct fd_loss){softmax_loss, &lab}, "softmax_label", 4, 5e-4f,
+                          5e-3, 2e-2);
     mxc_executor_free(x);
     mxc_symbol_free(net);
 }
