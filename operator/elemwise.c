@@ -51,6 +51,15 @@ static int same_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *
         }                                       \
     } while (0)
 
+/* o[i] = or += v as req asks; nothing for a null request (o may then be NULL). */
+#define PUT(req, o, i, v)                \
+    do {                                 \
+        if ((req) == MXC__REQ_ADD)       \
+            (o)[i] += (v);               \
+        else if ((req) != MXC__REQ_NULL) \
+            (o)[i] = (v);                \
+    } while (0)
+
 /* Data pointers of a call; those the operator did not declare are NULL and unused. */
 #define TENSOR(arr, k) ((arr) ? (const float *)(arr)[k].data : NULL)
 
@@ -153,6 +162,9 @@ UNARY_SCALAR(smooth_l1, "smooth_l1", "Smooth L1 loss of x with sigma = scalar",
 
 /* ---- Binary (same shapes) ---------------------------------------------------------- */
 
+/* The backward computes both gradients of element i before storing either: in_grad[0]
+ * may be out_grad[0] (in place), so storing the left gradient first and then reading g
+ * for the right one would read the left gradient instead. */
 #define BINARY(ident, opname, desc, fwd, grad_a, grad_b, deps)                                \
     static int ident##_forward(const struct mxc__op_call *c) {                                \
         const float *as = c->in_data[0].data, *bs = c->in_data[1].data;                       \
@@ -164,14 +176,16 @@ UNARY_SCALAR(smooth_l1, "smooth_l1", "Smooth L1 loss of x with sigma = scalar",
         const float *gs = c->out_grad[0].data;                                                \
         const float *as = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;           \
         const float *bs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 1) : NULL;           \
-        (void)as;                                                                             \
-        (void)bs;                                                                             \
-        for (int k = 0; k < 2; k++) {                                                         \
-            float *o = c->in_grad[k].data;                                                    \
-            STORE_LOOP(c->req[k], o, c->in_grad[k].size, float g = gs[i];                     \
-                       float a = ((deps)&MXC__DEP_IN_DATA) ? as[i] : 0.0f;                    \
-                       float b = ((deps)&MXC__DEP_IN_DATA) ? bs[i] : 0.0f; (void)a;           \
-                       (void)b, k == 0 ? (grad_a) : (grad_b));                                \
+        float *da = c->in_grad[0].data, *db = c->in_grad[1].data;                             \
+        const int ra = c->req[0], rb = c->req[1];                                             \
+        for (int64_t i = 0; i < c->out_grad[0].size; i++) {                                   \
+            const float g = gs[i];                                                            \
+            const float a = ((deps)&MXC__DEP_IN_DATA) ? as[i] : 0.0f;                         \
+            const float b = ((deps)&MXC__DEP_IN_DATA) ? bs[i] : 0.0f;                         \
+            const float va = (grad_a), vb = (grad_b);                                         \
+            (void)a, (void)b;                                                                 \
+            PUT(ra, da, i, va);                                                               \
+            PUT(rb, db, i, vb);                                                               \
         }                                                                                     \
         return MXC_OK;                                                                        \
     }                                                                                         \

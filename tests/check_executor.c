@@ -206,21 +206,27 @@ static void expect_grads_match_fd(mxc_executor *x, mxc_symbol *sym, struct fd_lo
     }
 }
 
-START_TEST(test_backward_equals_finite_differences) {
-    mxc_symbol *sym = mlp();
-    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+/* A training pass of `x` (whose output is (4, 3)) with a head gradient w drawn from `seed`,
+ * then every gradient against finite differences of sum(w * output). */
+static void expect_weighted_grads_match_fd(mxc_executor *x, mxc_symbol *sym, unsigned seed) {
     mxc_ndarray *head = NULL;
     CK_OK(mxc_nd_create(&SHAPE(4, 3), MXC_FLOAT32, mxc_cpu(), 0, &head));
-    fill(head, 99, -1, 1);
+    fill(head, seed, -1, 1);
     float *w = read_all(head);
     CK_OK(mxc_executor_forward(x, 1));
     CK_OK(mxc_executor_backward(x, 1, &head));
-    mxc_ndarray *const *grads;
-    CK_OK(mxc_executor_arrays(x, NULL, NULL, &grads, NULL, NULL));
-    ck_assert_ptr_null(grads[0]); /* data: an input, no gradient */
     expect_grads_match_fd(x, sym, (struct fd_loss){weighted_sum, w}, NULL, 0, 1e-2f, 2e-3, 2e-3);
     free(w);
     mxc_nd_free(head);
+}
+
+START_TEST(test_backward_equals_finite_differences) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    mxc_ndarray *const *grads;
+    CK_OK(mxc_executor_arrays(x, NULL, NULL, &grads, NULL, NULL));
+    ck_assert_ptr_null(grads[0]); /* data: an input, no gradient */
+    expect_weighted_grads_match_fd(x, sym, 99);
     mxc_executor_free(x);
     mxc_symbol_free(sym);
 }
@@ -341,6 +347,99 @@ START_TEST(test_lenet_backward_equals_finite_differences) {
                           5e-3, 2e-2);
     mxc_executor_free(x);
     mxc_symbol_free(net);
+}
+END_TEST
+
+/* ---- Operators on computed arrays ----------------------------------------------------- */
+
+/* A backward may write its left operand's gradient over its output gradient (in place) only
+ * where both are blocks of the plan: the operand is computed, not an argument, and the output
+ * gradient comes from a later operator's backward. These graphs make that happen:
+ *   data -> a = FullyConnected(data), b = sigmoid(FullyConnected(data))
+ *        -> op(operands) -> FullyConnected (3)
+ * with `positive` a and b both sigmoid(...) + 0.5 (bases of powers, divisors). */
+struct computed_case {
+    const char *op;
+    const char *operands; /* one letter per input: 'a' or 'b' */
+    bool positive;
+};
+
+static const struct computed_case computed_cases[] = {
+    {"_mul", "ab", false}, /* FullyConnected(x) * sigmoid(FullyConnected(x)): gating */
+    {"_mul", "aa", false}, /* h * h */
+    {"_div", "ab", true},      {"_div", "aa", true},      {"_maximum", "ab", false},
+    {"_maximum", "aa", false}, {"_minimum", "ab", false}, {"_minimum", "aa", false},
+    {"_power", "ab", true},    {"_power", "aa", true},
+};
+
+/* FullyConnected(data) named `name` with 5 outputs, through sigmoid(...) (+ 0.5). */
+static mxc_symbol *computed(mxc_symbol *data, const char *name, bool squash, bool positive) {
+    mxc_symbol *s = apply("FullyConnected", name, data, "num_hidden", "5", NULL, NULL);
+    if (squash || positive)
+        s = apply("sigmoid", NULL, s, NULL, NULL, NULL, NULL);
+    return positive ? apply("_plus_scalar", NULL, s, "scalar", "0.5", NULL, NULL) : s;
+}
+
+static mxc_symbol *computed_net(const struct computed_case *c) {
+    mxc_symbol *data = var("data");
+    mxc_symbol *a = computed(again(data), "fa", false, c->positive);
+    mxc_symbol *b =
+        strchr(c->operands, 'b') ? computed(again(data), "fb", true, c->positive) : NULL;
+    mxc_symbol *ins[4];
+    int n = (int)strlen(c->operands);
+    for (int i = 0; i < n; i++)
+        ins[i] = again(c->operands[i] == 'a' ? a : b);
+    char num[16];
+    snprintf(num, sizeof num, "%d", n);
+    const char *keys[] = {"num_args"}, *vals[] = {num};
+    bool variadic = strcmp(c->op, "ElementWiseSum") == 0;
+    mxc_symbol *y = apply_n(c->op, "op", n, ins, variadic ? 1 : 0, keys, vals);
+    mxc_symbol_free(data);
+    mxc_symbol_free(a);
+    mxc_symbol_free(b);
+    return apply("FullyConnected", "out", y, "num_hidden", "3", NULL, NULL);
+}
+
+/* Whether the `kind` node ("forward", "backward") named `name` writes its first output
+ * into the block of its first input, as mxc_executor_print shows the plan. */
+static bool writes_in_place(mxc_executor *x, const char *kind, const char *name) {
+    const char *text;
+    CK_OK(mxc_executor_print(x, &text));
+    for (const char *line = text; *line; line = strchr(line, '\n') + 1) {
+        char k[16], op[64], nm[64];
+        if (sscanf(line, "%*d %15s %63s %63[^:]", k, op, nm) == 3 && strcmp(k, kind) == 0 &&
+            strcmp(nm, name) == 0) {
+            const char *arrow = strstr(line, " ->"), *in = strchr(line, '[');
+            const char *out = arrow ? strchr(arrow, '[') : NULL;
+            int bi = -1, bo = -2;
+            return in && out && in < arrow && sscanf(in, "[b%d]", &bi) == 1 &&
+                   sscanf(out, "[b%d]", &bo) == 1 && bi == bo;
+        }
+        if (strchr(line, '\n') == NULL)
+            break;
+    }
+    return false;
+}
+
+/* The gradient of every weight equals finite differences of sum(w * output), with the
+ * plan taking the operator's in-place option (so the kernel runs with aliased buffers). */
+START_TEST(test_computed_operands_gradients) {
+    const struct computed_case *c = &computed_cases[_i];
+    mxc_symbol *sym = computed_net(c);
+    mxc_executor *x = NULL;
+    const char *names[] = {"data"};
+    CK_OK(mxc_executor_simple_bind(sym, mxc_cpu(), 1, names, &SHAPE(4, 6), MXC_GRAD_WRITE, &x));
+    bool variadic = strcmp(c->op, "ElementWiseSum") == 0;
+    ck_assert_msg(writes_in_place(x, variadic ? "forward" : "backward", "op"),
+                  "%s(%s): the plan does not run it in place", c->op, c->operands);
+    int na;
+    mxc_ndarray *const *args;
+    CK_OK(mxc_executor_arrays(x, &na, &args, NULL, NULL, NULL));
+    for (int i = 0; i < na; i++)
+        fill(args[i], 30 + (unsigned)i, -1, 1);
+    expect_weighted_grads_match_fd(x, sym, 41);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
 }
 END_TEST
 
@@ -622,6 +721,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_add_to_accumulates_across_passes);
     tcase_add_test(tc, test_fan_out_gradients_are_summed);
     tcase_add_test(tc, test_lenet_backward_equals_finite_differences);
+    tcase_add_loop_test(tc, test_computed_operands_gradients, 0,
+                        (int)(sizeof computed_cases / sizeof computed_cases[0]));
     tcase_add_test(tc, test_plan_shares_memory_and_peak_stays_within);
     tcase_add_test(tc, test_independent_branches_run_concurrently);
     tcase_add_test(tc, test_reshape_shares_weights);
