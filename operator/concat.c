@@ -321,26 +321,28 @@ fail:
     return rc;
 }
 
-/* out (n) (=, +=) arg0 + ... ; out may be arg0 (in place): element i reads arg0[i] before
- * writing out[i]. */
+/* Elements summed at a time: a stack buffer that stays in L1. */
+#define SUM_BLOCK 512
+
+/* out (n) (=, +=) arg0 + ... + arg(num_args - 1). out may be arg0 (in place), and the same
+ * array may be passed more than once (ElementWiseSum(h, g, h)), so out can be any of the
+ * inputs: each block of elements is summed from every input before out is written. */
 static int sum_forward(const struct mxc__op_call *c) {
     int req = c->req[0];
     int64_t n = c->out_data[0].size;
     float *o = c->out_data[0].data;
     if (req == MXC__REQ_NULL)
         return MXC_OK;
-    int k = 0;
-    if (req != MXC__REQ_ADD) {
-        const float *a = c->in_data[0].data;
-        if (o != a)
-            for (int64_t i = 0; i < n; i++)
-                o[i] = a[i];
-        k = 1;
-    }
-    for (; k < c->num_in; k++) {
-        const float *a = c->in_data[k].data;
-        for (int64_t i = 0; i < n; i++)
-            o[i] += a[i];
+    float acc[SUM_BLOCK];
+    for (int64_t b = 0; b < n; b += SUM_BLOCK) {
+        int64_t m = n - b < SUM_BLOCK ? n - b : SUM_BLOCK;
+        memcpy(acc, (const float *)c->in_data[0].data + b, (size_t)m * sizeof(float));
+        for (int k = 1; k < c->num_in; k++) {
+            const float *a = (const float *)c->in_data[k].data + b;
+            for (int64_t i = 0; i < m; i++)
+                acc[i] += a[i];
+        }
+        mxc__copy_req(o + b, acc, m, req);
     }
     return MXC_OK;
 }

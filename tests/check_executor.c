@@ -367,9 +367,15 @@ struct computed_case {
 static const struct computed_case computed_cases[] = {
     {"_mul", "ab", false}, /* FullyConnected(x) * sigmoid(FullyConnected(x)): gating */
     {"_mul", "aa", false}, /* h * h */
-    {"_div", "ab", true},      {"_div", "aa", true},      {"_maximum", "ab", false},
-    {"_maximum", "aa", false}, {"_minimum", "ab", false}, {"_minimum", "aa", false},
-    {"_power", "ab", true},    {"_power", "aa", true},
+    {"_div", "ab", true},
+    {"_div", "aa", true},
+    {"_maximum", "ab", false},
+    {"_maximum", "aa", false},
+    {"_minimum", "ab", false},
+    {"_minimum", "aa", false},
+    {"_power", "ab", true},
+    {"_power", "aa", true},
+    {"ElementWiseSum", "aba", false}, /* written over a, which it reads twice */
 };
 
 /* FullyConnected(data) named `name` with 5 outputs, through sigmoid(...) (+ 0.5). */
