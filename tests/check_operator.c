@@ -2,7 +2,8 @@
  * tests/check_operator.c — the operator framework: the parameter parser (every type,
  * defaults, bounds, unknown and missing keys, printing back), the registry and its
  * introspection, mxc_imperative_invoke (inference, created and given outputs, misuse),
- * and the element-wise family: values and finite-difference gradients of every member.
+ * the element-wise family: values and finite-difference gradients of every member, and
+ * every operator that declares an in-place option run under it by the harness.
  */
 #include "mxc/op.h"
 #include "operator/op.h"
@@ -320,6 +321,100 @@ START_TEST(test_elemwise_gradients) {
 }
 END_TEST
 
+/* ---- In place, every operator ------------------------------------------------------ */
+
+/* One case per operator outside the element-wise family (whose cases are ew_cases) that
+ * declares an in-place option: its parameters, input shapes (auxiliary states take input
+ * 0's), and one range for every input and state. */
+struct inplace_case {
+    const char *op;
+    const char *kv[7]; /* key, value, ..., NULL */
+    int num_in, num_aux;
+    mxc_shape shapes[3];
+    float lo, hi;
+};
+
+static const struct inplace_case inplace_cases[] = {
+    {"Activation", {"act_type", "sigmoid"}, 1, 0, {{3, {2, 3, 4}}}, -2, 2},
+    {"clip", {"a_min", "-0.5", "a_max", "0.5"}, 1, 0, {{2, {3, 5}}}, -1, 1},
+    {"ElementWiseSum", {"num_args", "3"}, 3, 0, {{2, {3, 4}}, {2, {3, 4}}, {2, {3, 4}}}, -1, 1},
+    {"_sleep", {"seconds", "0"}, 1, 0, {{1, {6}}}, -1, 1},
+    {"Dropout", {"p", "0.5"}, 1, 0, {{2, {4, 6}}}, -1, 1},
+    {"sgd_update", {"lr", "0.1", "wd", "0.01"}, 2, 0, {{2, {3, 4}}, {2, {3, 4}}}, -1, 1},
+    {"sgd_mom_update", {"lr", "0.1", "momentum", "0.9"}, 2, 1, {{2, {3, 4}}, {2, {3, 4}}}, -1, 1},
+    /* Adam's var is a sum of squares: every value positive */
+    {"adam_update", {"lr", "0.01"}, 2, 2, {{2, {3, 4}}, {2, {3, 4}}}, 0.5f, 1.5f},
+    {"LinearRegressionOutput", {NULL}, 2, 0, {{2, {4, 3}}, {2, {4, 3}}}, -1, 1},
+    {"LogisticRegressionOutput", {NULL}, 2, 0, {{2, {4, 3}}, {2, {4, 3}}}, -1, 1},
+    {"MAERegressionOutput", {NULL}, 2, 0, {{2, {4, 3}}, {2, {4, 3}}}, -1, 1},
+    {"Flatten", {NULL}, 1, 0, {{3, {2, 3, 4}}}, -1, 1},
+    {"Reshape", {"shape", "(4, -1)"}, 1, 0, {{3, {2, 3, 4}}}, -1, 1},
+    {"expand_dims", {"axis", "1"}, 1, 0, {{2, {3, 4}}}, -1, 1},
+    {"softmax", {"axis", "1"}, 1, 0, {{3, {2, 3, 4}}}, -2, 2},
+    {"log_softmax", {NULL}, 1, 0, {{2, {3, 5}}}, -2, 2},
+    /* labels of data's shape: probabilities */
+    {"SoftmaxOutput", {NULL}, 2, 0, {{2, {4, 5}}, {2, {4, 5}}}, 0, 1},
+};
+
+/* The case of operator `op` (from ew_cases for the element-wise family); false if none. */
+static bool inplace_case_of(const char *op, struct inplace_case *c) {
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(inplace_cases); i++)
+        if (strcmp(inplace_cases[i].op, op) == 0) {
+            *c = inplace_cases[i];
+            return true;
+        }
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(ew_cases); i++) {
+        const struct ew_case *e = &ew_cases[i];
+        if (strcmp(e->name, op) == 0) {
+            *c = (struct inplace_case){e->name, {NULL}, e->arity, 0, {{0}}, e->lo, e->hi};
+            c->kv[0] = e->scalar ? "scalar" : NULL;
+            c->kv[1] = e->scalar;
+            for (int k = 0; k < e->arity; k++)
+                c->shapes[k] = (mxc_shape){2, {3, 4}};
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Every operator that declares an in-place option has a case, and the harness runs it
+ * under each option (forward and backward, aliased as the executor's planner aliases):
+ * an operator cannot declare one that no test exercises. */
+START_TEST(test_inplace_every_operator) {
+    size_t n;
+    const char *const *names;
+    ck_assert_int_eq(mxc_op_list(&n, &names), MXC_OK);
+    int checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct mxc__op_def *def = mxc__op_find(names[i]);
+        if (!def->inplace.in1 && !def->backward_inplace.in1)
+            continue;
+        struct inplace_case c;
+        ck_assert_msg(inplace_case_of(names[i], &c),
+                      "%s declares an in-place option but has no case in inplace_cases "
+                      "(tests/check_operator.c) for the harness to run it in place",
+                      names[i]);
+        const char *keys[4], *vals[4];
+        int nkv = 0;
+        for (; c.kv[2 * nkv]; nkv++) {
+            keys[nkv] = c.kv[2 * nkv];
+            vals[nkv] = c.kv[2 * nkv + 1];
+        }
+        struct mxct_tensor in[3], aux[2];
+        for (int k = 0; k < c.num_in; k++)
+            in[k] = mxct_tensor_random(c.shapes[k], c.lo, c.hi, 50u + (unsigned)k);
+        for (int k = 0; k < c.num_aux; k++)
+            aux[k] = mxct_tensor_random(c.shapes[0], c.lo, c.hi, 60u + (unsigned)k);
+        mxct_op_check_inplace(names[i], (struct mxct_params){nkv, keys, vals}, true, in, c.num_in,
+                              c.num_aux ? aux : NULL);
+        mxct_tensors_free(in, c.num_in);
+        mxct_tensors_free(aux, c.num_aux);
+        checked++;
+    }
+    ck_assert_int_ge(checked, (int)(MXC_ARRAY_SIZE(ew_cases) + MXC_ARRAY_SIZE(inplace_cases)));
+}
+END_TEST
+
 /* ---- Imperative invoke ------------------------------------------------------------- */
 
 static mxc_ndarray *array_of(int64_t n, const float *v) {
@@ -402,6 +497,11 @@ static Suite *operator_suite(void) {
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_elemwise_values, 0, (int)MXC_ARRAY_SIZE(ew_cases));
     tcase_add_loop_test(tc, test_elemwise_gradients, 0, (int)MXC_ARRAY_SIZE(ew_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("inplace");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_test(tc, test_inplace_every_operator);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("invoke");

@@ -111,15 +111,16 @@ static int prepare(const char *name, struct mxct_params params, const struct mxc
     return MXC_OK;
 }
 
+/* Runs the forward kernel; `reqs` gives each output's request (NULL: all write). */
 static int run_forward(const struct prepared *p, bool is_train, const struct mxct_tensor *in,
-                       struct mxct_tensor *aux, struct mxct_tensor *out) {
+                       struct mxct_tensor *aux, struct mxct_tensor *out, const int *reqs) {
     struct mxc__tensor tin[MAX_ARGS], tout[MAX_ARGS], taux[MAX_ARGS];
     int req[MAX_ARGS];
     for (int i = 0; i < p->num_in; i++)
         tin[i] = view(&in[i]);
     for (int i = 0; i < p->num_out; i++) {
         tout[i] = view(&out[i]);
-        req[i] = MXC__REQ_WRITE;
+        req[i] = reqs ? reqs[i] : MXC__REQ_WRITE;
     }
     for (int i = 0; i < p->num_aux; i++)
         taux[i] = view(&aux[i]);
@@ -137,18 +138,6 @@ static int run_forward(const struct prepared *p, bool is_train, const struct mxc
                                 .resources = p->fwd_res,
                                 .num_resources = p->num_fwd_res};
     return p->def->forward_cpu(&call);
-}
-
-int mxct_op_forward(const char *name, struct mxct_params params, bool is_train,
-                    const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
-                    struct mxct_tensor *out) {
-    struct prepared p;
-    int rc = prepare(name, params, in, num_in, aux, &p);
-    if (rc != MXC_OK)
-        return rc;
-    for (int i = 0; i < p.num_out; i++)
-        out[i] = mxct_tensor_from(p.out_shapes[i], NULL);
-    return run_forward(&p, is_train, in, aux, out);
 }
 
 void mxct_expect_close(const struct mxct_tensor *got, const float *want, double rtol, double atol,
@@ -176,7 +165,7 @@ static double loss_of(const struct prepared *p, bool is_train, const struct mxct
                       struct mxct_tensor *out, const struct mxct_tensor *w) {
     for (int i = 0; i < p->num_aux; i++)
         memcpy(aux[i].data, aux0[i].data, (size_t)mxc_shape_size(&aux0[i].shape) * 4);
-    int rc = run_forward(p, is_train, in, aux, out);
+    int rc = run_forward(p, is_train, in, aux, out, NULL);
     ck_assert_msg(rc == MXC_OK, "%s forward: %s", p->def->name, mxc_last_error());
     double loss = 0;
     for (int k = 0; k < p->num_visible; k++)
@@ -185,16 +174,16 @@ static double loss_of(const struct prepared *p, bool is_train, const struct mxct
     return loss;
 }
 
+/* Runs the backward kernel with out_grad w, writing grads with requests `reqs` (one per
+ * input). */
 static void run_backward(const struct prepared *p, bool is_train, const struct mxct_tensor *in,
                          const struct mxct_tensor *out, const struct mxct_tensor *aux,
-                         const struct mxct_tensor *w, struct mxct_tensor *grads, int req) {
+                         const struct mxct_tensor *w, struct mxct_tensor *grads, const int *reqs) {
     unsigned deps = p->def->backward_deps;
     struct mxc__tensor tin[MAX_ARGS], tout[MAX_ARGS], taux[MAX_ARGS], tog[MAX_ARGS], tig[MAX_ARGS];
-    int reqs[MAX_ARGS];
     for (int i = 0; i < p->num_in; i++) {
         tin[i] = view(&in[i]);
         tig[i] = view(&grads[i]);
-        reqs[i] = req;
     }
     for (int i = 0; i < p->num_out; i++) {
         tout[i] = view(&out[i]);
@@ -222,6 +211,275 @@ static void run_backward(const struct prepared *p, bool is_train, const struct m
     ck_assert_msg(rc == MXC_OK, "%s backward: %s", p->def->name, mxc_last_error());
 }
 
+/* n requests of one kind, in `r`. */
+static const int *reqs_of(int *r, int n, int req) {
+    for (int i = 0; i < n; i++)
+        r[i] = req;
+    return r;
+}
+
+/* ---- In place -------------------------------------------------------------------------
+ * What the executor does with an operator's in-place options (executor/graph.c, plan.c):
+ *   forward:  out_data[o] takes in_data[i]'s block when this node is the input's last
+ *             reader; the same array may also be passed as another input (h * h), which
+ *             then shares the block too. The block is grown to the larger of the two.
+ *   backward: in_grad[i] takes out_grad[o]'s block, only for operators whose backward reads
+ *             out_grad and o a visible output; the other in_grads are written as the
+ *             argument asks (write, or add for an argument bound with add-to).
+ * The kernel gets a write request on the shared output (the executor's) or write-in-place
+ * (mxc_imperative_invoke's): both are run. Every run is compared with the same call on
+ * separate buffers, element for element with no tolerance (the worst element reported). */
+
+static const int alias_reqs[] = {MXC__REQ_INPLACE, MXC__REQ_WRITE};
+
+static const char *req_name(int req) {
+    return req == MXC__REQ_INPLACE ? "write-in-place" : req == MXC__REQ_ADD ? "add" : "write";
+}
+
+/* The state of the operator's forward random generator (if it has one), to be put back:
+ * runs compared with each other must draw the same numbers. */
+struct rng_saved {
+    struct mxc__philox *gen; /* NULL: no generator */
+    struct mxc__philox state;
+};
+
+static struct rng_saved rng_save(const struct prepared *p) {
+    struct rng_saved s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < p->num_fwd_res; i++)
+        if (p->fwd_res[i]->kind == MXC__RES_RANDOM) {
+            s.gen = &p->fwd_res[i]->rng;
+            s.state = *s.gen;
+        }
+    return s;
+}
+
+static void rng_restore(const struct rng_saved *s) {
+    if (s && s->gen)
+        *s->gen = s->state;
+}
+
+static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
+    return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+/* A buffer for two tensors of shapes a and b sharing memory, holding a copy of `init`. */
+static float *shared_buffer(const mxc_shape *a, const mxc_shape *b,
+                            const struct mxct_tensor *init) {
+    int64_t na = mxc_shape_size(a), nb = mxc_shape_size(b), n = na > nb ? na : nb;
+    float *buf = calloc((size_t)(n ? n : 1), sizeof(float));
+    ck_assert_ptr_nonnull(buf);
+    memcpy(buf, init->data, (size_t)mxc_shape_size(&init->shape) * sizeof(float));
+    return buf;
+}
+
+/* Asserts got[k] == want[k] for each of the n tensors. */
+static void expect_same(const struct mxct_tensor *got, const struct mxct_tensor *want, int n,
+                        unsigned skip, const char *array, const char *how) {
+    char what[256];
+    for (int k = 0; k < n; k++) {
+        if (skip & (1u << k))
+            continue;
+        snprintf(what, sizeof what, "%s: %s[%d] differs from the out-of-place result", how, array,
+                 k);
+        mxct_expect_close(&got[k], want[k].data, 0, 0, what);
+    }
+}
+
+/* One forward on copies of x (auxiliary states from aux0, the generator from rng0 when
+ * given) whose outputs and updated states come back in new tensors `out` and `aux`. With
+ * ai >= 0, in_data[ai] (and in_data[dup], when dup >= 0) and out_data[ao] are one buffer,
+ * out_data[ao] written with request `req`. */
+static void forward_run(const struct prepared *p, bool is_train, const struct mxct_tensor *x,
+                        const struct mxct_tensor *aux0, const struct rng_saved *rng0, int ai,
+                        int ao, int dup, int req, struct mxct_tensor *out,
+                        struct mxct_tensor *aux) {
+    struct mxct_tensor in[MAX_ARGS], vin[MAX_ARGS], vout[MAX_ARGS];
+    int reqs[MAX_ARGS];
+    reqs_of(reqs, p->num_out, MXC__REQ_WRITE);
+    for (int i = 0; i < p->num_in; i++)
+        vin[i] = in[i] = mxct_tensor_from(x[i].shape, x[i].data);
+    for (int k = 0; k < p->num_out; k++)
+        vout[k] = out[k] = mxct_tensor_from(p->out_shapes[k], NULL);
+    for (int k = 0; k < p->num_aux; k++)
+        aux[k] = mxct_tensor_from(aux0[k].shape, aux0[k].data);
+    float *buf = NULL;
+    if (ai >= 0) {
+        buf = shared_buffer(&x[ai].shape, &p->out_shapes[ao], &x[ai]);
+        vin[ai].data = vout[ao].data = buf;
+        if (dup >= 0)
+            vin[dup].data = buf;
+        reqs[ao] = req;
+    }
+    rng_restore(rng0);
+    int rc = run_forward(p, is_train, vin, aux, vout, reqs);
+    ck_assert_msg(rc == MXC_OK, "%s forward: %s", p->def->name, mxc_last_error());
+    if (buf)
+        memcpy(out[ao].data, buf, (size_t)mxc_shape_size(&out[ao].shape) * sizeof(float));
+    free(buf);
+    mxct_tensors_free(in, p->num_in);
+}
+
+/* The forward option: every run with in_data[i] and out_data[o] sharing memory, and with
+ * each other input of in_data[i]'s shape passed as that same array too (its values then
+ * in_data[i]'s), against the same inputs on separate buffers. aux0 and rng0 (NULL: the
+ * generator as it is) are the states before the forward; the generator is left as found. */
+static void check_forward_inplace(const struct prepared *p, bool is_train,
+                                  const struct mxct_tensor *x, const struct mxct_tensor *aux0,
+                                  const struct rng_saved *rng0) {
+    int ai, ao;
+    if (!mxc__inplace_get(p->def->inplace, &ai, &ao))
+        return;
+    ck_assert_msg(ai < p->num_in && ao < p->num_out,
+                  "%s declares its forward in place from in_data[%d] to out_data[%d], but has "
+                  "%d inputs and %d outputs",
+                  p->def->name, ai, ao, p->num_in, p->num_out);
+    struct rng_saved found = rng_save(p);
+    const struct rng_saved *start = rng0 ? rng0 : &found;
+    struct mxct_tensor xs[MAX_ARGS];
+    for (int i = 0; i < p->num_in; i++)
+        xs[i] = mxct_tensor_from(x[i].shape, x[i].data);
+    for (int dup = -1; dup < p->num_in; dup++) {
+        if (dup == ai || (dup >= 0 && !same_shape(&xs[dup].shape, &xs[ai].shape)))
+            continue;
+        if (dup >= 0)
+            memcpy(xs[dup].data, xs[ai].data, (size_t)mxc_shape_size(&xs[ai].shape) * 4);
+        struct mxct_tensor ref[MAX_ARGS], ref_aux[MAX_ARGS], got[MAX_ARGS], got_aux[MAX_ARGS];
+        forward_run(p, is_train, xs, aux0, start, -1, -1, -1, 0, ref, ref_aux);
+        for (size_t r = 0; r < MXC_ARRAY_SIZE(alias_reqs); r++) {
+            char how[160], with[48] = "";
+            if (dup >= 0)
+                snprintf(with, sizeof with, " and in_data[%d] (the same array)", dup);
+            snprintf(how, sizeof how, "%s forward in place (in_data[%d]%s -> out_data[%d], %s)",
+                     p->def->name, ai, with, ao, req_name(alias_reqs[r]));
+            forward_run(p, is_train, xs, aux0, start, ai, ao, dup, alias_reqs[r], got, got_aux);
+            expect_same(got, ref, p->num_out, 0, "out_data", how);
+            expect_same(got_aux, ref_aux, p->num_aux, 0, "aux", how);
+            mxct_tensors_free(got, p->num_out);
+            mxct_tensors_free(got_aux, p->num_aux);
+        }
+        mxct_tensors_free(ref, p->num_out);
+        mxct_tensors_free(ref_aux, p->num_aux);
+        if (dup >= 0)
+            memcpy(xs[dup].data, x[dup].data, (size_t)mxc_shape_size(&xs[dup].shape) * 4);
+    }
+    mxct_tensors_free(xs, p->num_in);
+    rng_restore(&found);
+}
+
+/* One backward with out_grad w on the forward's x, out and aux, every in_grad starting at
+ * zero, into new tensors `grads`. With gi >= 0, in_grad[gi] and out_grad[go] are one
+ * buffer, in_grad[gi] written with request `req`; the other in_grads with `others`. */
+static void backward_run(const struct prepared *p, bool is_train, const struct mxct_tensor *x,
+                         const struct mxct_tensor *out, const struct mxct_tensor *aux,
+                         const struct mxct_tensor *w, int gi, int go, int req, int others,
+                         struct mxct_tensor *grads) {
+    struct mxct_tensor vw[MAX_ARGS], vg[MAX_ARGS];
+    int reqs[MAX_ARGS];
+    reqs_of(reqs, p->num_in, others);
+    for (int k = 0; k < p->num_out; k++)
+        vw[k] = w[k];
+    for (int i = 0; i < p->num_in; i++)
+        vg[i] = grads[i] = mxct_tensor_from(x[i].shape, NULL);
+    float *buf = NULL;
+    if (gi >= 0) {
+        buf = shared_buffer(&w[go].shape, &x[gi].shape, &w[go]);
+        vw[go].data = vg[gi].data = buf;
+        reqs[gi] = req;
+    }
+    run_backward(p, is_train, x, out, aux, vw, vg, reqs);
+    if (buf)
+        memcpy(grads[gi].data, buf, (size_t)mxc_shape_size(&x[gi].shape) * sizeof(float));
+    free(buf);
+}
+
+/* The backward option: in_grad[i] sharing out_grad[o]'s memory (write or write-in-place),
+ * the other gradients written or added (onto zeros), against separate buffers. Inputs in
+ * `skip` are not compared. */
+static void check_backward_inplace(const struct prepared *p, bool is_train,
+                                   const struct mxct_tensor *x, const struct mxct_tensor *out,
+                                   const struct mxct_tensor *aux, const struct mxct_tensor *w,
+                                   unsigned skip) {
+    int gi, go;
+    if (!mxc__inplace_get(p->def->backward_inplace, &gi, &go))
+        return;
+    ck_assert_msg((p->def->backward_deps & MXC__DEP_OUT_GRAD) && p->def->backward_cpu &&
+                      gi < p->num_in && go < p->num_visible,
+                  "%s declares its backward in place from out_grad[%d] to in_grad[%d], which "
+                  "the executor never applies (a backward reading out_grad, %d inputs, %d "
+                  "visible outputs)",
+                  p->def->name, go, gi, p->num_in, p->num_visible);
+    struct mxct_tensor ref[MAX_ARGS], got[MAX_ARGS];
+    backward_run(p, is_train, x, out, aux, w, -1, -1, 0, MXC__REQ_WRITE, ref);
+    static const int others[] = {MXC__REQ_WRITE, MXC__REQ_ADD};
+    for (size_t r = 0; r < MXC_ARRAY_SIZE(alias_reqs); r++)
+        for (size_t o = 0; o < MXC_ARRAY_SIZE(others); o++) {
+            char how[160];
+            snprintf(how, sizeof how,
+                     "%s backward in place (out_grad[%d] -> in_grad[%d], %s; the others %s)",
+                     p->def->name, go, gi, req_name(alias_reqs[r]), req_name(others[o]));
+            backward_run(p, is_train, x, out, aux, w, gi, go, alias_reqs[r], others[o], got);
+            expect_same(got, ref, p->num_in, skip, "in_grad", how);
+            mxct_tensors_free(got, p->num_in);
+        }
+    mxct_tensors_free(ref, p->num_in);
+}
+
+/* Both options of an operator from a forward's inputs x with auxiliary states aux0 and
+ * generator rng0 (NULL: as it is) before it: the forward's, then the backward's with out_grad
+ * w (NULL: random, zeros for hidden outputs) on a forward run here. */
+static void check_inplace(const struct prepared *p, bool is_train, const struct mxct_tensor *x,
+                          const struct mxct_tensor *aux0, const struct rng_saved *rng0,
+                          const struct mxct_tensor *w, unsigned skip) {
+    check_forward_inplace(p, is_train, x, aux0, rng0);
+    if (!p->def->backward_inplace.in1)
+        return;
+    struct mxct_tensor out[MAX_ARGS], aux[MAX_ARGS], rw[MAX_ARGS];
+    struct rng_saved found = rng_save(p);
+    forward_run(p, is_train, x, aux0, rng0, -1, -1, -1, 0, out, aux);
+    rng_restore(&found);
+    for (int k = 0; k < p->num_out && w == NULL; k++)
+        rw[k] = k < p->num_visible
+                    ? mxct_tensor_random(p->out_shapes[k], -1, 1, 2000u + (unsigned)k)
+                    : mxct_tensor_from(p->out_shapes[k], NULL);
+    check_backward_inplace(p, is_train, x, out, aux, w ? w : rw, skip);
+    if (w == NULL)
+        mxct_tensors_free(rw, p->num_out);
+    mxct_tensors_free(out, p->num_out);
+    mxct_tensors_free(aux, p->num_aux);
+}
+
+void mxct_op_check_inplace(const char *name, struct mxct_params params, bool is_train,
+                           const struct mxct_tensor *in, int num_in,
+                           const struct mxct_tensor *aux) {
+    struct prepared p;
+    int rc = prepare(name, params, in, num_in, aux, &p);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", name, mxc_last_error());
+    ck_assert_msg(p.def->inplace.in1 || p.def->backward_inplace.in1,
+                  "%s declares no in-place option", name);
+    check_inplace(&p, is_train, in, aux, NULL, NULL, 0);
+}
+
+int mxct_op_forward(const char *name, struct mxct_params params, bool is_train,
+                    const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
+                    struct mxct_tensor *out) {
+    struct prepared p;
+    int rc = prepare(name, params, in, num_in, aux, &p);
+    if (rc != MXC_OK)
+        return rc;
+    for (int i = 0; i < p.num_out; i++)
+        out[i] = mxct_tensor_from(p.out_shapes[i], NULL);
+    struct mxct_tensor aux0[MAX_ARGS];
+    for (int i = 0; i < p.num_aux; i++)
+        aux0[i] = mxct_tensor_from(aux[i].shape, aux[i].data);
+    struct rng_saved before = rng_save(&p);
+    rc = run_forward(&p, is_train, in, aux, out, NULL);
+    if (rc == MXC_OK)
+        check_inplace(&p, is_train, in, aux0, &before, NULL, 0);
+    mxct_tensors_free(aux0, p.num_aux);
+    return rc;
+}
+
 void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_train,
                        const struct mxct_tensor *in0, int num_in, const struct mxct_tensor *aux0,
                        unsigned skip, double eps, double rtol, double atol) {
@@ -244,7 +502,9 @@ void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_trai
 
     /* Analytic gradient, at the unperturbed point (forward first: out_data for backward). */
     loss_of(&p, is_train, in, aux0, aux, out, w);
-    run_backward(&p, is_train, in, out, aux, w, grads, MXC__REQ_WRITE);
+    int reqs[MAX_ARGS];
+    run_backward(&p, is_train, in, out, aux, w, grads, reqs_of(reqs, num_in, MXC__REQ_WRITE));
+    check_inplace(&p, is_train, in, aux0, NULL, w, skip);
 
     char what[128];
     for (int i = 0; i < num_in; i++) {
@@ -274,7 +534,7 @@ void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_trai
             added[i].data[j] = 1.0f;
     }
     loss_of(&p, is_train, in, aux0, aux, out, w);
-    run_backward(&p, is_train, in, out, aux, w, added, MXC__REQ_ADD);
+    run_backward(&p, is_train, in, out, aux, w, added, reqs_of(reqs, num_in, MXC__REQ_ADD));
     for (int i = 0; i < num_in; i++) {
         if (skip & (1u << i))
             continue;
@@ -308,15 +568,23 @@ int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
         bool given = out_grad != NULL && k < p.num_visible;
         og[k] = mxct_tensor_from(p.out_shapes[k], given ? out_grad[k].data : NULL);
     }
-    rc = run_forward(&p, is_train, in, aux, out);
+    struct mxct_tensor aux0[MAX_ARGS];
+    for (int i = 0; i < p.num_aux; i++)
+        aux0[i] = mxct_tensor_from(aux[i].shape, aux[i].data);
+    struct rng_saved before = rng_save(&p);
+    rc = run_forward(&p, is_train, in, aux, out, NULL);
     if (rc == MXC_OK) {
         for (int i = 0; i < num_in; i++) {
             in_grad_out[i] = mxct_tensor_from(in[i].shape, NULL);
             for (int64_t j = 0; j < mxc_shape_size(&in[i].shape); j++)
                 in_grad_out[i].data[j] = NAN;
         }
-        run_backward(&p, is_train, in, out, aux, og, in_grad_out, MXC__REQ_WRITE);
+        int reqs[MAX_ARGS];
+        run_backward(&p, is_train, in, out, aux, og, in_grad_out,
+                     reqs_of(reqs, num_in, MXC__REQ_WRITE));
+        check_inplace(&p, is_train, in, aux0, &before, og, 0);
     }
+    mxct_tensors_free(aux0, p.num_aux);
     mxct_tensors_free(out, p.num_out);
     mxct_tensors_free(og, p.num_out);
     return rc;

@@ -4,7 +4,9 @@
  * stated tolerances reporting the worst element, and checks backward against central
  * finite differences of forward (float64 accumulation), with write and add-to requests,
  * passing the backward only the data it declared it needs; runs forward + backward with
- * given head gradients for comparison with reference gradients (loss operators).
+ * given head gradients for comparison with reference gradients (loss operators); and runs
+ * every call again under each in-place option the operator declares, with its buffers
+ * aliased as the executor's planner would alias them, against the out-of-place result.
  */
 #ifndef MXC_TEST_OP_CHECK_H
 #define MXC_TEST_OP_CHECK_H
@@ -78,6 +80,18 @@ void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_trai
 int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
                      const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
                      const struct mxct_tensor *out_grad, struct mxct_tensor *in_grad_out);
+
+/* Checks operator `name`'s in-place options the way the executor applies them, from the
+ * forward inputs `in` (and auxiliary states `aux`, not modified; NULL when it has none):
+ * the forward with out_data[o] sharing in_data[i]'s memory (and with each other input of
+ * that shape passed as the same array), the backward with in_grad[i] sharing out_grad[o]'s
+ * memory (the other gradients written, then added), each under the write and the
+ * write-in-place requests, against the same call on separate buffers: equal element for
+ * element, the worst element reported. Fails when the operator declares no in-place
+ * option, or one the executor would never apply. mxct_op_forward, mxct_op_gradcheck and
+ * mxct_op_backward run the same checks on their own inputs after their own. */
+void mxct_op_check_inplace(const char *name, struct mxct_params params, bool is_train,
+                           const struct mxct_tensor *in, int num_in, const struct mxct_tensor *aux);
 
 /* Reference data: `file` (relative to tests/data, or $MXC_TEST_DATA) is an NDArray list
  * saved by a generator script (mx.nd.save with named arrays). Loads the float32 array
