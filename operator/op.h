@@ -8,6 +8,8 @@
  *   MXC__REQ_WRITE    overwrite
  *   MXC__REQ_INPLACE  overwrite; the output shares memory with an input
  *   MXC__REQ_ADD      add to what is there (gradient accumulation)
+ * An output may share an input's memory under WRITE too (see "In place" below): a kernel
+ * treats WRITE and INPLACE alike and never uses the request to detect sharing.
  * Internal to the library; the public view is include/mxc/op.h.
  */
 #ifndef MXC_OPERATOR_OP_H
@@ -142,7 +144,30 @@ enum mxc__backward_dep {
 #define MXC__MAX_OP_ARGS 16 /* inputs or outputs of one operator */
 
 /* An in-place option, written MXC__INPLACE(in, out). Indices are stored plus one so
- * that a field an operator leaves out (zero) means "never in place", the safe default. */
+ * that a field an operator leaves out (zero) means "never in place", the safe default.
+ *
+ * In place: the rule for kernels. Declaring an option lets the executor's planner give
+ * the output the input's memory (mxc_imperative_invoke's caller may pass an input array as
+ * the output too):
+ *   .inplace = MXC__INPLACE(i, o):          out_data[o] may be in_data[i], and then also
+ *                                           every other input passed the same array
+ *                                           (h * h, ElementWiseSum(h, g, h));
+ *   .backward_inplace = MXC__INPLACE(i, o): in_grad[i] may be out_grad[o] (applied only
+ *                                           when the backward reads out_grad, o visible).
+ * The executor shares nothing else with a written tensor. A shared output starts at the
+ * input's first element; its request is WRITE (the executor) or INPLACE (imperative), never
+ * ADD (the other outputs keep theirs: ADD onto a gradient bound with add-to is common).
+ * So a kernel that declares an option must treat element k of a shared input as gone once
+ * it stores element k of the shared output: every use of input element k (for this output,
+ * for other elements, for the other outputs or gradients) comes before that store.
+ * Element-wise loops that load element k, compute, then store k meet this; a kernel that
+ * writes one whole output and then reads out_grad or an input again for a second one does
+ * not (the bug the binary element-wise backward had), nor does one that copies arg0 into
+ * the output and then adds the other inputs, one of which may be that output. Kernels
+ * mixing elements (softmax along a row) take what they need first (maxima, sums, temp
+ * space). tests/util/op_check.c runs every declared option against separate buffers, and
+ * check_operator's test_inplace_every_operator requires a case for every operator that
+ * declares one. */
 struct mxc__inplace {
     unsigned char in1, out1;
 };
