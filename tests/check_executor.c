@@ -645,6 +645,59 @@ START_TEST(test_mxnet_networks_forward) {
 }
 END_TEST
 
+/* The gating network of computed_cases[0] bound to the arguments MXNet 1.9.1 used
+ * (tests/data/executor/gating.params, scripts/gen_grad_fixtures.py): its output and the
+ * gradient of every argument, data included, equal MXNet's within 1e-5. */
+START_TEST(test_gating_gradients_equal_mxnet) {
+    mxc_symbol *sym = computed_net(&computed_cases[0]);
+    size_t nf = 0;
+    mxc_ndarray **ref = NULL;
+    char **rnames = NULL;
+    CK_OK(mxc_nd_load("tests/data/executor/gating.params", mxc_cpu(), &nf, &ref, &rnames));
+    int na;
+    const char *const *names;
+    CK_OK(mxc_symbol_list_arguments(sym, &na, &names));
+    ck_assert_int_eq(na, 7);
+    mxc_ndarray *args[7], *grads[7];
+    char key[128];
+    for (int i = 0; i < na; i++) {
+        snprintf(key, sizeof key, "arg:%s", names[i]);
+        args[i] = named(nf, ref, rnames, key);
+        ck_assert_msg(args[i] != NULL, "gating.params has no %s", key);
+        mxc_shape s;
+        CK_OK(mxc_nd_get_shape(args[i], &s));
+        CK_OK(mxc_nd_zeros(&s, MXC_FLOAT32, mxc_cpu(), &grads[i]));
+    }
+    mxc_executor *x = NULL;
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), na, args, grads, NULL, 0, NULL, &x));
+    ck_assert(writes_in_place(x, "backward", "op"));
+    mxc_ndarray *head = named(nf, ref, rnames, "head");
+    ck_assert_ptr_nonnull(head);
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    int no;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &no, &outs));
+    float *want = read_all(named(nf, ref, rnames, "output"));
+    expect_close(outs[0], want, 1e-5, "gating output vs MXNet");
+    free(want);
+    CK_OK(mxc_symbol_list_arguments(sym, &na, &names)); /* binding listed them again */
+    for (int i = 0; i < na; i++) {
+        snprintf(key, sizeof key, "grad:%s", names[i]);
+        mxc_ndarray *g = named(nf, ref, rnames, key);
+        ck_assert_msg(g != NULL, "gating.params has no %s", key);
+        want = read_all(g);
+        snprintf(key, sizeof key, "gradient of %s vs MXNet", names[i]);
+        expect_close(grads[i], want, 1e-5, key);
+        free(want);
+        mxc_nd_free(grads[i]);
+    }
+    mxc_executor_free(x);
+    mxc_nd_list_free(nf, ref, rnames);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
 struct monitor_log {
     int calls;
     bool saw_fc1, saw_backward;
@@ -733,6 +786,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_independent_branches_run_concurrently);
     tcase_add_test(tc, test_reshape_shares_weights);
     tcase_add_test(tc, test_mxnet_networks_forward);
+    tcase_add_test(tc, test_gating_gradients_equal_mxnet);
     tcase_add_test(tc, test_monitor_sees_every_output);
     tcase_add_test(tc, test_misuse);
     suite_add_tcase(s, tc);
