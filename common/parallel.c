@@ -85,6 +85,57 @@ static struct {
     atomic_int caller_sleeping;
 } pool = {.caller_lock = PTHREAD_MUTEX_INITIALIZER, .start_lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* ---- Whether helpers pay off -------------------------------------------------------- *
+ * On a machine busy with other processes the helpers may cost more than they give: a
+ * helper preempted in the middle of its chunk holds the loop until the scheduler runs it
+ * again (milliseconds), and LeNet beside three busy processes on 2 cores trained slower
+ * with two threads than with one. So the caller measures what the helpers bring: over a
+ * window of loops, the time the caller alone would have needed (its own time per chunk ×
+ * chunks) over the loop's time. Below MIN_SPEEDUP the helpers are left out for a while —
+ * a back-off that doubles while they keep not paying, so probing costs little — and the
+ * loops run on the caller alone. All of it runs under caller_lock. */
+#define WINDOW_LOOPS      16
+#define MIN_SPEEDUP       1.15
+#define BACKOFF_LOOPS     64
+#define MAX_BACKOFF_LOOPS 4096
+
+static struct {
+    int loops;          /* in the current window */
+    double speedup_sum; /* over the window */
+    int serial_left;    /* loops left to run without helpers */
+    int backoff;        /* the next serial stretch */
+} adapt = {0, 0, 0, BACKOFF_LOOPS};
+
+/* Whether this loop may use helpers. */
+static bool helpers_wanted(void) {
+    if (adapt.serial_left == 0)
+        return true;
+    adapt.serial_left--;
+    return false;
+}
+
+/* Records a loop the helpers took part in: `alone_ns` estimated for the caller alone,
+ * `took_ns` measured. */
+static void record_speedup(uint64_t alone_ns, uint64_t took_ns) {
+    adapt.speedup_sum += (double)alone_ns / (double)(took_ns ? took_ns : 1);
+    if (++adapt.loops < WINDOW_LOOPS)
+        return;
+    double speedup = adapt.speedup_sum / adapt.loops;
+    adapt.loops = 0;
+    adapt.speedup_sum = 0;
+    if (speedup >= MIN_SPEEDUP) {
+        adapt.backoff = BACKOFF_LOOPS;
+        return;
+    }
+    adapt.serial_left = adapt.backoff;
+    mxc__log(MXC_LOG_DEBUG,
+             "op threads: helpers gave %.2fx over %d loops; the next %d loops run "
+             "on one thread",
+             speedup, WINDOW_LOOPS, adapt.backoff);
+    if (adapt.backoff < MAX_BACKOFF_LOOPS)
+        adapt.backoff *= 2;
+}
+
 /* Range `i` of `parts` near-equal contiguous ranges of [0, n). */
 static void split(int64_t n, int parts, int64_t i, int64_t *begin, int64_t *end) {
     int64_t q = n / parts, r = n % parts;
@@ -92,8 +143,14 @@ static void split(int64_t n, int parts, int64_t i, int64_t *begin, int64_t *end)
     *end = *begin + q + (i < r);
 }
 
+/* What the caller measures of its own part of a loop (helpers pass NULL). */
+struct caller_share {
+    int chunks;
+    uint64_t busy_ns;
+};
+
 /* Claims and runs chunks of job `seq` until none is left or the job has been replaced. */
-static void run_chunks(unsigned seq) {
+static void run_chunks(unsigned seq, struct caller_share *mine) {
     for (;;) {
         unsigned long long c = atomic_load_explicit(&pool.claim, memory_order_acquire);
         unsigned idx = (unsigned)(c & CLAIM_INDEX_MASK);
@@ -110,9 +167,14 @@ static void run_chunks(unsigned seq) {
             continue;
         int64_t b, e;
         split(n, chunks, idx, &b, &e);
+        uint64_t t0 = mine ? mxc__now_ns() : 0;
         tl_region_depth++;
         body(arg, b, e);
         tl_region_depth--;
+        if (mine) {
+            mine->chunks++;
+            mine->busy_ns += mxc__now_ns() - t0;
+        }
         unsigned finished = atomic_fetch_add(&pool.done, 1) + 1; /* seq_cst: see thread.h */
         if (finished == (unsigned)chunks && atomic_load(&pool.caller_sleeping))
             mxc__futex_wake(&pool.done, 1);
@@ -139,7 +201,7 @@ static void *helper_main(void *unused) {
         unsigned seq = mxc__spin_wait_change(&pool.job_seq, seen, &pool.sleeping_helpers);
         seen = seq;
         if (join(seq))
-            run_chunks(seq);
+            run_chunks(seq, NULL);
     }
     return NULL;
 }
@@ -172,12 +234,18 @@ void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg) 
         body(arg, 0, n);
         return;
     }
+    if (!helpers_wanted()) {
+        body(arg, 0, n);
+        mxc__mutex_unlock(&pool.caller_lock);
+        return;
+    }
     int helpers = ensure_helpers(t - 1);
     int64_t most = (int64_t)t * MXC__CHUNKS_PER_THREAD;
     int64_t chunks = parts < most ? parts : most;
     if (helpers > chunks - 1)
         helpers = (int)chunks - 1;
 
+    uint64_t start_ns = mxc__now_ns();
     unsigned seq = atomic_load_explicit(&pool.job_seq, memory_order_relaxed) + 1;
     /* Close the old job before rewriting the fields a late helper might still read. */
     atomic_store_explicit(&pool.claim, (unsigned long long)seq << 32 | CLAIM_INDEX_MASK,
@@ -194,7 +262,11 @@ void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg) 
     if (atomic_load(&pool.sleeping_helpers) > 0)
         mxc__futex_wake(&pool.job_seq, helpers);
 
-    run_chunks(seq);
+    struct caller_share mine = {0, 0};
+    run_chunks(seq, &mine);
     mxc__spin_wait_value(&pool.done, (unsigned)chunks, &pool.caller_sleeping);
+    if (mine.chunks > 0)
+        record_speedup(mine.busy_ns / (uint64_t)mine.chunks * (uint64_t)chunks,
+                       mxc__now_ns() - start_ns);
     mxc__mutex_unlock(&pool.caller_lock);
 }

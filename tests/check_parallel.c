@@ -211,6 +211,47 @@ START_TEST(test_parallel_for_waits_sleep) {
 }
 END_TEST
 
+/* Helpers that only slow a loop down (as on a loaded machine, where one preempted in its
+ * chunk holds the loop for milliseconds) are left out after a window of 16 loops, and
+ * tried again after a back-off of 64 loops. */
+struct slow_helpers {
+    pthread_t caller;
+    atomic_int ranges, helper_ranges;
+};
+
+static void helpers_sleep(void *arg, int64_t b, int64_t e) {
+    struct slow_helpers *h = arg;
+    atomic_fetch_add(&h->ranges, 1);
+    if (pthread_equal(pthread_self(), h->caller)) {
+        mxct_sleep_us(300); /* long enough for the helper to wake and take a range */
+    } else {
+        atomic_fetch_add(&h->helper_ranges, 1);
+        mxct_sleep_us(5000);
+    }
+}
+
+/* Runs one loop of 64 items (8 chunks at T = 2) and returns how many ranges it ran. */
+static int one_loop(struct slow_helpers *h) {
+    atomic_store(&h->ranges, 0);
+    mxc__parallel_for(64, 1, helpers_sleep, h);
+    return atomic_load(&h->ranges);
+}
+
+START_TEST(test_parallel_for_drops_useless_helpers) {
+    budget(2);
+    struct slow_helpers h = {.caller = pthread_self()};
+    int parallel_loops = 0;
+    for (int i = 0; i < 16; i++)
+        parallel_loops += one_loop(&h) > 1;
+    ck_assert_int_eq(parallel_loops, 16);
+    int before = atomic_load(&h.helper_ranges);
+    for (int i = 0; i < 64; i++)
+        ck_assert_msg(one_loop(&h) == 1, "loop %d after the window used helpers", i);
+    ck_assert_int_eq(atomic_load(&h.helper_ranges), before);
+    ck_assert_msg(one_loop(&h) > 1, "helpers not tried again after the back-off");
+}
+END_TEST
+
 /* Loops from several threads at once: one holds the pool, the others run serially; every
  * index is still covered once. */
 static void *loop_thread(void *arg) {
@@ -342,6 +383,7 @@ static Suite *parallel_suite(void) {
     tcase_add_test(tc, test_parallel_for_nested_is_serial);
     tcase_add_test(tc, test_parallel_for_waits_sleep);
     tcase_add_test(tc, test_parallel_for_concurrent_callers);
+    tcase_add_test(tc, test_parallel_for_drops_useless_helpers);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("sgemm");
