@@ -8,14 +8,13 @@
 #   make demo             the engine demonstration
 #   make install PREFIX=/usr/local
 #
-# Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=1 USE_OPENMP=0|1 DEBUG=1
+# Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=1 DEBUG=1
 #           SANITIZE=address|undefined|thread CUDA_ARCH=sm_80 (space-separated list allowed)
 # A sanitizer build lives in its own folder (build-address, ...) beside the normal one.
 
 USE_CUDA   ?= 0
 USE_CUDNN  ?= 0
 USE_MPI    ?= 0
-USE_OPENMP ?= 1
 DEBUG      ?= 0
 SANITIZE   ?=
 CUDA_ARCH  ?= sm_80
@@ -67,17 +66,6 @@ ifneq ($(SANITIZE),)
   LDFLAGS += $(SANFLAGS)
 endif
 
-# OpenMP runs the operators' intra-operator threads (common/parallel.c). libgomp is not
-# built with ThreadSanitizer instrumentation, so its barriers look like races to TSan and
-# every parallel region would be reported: a SANITIZE=thread build is always serial.
-ifeq ($(SANITIZE),thread)
-  override USE_OPENMP := 0
-endif
-ifeq ($(USE_OPENMP),1)
-  CFLAGS += -DMXC_USE_OPENMP -fopenmp
-  LDLIBS += -fopenmp
-endif
-
 # machine code for each CUDA_ARCH plus its PTX, so newer GPUs (an H100 with the default
 # sm_80) still run the kernels through the driver's JIT
 NVCCFLAGS := -O2 -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode \
@@ -114,7 +102,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 all: features lib tools examples benches tests
 
 features:
-	@echo "mxc build: dir=$(BUILD) debug=$(DEBUG) sanitize=$(or $(SANITIZE),none) openmp=$(USE_OPENMP) cuda=$(USE_CUDA)$(if $(filter 1,$(USE_CUDA)), (arch $(CUDA_ARCH))) cudnn=$(USE_CUDNN) mpi=$(USE_MPI)"
+	@echo "mxc build: dir=$(BUILD) debug=$(DEBUG) sanitize=$(or $(SANITIZE),none) cuda=$(USE_CUDA)$(if $(filter 1,$(USE_CUDA)), (arch $(CUDA_ARCH))) cudnn=$(USE_CUDNN) mpi=$(USE_MPI)"
 
 # Installs (as root, with apt-get) the Debian packages the build and tests need.
 deps: $(BUILD)/.deps-ok

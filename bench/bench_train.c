@@ -33,6 +33,13 @@
  *   build/bin/bench_train [--json] [--quick] [--epochs-samples N] [--infer-samples N]
  *                         [--repeats R] [--cases mlp_train,...] [--no-baseline]
  *                         [--python PATH] [--pytorch-script PATH]
+ *   build/bin/bench_train --contention K[,K...] [--cases ...] [--epochs-samples N] ...
+ *       each training case quiet and then beside K busy processes (each one thread
+ *       spinning on the CPU, started before and killed after the loaded runs), for every
+ *       K given: mxc as configured, mxc with MXC_OP_NTHREADS=1 under the same load, and
+ *       PyTorch quiet and loaded; prints samples/s, the loaded/quiet ratios, mxc loaded
+ *       over mxc single-threaded, and each run's CPU seconds (JSON bench
+ *       "train_contention")
  *   build/bin/bench_train --child CASE [...]   one case in this process (for profiling:
  *       MXC_PROFILER_AUTOSTART=1 MXC_PROFILER_OUTPUT=trace.json build/bin/bench_train
  *       --child mlp_train --epochs-samples 1000 --repeats 1)
@@ -51,6 +58,8 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -253,9 +262,10 @@ static int run_case(const char *kase, const struct options *o) {
 
 /* Runs argv[0] with argv, with `env_name`=`env_value` set when env_name is not NULL,
  * and collects its stdout into `out` (stderr passes through). Returns its exit status,
- * or -1 when it could not be started. */
+ * or -1 when it could not be started; `cpu_s` (if not NULL) receives the CPU seconds
+ * (user + system) the child and the processes it waited for used. */
 static int capture(char *const *argv, const char *env_name, const char *env_value, char *out,
-                   size_t size) {
+                   size_t size, double *cpu_s) {
     int fd[2];
     out[0] = '\0';
     if (pipe(fd) != 0)
@@ -294,8 +304,13 @@ static int capture(char *const *argv, const char *env_name, const char *env_valu
     out[len] = '\0';
     close(fd[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
     }
+    if (cpu_s)
+        *cpu_s = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -362,19 +377,20 @@ static void json_string(const char *line, const char *key, char *out, size_t siz
 
 struct mxc_result {
     bool ok;
-    double rate, rss;
+    double rate, rss, cpu_s;
     int workers, op_threads;
     char runs[128], engine[32];
 };
 
 struct torch_result {
     bool ok;
-    double rate, rss, rate_torch2, rate_openblas1, rss_torch2, rss_openblas1;
+    double cpu_s, rate, rss, rate_torch2, rate_openblas1, rss_torch2, rss_openblas1;
     char threads[32], version[32];
 };
 
-static void run_mxc(const char *self, const char *kase, int setting, const struct options *o,
-                    struct mxc_result *r) {
+/* Runs case `kase` in a child with `env_name`=`env_value` (none when NULL). */
+static void run_mxc(const char *self, const char *kase, const char *env_name, const char *env_value,
+                    const struct options *o, struct mxc_result *r) {
     char ep[32], inf[32], rep[32];
     snprintf(ep, sizeof ep, "%ld", o->epochs_samples);
     snprintf(inf, sizeof inf, "%ld", o->infer_samples);
@@ -385,12 +401,10 @@ static void run_mxc(const char *self, const char *kase, int setting, const struc
     static char out[1 << 16];
     char line[2048];
     memset(r, 0, sizeof *r);
-    char cores[16];
-    snprintf(cores, sizeof cores, "%d", mxc__cpu_count());
-    int st = capture(argv, setting == 1 ? "MXC_CPU_WORKER_NTHREADS" : NULL, cores, out, sizeof out);
+    int st = capture(argv, env_name, env_value, out, sizeof out, &r->cpu_s);
     if (st != 0 || !find_line(out, kase, NULL, line, sizeof line)) {
-        fprintf(stderr, "bench_train: mxc %s (%s) failed (status %d)\n", kase,
-                setting_names[setting], st);
+        fprintf(stderr, "bench_train: mxc %s (%s=%s) failed (status %d)\n", kase,
+                env_name ? env_name : "defaults", env_name ? env_value : "", st);
         return;
     }
     r->ok = true;
@@ -436,7 +450,8 @@ static bool run_torch(const char *kase, const struct options *o, struct torch_re
                     NULL};
     static char out[1 << 16];
     char line[2048];
-    int st = capture(argv, NULL, NULL, out, sizeof out);
+    double cpu_s = 0;
+    int st = capture(argv, NULL, NULL, out, sizeof out, &cpu_s);
     if (find_line(out, NULL, "error", line, sizeof line) &&
         !find_line(out, kase, NULL, line, sizeof line)) {
         find_line(out, NULL, "error", line, sizeof line);
@@ -449,6 +464,7 @@ static bool run_torch(const char *kase, const struct options *o, struct torch_re
         return true;
     }
     r->ok = true;
+    r->cpu_s = cpu_s;
     r->rate = json_number(line, "samples_per_s");
     r->rss = json_number(line, "peak_rss_mib");
     r->rate_torch2 = json_number(line, "samples_per_s_torch2");
@@ -535,11 +551,123 @@ static void print_json(const char *kase, const struct mxc_result *m, const struc
     bench_json_print(&j, stdout);
 }
 
+/* ---- Contention: training beside busy processes -------------------------------------- */
+
+#define MAX_BUSY_SETS 8
+
+/* Starts `k` processes that spin on the CPU until stop_busy; returns how many started. */
+static int start_busy(int k, pid_t *pids) {
+    fflush(stdout);
+    fflush(stderr);
+    int started = 0;
+    for (; started < k; started++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            break;
+        if (pid == 0) {
+            volatile unsigned long spin = 0;
+            for (;;)
+                spin++;
+        }
+        pids[started] = pid;
+    }
+    bench_sleep_ms(300); /* let the scheduler spread them before a run starts */
+    return started;
+}
+
+static void stop_busy(const pid_t *pids, int k) {
+    for (int i = 0; i < k; i++)
+        kill(pids[i], SIGKILL);
+    for (int i = 0; i < k; i++)
+        while (waitpid(pids[i], NULL, 0) < 0 && errno == EINTR) {
+        }
+}
+
+/* One case quiet and beside each number of busy processes in `busy`: mxc as configured
+ * (by default one worker whose operators use every core), mxc with one thread per
+ * operator under the same load (the floor a multi-threaded run must not fall below), and
+ * PyTorch quiet and loaded. */
+static int run_contention(const char *self, const struct options *o, const int *busy, int nbusy) {
+    FILE *tf = o->json ? stderr : stdout;
+    fprintf(tf,
+            "bench_train --contention: each run quiet, then beside K busy processes (one "
+            "spinning thread each) on %d cores; %ld training samples, median of %ld run(s)\n"
+            "  loaded/quiet: samples/s beside K over samples/s quiet; vs 1-thread: mxc "
+            "loaded over mxc with MXC_OP_NTHREADS=1 under the same load; CPU s: the run's CPU "
+            "seconds (all its threads)\n",
+            mxc__cpu_count(), o->epochs_samples, o->repeats);
+    fprintf(tf, "%-12s %2s %10s %10s %7s %10s %7s %14s %10s %10s %7s\n", "case", "K", "mxc quiet",
+            "mxc loaded", "ratio", "mxc 1-thr", "vs 1-thr", "CPU s q/l", "torch q", "torch l",
+            "ratio");
+    bool baseline = !o->no_baseline;
+    char why[512] = "";
+    int status = 0;
+    for (int c = 0; c < NUM_CASES; c++) {
+        if (!o->cases[c] || strstr(case_names[c], "_train") == NULL)
+            continue;
+        const char *kase = case_names[c];
+        struct mxc_result quiet;
+        struct torch_result tquiet;
+        memset(&tquiet, 0, sizeof tquiet);
+        run_mxc(self, kase, NULL, NULL, o, &quiet);
+        if (baseline && !run_torch(kase, o, &tquiet, why, sizeof why)) {
+            baseline = false;
+            fprintf(tf, "bench_train: NO PyTorch BASELINE: %s\n", why);
+        }
+        for (int b = 0; b < nbusy; b++) {
+            pid_t pids[64];
+            int k = start_busy(busy[b], pids);
+            struct mxc_result loaded, single;
+            struct torch_result tloaded;
+            memset(&tloaded, 0, sizeof tloaded);
+            run_mxc(self, kase, NULL, NULL, o, &loaded);
+            run_mxc(self, kase, "MXC_OP_NTHREADS", "1", o, &single);
+            if (baseline)
+                run_torch(kase, o, &tloaded, why, sizeof why);
+            stop_busy(pids, k);
+            if (!quiet.ok || !loaded.ok || !single.ok || k != busy[b])
+                status = 1;
+            double ratio = loaded.rate / quiet.rate, vs_single = loaded.rate / single.rate;
+            double tratio = tloaded.rate / tquiet.rate;
+            char cpu[32];
+            snprintf(cpu, sizeof cpu, "%.1f / %.1f", quiet.cpu_s, loaded.cpu_s);
+            fprintf(tf, "%-12s %2d %10.0f %10.0f %6.2fx %10.0f %6.2fx %14s %10.0f %10.0f %6.2fx\n",
+                    kase, k, fmt_rate(quiet.rate), fmt_rate(loaded.rate), ratio,
+                    fmt_rate(single.rate), vs_single, cpu, fmt_rate(tquiet.rate),
+                    fmt_rate(tloaded.rate), tratio);
+            fflush(tf);
+            if (!o->json)
+                continue;
+            bench_json j;
+            bench_json_begin(&j, "train_contention", kase);
+            bench_json_str(&j, "system", "mxc");
+            bench_json_num(&j, "busy_processes", k);
+            bench_json_num(&j, "samples_per_s_quiet", quiet.ok ? quiet.rate : NAN);
+            bench_json_num(&j, "samples_per_s", loaded.ok ? loaded.rate : NAN);
+            bench_json_num(&j, "ratio_loaded_vs_quiet", ratio);
+            bench_json_num(&j, "samples_per_s_one_thread", single.ok ? single.rate : NAN);
+            bench_json_num(&j, "ratio_vs_one_thread", vs_single);
+            bench_json_num(&j, "cpu_s_quiet", quiet.cpu_s);
+            bench_json_num(&j, "cpu_s", loaded.cpu_s);
+            bench_json_str(&j, "baseline", "pytorch");
+            bench_json_num(&j, "baseline_samples_per_s_quiet", tquiet.ok ? tquiet.rate : NAN);
+            bench_json_num(&j, "baseline_samples_per_s", tloaded.ok ? tloaded.rate : NAN);
+            bench_json_num(&j, "baseline_ratio_loaded_vs_quiet", tratio);
+            bench_json_num(&j, "ratio_vs_baseline", loaded.rate / tloaded.rate);
+            bench_json_num(&j, "samples", (double)o->epochs_samples);
+            bench_json_num(&j, "repeats", (double)o->repeats);
+            bench_json_print(&j, stdout);
+        }
+    }
+    return status;
+}
+
 static void usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--json] [--quick] [--epochs-samples N] [--infer-samples N]\n"
             "          [--repeats R] [--cases mlp_train,mlp_infer,lenet_train,lenet_infer]\n"
             "          [--no-baseline] [--python PATH] [--pytorch-script PATH]\n"
+            "          [--contention K[,K...]]\n"
             "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n",
             prog, prog);
     exit(2);
@@ -559,6 +687,7 @@ int main(int argc, char **argv) {
                         .repeats = 3,
                         .python = "/usr/bin/python3"};
     const char *child = NULL, *cases = NULL;
+    int busy[MAX_BUSY_SETS], nbusy = 0;
     bool epochs_given = false, infer_given = false, repeats_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -588,6 +717,16 @@ int main(int argc, char **argv) {
             i++;
         } else if (strcmp(a, "--pytorch-script") == 0 && v) {
             o.script = v;
+            i++;
+        } else if (strcmp(a, "--contention") == 0 && v) {
+            for (const char *p = v; *p && nbusy < MAX_BUSY_SETS;) {
+                char *end;
+                long k = strtol(p, &end, 10);
+                if (end == p || k < 1 || k > 64 || (*end != ',' && *end != '\0'))
+                    usage(argv[0]);
+                busy[nbusy++] = (int)k;
+                p = *end ? end + 1 : end;
+            }
             i++;
         } else if (strcmp(a, "--child") == 0 && v) {
             child = v;
@@ -632,6 +771,8 @@ int main(int argc, char **argv) {
     self[len] = '\0';
     if (o.script == NULL)
         o.script = find_script(self);
+    if (nbusy > 0)
+        return run_contention(self, &o, busy, nbusy);
 
     FILE *tf = o.json ? stderr : stdout;
     const char *ew = getenv("MXC_CPU_WORKER_NTHREADS"), *eo = getenv("MXC_OP_NTHREADS");
@@ -665,8 +806,11 @@ int main(int argc, char **argv) {
                     "(operator/op_list.h); only the PyTorch baseline runs\n",
                     case_names[c], missing);
         }
+        char cores[16];
+        snprintf(cores, sizeof cores, "%d", mxc__cpu_count());
         for (int s = 0; s < NUM_SETTINGS && runnable; s++) {
-            run_mxc(self, case_names[c], s, &o, &m[s]);
+            run_mxc(self, case_names[c], s == 1 ? "MXC_CPU_WORKER_NTHREADS" : NULL, cores, &o,
+                    &m[s]);
             if (!m[s].ok) {
                 status = 1;
                 continue;

@@ -28,6 +28,13 @@ static inline uint64_t bench_now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/** Sleeps for `ms` milliseconds. */
+static inline void bench_sleep_ms(long ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
 /** Busy-waits (no sleep, no yield) until `ns` nanoseconds have passed. */
 static inline void bench_spin_ns(uint64_t ns) {
     uint64_t start = bench_now_ns();

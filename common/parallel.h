@@ -11,6 +11,7 @@
  * on every core, the faster choice for a network (its operators mostly wait on each
  * other); MXC_CPU_WORKER_NTHREADS=2 on 2 cores runs two operators at once, one core each.
  * OpenBLAS itself always runs single-threaded inside mxc (common/gemm.h splits products).
+ * The threads are mxc's own (common/parallel.c says why not OpenMP's).
  * Internal.
  */
 #ifndef MXC_PARALLEL_H
@@ -33,16 +34,24 @@ int mxc__op_threads(void);
  * tests that change MXC_OP_NTHREADS. Not to be called while operators run. */
 void mxc__op_threads_reset(void);
 
+/* Chunks per thread mxc__parallel_for cuts a loop into when its grain allows: enough that
+ * a thread the scheduler delays (a loaded machine) leaves its share to the others, few
+ * enough that claiming them costs nothing next to the work. */
+#define MXC__CHUNKS_PER_THREAD 4
+
 /* body(arg, begin, end) for contiguous ranges that cover [0, n) exactly once, each at
- * least `grain` long when there are several, run on up to T threads (OpenMP when the library is
- * built with MXC_USE_OPENMP) and returning when all are done. Runs body(arg, 0, n) on the
- * calling thread when T is 1, when n < 2 * grain, when built without OpenMP, and when
- * called from inside another parallel region (so nesting never multiplies threads). */
+ * least `grain` long when there are several (at most T × MXC__CHUNKS_PER_THREAD of them),
+ * run by the calling thread and up to T - 1 helper threads of mxc's pool, which claim
+ * ranges one at a time; returns when all are done. Runs body(arg, 0, n) on the calling
+ * thread when T is 1, when n < 2 * grain, when called from inside another parallel body
+ * (so nesting never multiplies threads) and when another thread's loop holds the pool.
+ * Bodies must not depend on which thread runs them or in which order ranges run. No
+ * thread of the pool spins for more than MXC__SPIN_NS (common/thread.h) before it sleeps. */
 typedef void (*mxc__range_fn)(void *arg, int64_t begin, int64_t end);
 void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg);
 
-/* Whether the calling thread is inside an mxc__parallel_for (or any OpenMP) region:
- * code that could split its work further must then stay serial. */
+/* Whether the calling thread is running a body of a parallel mxc__parallel_for: code that
+ * could split its work further must then stay serial. */
 int mxc__in_parallel(void);
 
 #endif /* MXC_PARALLEL_H */

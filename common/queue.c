@@ -13,7 +13,7 @@
 
 #include <string.h>
 
-int mxc__queue_init(mxc__queue *q, bool by_priority, uint32_t spin_iters) {
+int mxc__queue_init(mxc__queue *q, bool by_priority, bool spin) {
     memset(q, 0, sizeof *q);
     q->capacity = 64;
     q->items = mxc__malloc(q->capacity * sizeof *q->items);
@@ -27,7 +27,7 @@ int mxc__queue_init(mxc__queue *q, bool by_priority, uint32_t spin_iters) {
     atomic_init(&q->size, 0);
     atomic_init(&q->spinners, 0);
     q->by_priority = by_priority;
-    q->spin_iters = spin_iters;
+    q->spin = spin;
     return MXC_OK;
 }
 
@@ -143,21 +143,17 @@ static void wake_one_if_backlog(mxc__queue *q) {
         wake_one(q);
 }
 
-/* At most one consumer spins at a time: on a machine with few cores, several spinning
- * consumers would take the CPU from the producer they wait for. The spinner that finds
- * work wakes a sleeper if more is queued, so parallelism ramps up with the backlog. */
+/* At most one consumer spins at a time, and for at most MXC__SPIN_NS: on a machine with
+ * few cores, several spinning consumers would take the CPU from the producer they wait
+ * for. The spinner that finds work wakes a sleeper if more is queued, so parallelism
+ * ramps up with the backlog. */
 static bool spin_pop(mxc__queue *q, void **out) {
     int idle = 0;
-    if (q->spin_iters == 0 || !atomic_compare_exchange_strong(&q->spinners, &idle, 1))
+    if (!q->spin || !atomic_compare_exchange_strong(&q->spinners, &idle, 1))
         return false;
     bool got = false;
-    for (uint32_t i = 0; i < q->spin_iters && !got; i++) {
+    for (mxc__spin sp = {0, 0}; !got && mxc__spin_more(&sp);)
         got = mxc__queue_try_pop(q, out);
-        if (!got && i < 64)
-            mxc__cpu_relax();
-        else if (!got)
-            sched_yield();
-    }
     atomic_store(&q->spinners, 0);
     if (got)
         wake_one_if_backlog(q);

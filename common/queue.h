@@ -34,12 +34,12 @@ typedef struct mxc__queue {
     atomic_int spinners;
     bool by_priority;
     atomic_bool closed;
-    uint32_t spin_iters;
+    bool spin; /* consumers spin briefly before sleeping */
 } mxc__queue;
 
-/* Initialises an empty queue. `spin_iters` is how many polls a consumer makes before it
- * sleeps (0: sleep at once). Returns MXC_OK or MXC_ENOMEM. */
-int mxc__queue_init(mxc__queue *q, bool by_priority, uint32_t spin_iters);
+/* Initialises an empty queue. With `spin`, one consumer at a time polls an empty queue for
+ * up to MXC__SPIN_NS before it sleeps. Returns MXC_OK or MXC_ENOMEM. */
+int mxc__queue_init(mxc__queue *q, bool by_priority, bool spin);
 
 /* Frees the queue's storage; items still inside are not touched. */
 void mxc__queue_destroy(mxc__queue *q);

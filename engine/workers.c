@@ -13,9 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Polls of an empty queue before a worker sleeps. */
-#define WORKER_SPIN_ITERS 2000
-
 static _Thread_local struct worker *tl_worker;
 
 /* Runs made ready while this thread already executes inline runs wait here, so inline
@@ -99,8 +96,7 @@ static int pool_create(struct mxc_engine *eng, const char *name, mxc_context ctx
     if (pool == NULL)
         return mxc__error(MXC_ENOMEM, "engine: out of memory creating pool %s", name);
     pool->workers = mxc__calloc((size_t)num_workers, sizeof *pool->workers);
-    if (pool->workers == NULL ||
-        mxc__queue_init(&pool->queue, by_priority, WORKER_SPIN_ITERS) != MXC_OK) {
+    if (pool->workers == NULL || mxc__queue_init(&pool->queue, by_priority, true) != MXC_OK) {
         mxc__free(pool->workers);
         mxc__free(pool);
         return mxc__error(MXC_ENOMEM, "engine: out of memory creating pool %s", name);

@@ -227,7 +227,7 @@ static long must_pop(mxc__queue *q) {
 
 START_TEST(test_queue_fifo) {
     mxc__queue q;
-    ck_assert_int_eq(mxc__queue_init(&q, false, 0), MXC_OK);
+    ck_assert_int_eq(mxc__queue_init(&q, false, false), MXC_OK);
     void *p;
     ck_assert(!mxc__queue_try_pop(&q, &p));
 
@@ -259,7 +259,7 @@ START_TEST(test_queue_growth_exact_boundary) {
     for (size_t c = 0; c < MXC_ARRAY_SIZE(counts); c++) {
         for (int by_prio = 0; by_prio <= 1; by_prio++) {
             mxc__queue q;
-            ck_assert_int_eq(mxc__queue_init(&q, by_prio, 0), MXC_OK);
+            ck_assert_int_eq(mxc__queue_init(&q, by_prio, false), MXC_OK);
             for (int i = 0; i < counts[c]; i++)
                 ck_assert_int_eq(mxc__queue_push(&q, ITEM(i + 1), 0), MXC_OK);
             for (int i = 0; i < counts[c]; i++)
@@ -274,7 +274,7 @@ END_TEST
 
 START_TEST(test_queue_priority) {
     mxc__queue q;
-    ck_assert_int_eq(mxc__queue_init(&q, true, 0), MXC_OK);
+    ck_assert_int_eq(mxc__queue_init(&q, true, false), MXC_OK);
     struct mxct_rng rng;
     mxct_rng_seed(&rng, 7);
     enum { N = 2000 };
@@ -340,7 +340,7 @@ static void *blocked_consumer_main(void *arg) {
 /* `_i`: the consumer's spin count before sleeping (0 or a few hundred polls). */
 START_TEST(test_queue_close_wakes_consumer) {
     mxc__queue q;
-    ck_assert_int_eq(mxc__queue_init(&q, _i == 2, _i == 0 ? 0 : 500), MXC_OK);
+    ck_assert_int_eq(mxc__queue_init(&q, _i == 2, _i != 0), MXC_OK);
     struct blocked_consumer c = {.q = &q};
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, blocked_consumer_main, &c), 0);
@@ -433,7 +433,7 @@ START_TEST(test_queue_mpmc) {
     long total = m.per_producer * MPMC_PRODUCERS;
     m.delivered = calloc((size_t)total, sizeof *m.delivered);
     ck_assert_ptr_nonnull(m.delivered);
-    ck_assert_int_eq(mxc__queue_init(&m.q, _i == 2, _i == 1 ? 200 : 0), MXC_OK);
+    ck_assert_int_eq(mxc__queue_init(&m.q, _i == 2, _i == 1), MXC_OK);
     mxct_notes_reset();
 
     struct mpmc_consumer cons[MPMC_CONSUMERS];
@@ -596,6 +596,110 @@ START_TEST(test_pool_distinct_objects) {
 }
 END_TEST
 
+/* ---- Waits sleep after a short spin (common/thread.h) -------------------------------- */
+
+/* A waiter may spin for MXC__SPIN_NS (50 us); over a 60 ms wait it must use far less CPU
+ * than the wait lasts (the old spinlock yielded in a loop and burned all of it). */
+#define WAIT_MS        60
+#define WAIT_CPU_LIMIT 4000000u /* ns: the spin, wake-ups, slack for a loaded machine */
+
+struct lock_waiter {
+    mxc__spinlock *lock;
+    atomic_int started;
+    uint64_t cpu_ns, wall_ns;
+};
+
+static void *take_lock(void *arg) {
+    struct lock_waiter *w = arg;
+    uint64_t cpu0 = mxct_thread_cpu_ns(), t0 = mxct_now_ns();
+    atomic_store(&w->started, 1);
+    mxc__spin_lock(w->lock);
+    w->cpu_ns = mxct_thread_cpu_ns() - cpu0;
+    w->wall_ns = mxct_now_ns() - t0;
+    mxc__spin_unlock(w->lock);
+    return NULL;
+}
+
+START_TEST(test_spinlock_contender_sleeps) {
+    mxc__spinlock lock;
+    mxc__spin_init(&lock);
+    mxc__spin_lock(&lock);
+    struct lock_waiter w = {.lock = &lock};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, take_lock, &w), 0);
+    ck_assert(mxct_wait_at_least(&w.started, 1, 5000));
+    mxct_sleep_us(WAIT_MS * 1000);
+    mxc__spin_unlock(&lock);
+    pthread_join(th, NULL);
+    ck_assert_msg(w.wall_ns >= (WAIT_MS - 5) * 1000000u, "took the lock while it was held");
+    ck_assert_msg(w.cpu_ns < WAIT_CPU_LIMIT, "%.2f ms of CPU waiting %d ms for a lock",
+                  (double)w.cpu_ns / 1e6, WAIT_MS);
+}
+END_TEST
+
+/* Mutual exclusion under contention, with sleeping contenders in the mix. */
+struct lock_counter {
+    mxc__spinlock lock;
+    long value;
+};
+
+static void *count_under_lock(void *arg) {
+    struct lock_counter *c = *(struct lock_counter **)arg;
+    for (int i = 0; i < 100000; i++) {
+        mxc__spin_lock(&c->lock);
+        long v = c->value;
+        if (i % 5000 == 0)
+            mxct_sleep_us(100); /* held long enough that the others go to sleep */
+        c->value = v + 1;
+        mxc__spin_unlock(&c->lock);
+    }
+    return NULL;
+}
+
+START_TEST(test_spinlock_excludes) {
+    struct lock_counter c = {.value = 0};
+    mxc__spin_init(&c.lock);
+    struct lock_counter *args[4] = {&c, &c, &c, &c};
+    mxct_run_threads(4, count_under_lock, args, sizeof args[0]);
+    ck_assert_int_eq(c.value, 400000);
+    ck_assert_uint_eq(atomic_load(&c.lock.state), 0);
+}
+END_TEST
+
+struct queue_waiter {
+    mxc__queue *q;
+    atomic_int started;
+    uint64_t cpu_ns;
+    void *got;
+};
+
+static void *pop_one(void *arg) {
+    struct queue_waiter *w = arg;
+    uint64_t cpu0 = mxct_thread_cpu_ns();
+    atomic_store(&w->started, 1);
+    ck_assert(mxc__queue_pop(w->q, &w->got));
+    w->cpu_ns = mxct_thread_cpu_ns() - cpu0;
+    return NULL;
+}
+
+START_TEST(test_queue_consumer_sleeps) {
+    mxc__queue q;
+    ck_assert_int_eq(mxc__queue_init(&q, false, true), MXC_OK);
+    struct queue_waiter w = {.q = &q};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, pop_one, &w), 0);
+    ck_assert(mxct_wait_at_least(&w.started, 1, 5000));
+    mxct_sleep_us(WAIT_MS * 1000);
+    int item;
+    ck_assert_int_eq(mxc__queue_push(&q, &item, 0), MXC_OK);
+    pthread_join(th, NULL);
+    ck_assert_ptr_eq(w.got, &item);
+    ck_assert_msg(w.cpu_ns < WAIT_CPU_LIMIT, "%.2f ms of CPU waiting %d ms on an empty queue",
+                  (double)w.cpu_ns / 1e6, WAIT_MS);
+    mxc__queue_destroy(&q);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------------------- */
 
 static Suite *common_suite(void) {
@@ -626,6 +730,13 @@ static Suite *common_suite(void) {
     tcase_set_timeout(tc, mxct_timeout(20));
     tcase_add_loop_test(tc, test_pool_concurrent, 0, 2);
     tcase_add_test(tc, test_pool_distinct_objects);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("waits");
+    tcase_set_timeout(tc, mxct_timeout(20));
+    tcase_add_test(tc, test_spinlock_contender_sleeps);
+    tcase_add_test(tc, test_spinlock_excludes);
+    tcase_add_test(tc, test_queue_consumer_sleeps);
     suite_add_tcase(s, tc);
     return s;
 }

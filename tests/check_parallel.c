@@ -1,7 +1,7 @@
 /*
  * tests/check_parallel.c — the intra-operator thread budget and the code that spends it
  * (common/parallel.h, common/gemm.h): T from the environment and its bounds, that
- * mxc__parallel_for covers every index exactly once in at most T contiguous ranges for
+ * mxc__parallel_for covers every index exactly once in at most 4 T contiguous ranges for
  * many sizes, grains and budgets (and stays serial when nested or when T is 1), and
  * mxc__sgemm against a naive product for odd shapes, transposes, strides, beta 0 / 1 and
  * T = 1 .. 4.
@@ -134,7 +134,8 @@ START_TEST(test_parallel_for_covers_once) {
                                   t, (long long)ns[i], (long long)grains[j], (long long)k,
                                   c->count[k]);
                 int calls = c->calls;
-                ck_assert_msg(calls <= t && (ns[i] == 0 ? calls == 0 : calls >= 1),
+                ck_assert_msg(calls <= t * MXC__CHUNKS_PER_THREAD &&
+                                  (ns[i] == 0 ? calls == 0 : calls >= 1),
                               "T=%d n=%lld: %d ranges", t, (long long)ns[i], calls);
                 if (calls > 1)
                     ck_assert_int_eq(c->short_ranges, 0);
@@ -176,6 +177,104 @@ START_TEST(test_parallel_for_nested_is_serial) {
         for (int k = 0; k < 1000; k++)
             ck_assert_int_eq(inner[i].count[k], 1);
     free(inner);
+}
+END_TEST
+
+/* While one range sleeps, the threads that finished theirs must sleep too, not spin: a
+ * waiting thread burns at most MXC__SPIN_NS of CPU (libgomp's barrier spun for
+ * milliseconds, which on a loaded machine took the CPU from the thread it waited for). */
+static void one_range_sleeps(void *arg, int64_t b, int64_t e) {
+    atomic_int *first = arg;
+    if (atomic_fetch_add(first, 1) == 0)
+        mxct_sleep_us(60000);
+}
+
+START_TEST(test_parallel_for_waits_sleep) {
+    budget(2);
+    for (int round = 0; round < 3; round++) {
+        atomic_int first = 0;
+        uint64_t cpu0 = mxct_process_cpu_ns(), t0 = mxc__now_ns();
+        mxc__parallel_for(2, 1, one_range_sleeps, &first);
+        uint64_t cpu = mxct_process_cpu_ns() - cpu0, wall = mxc__now_ns() - t0;
+        ck_assert_int_eq(first, 2);
+        ck_assert_msg(wall >= 60000000u, "the loop returned before its sleeping range ended");
+        /* the other thread's spin (<= 50 us) plus wake-ups and bookkeeping */
+        ck_assert_msg(cpu < 4000000u, "round %d: %.2f ms of CPU while one range slept 60 ms", round,
+                      (double)cpu / 1e6);
+    }
+    /* Idle helpers sleep: no CPU between loops. */
+    mxct_sleep_us(5000);
+    uint64_t cpu0 = mxct_process_cpu_ns();
+    mxct_sleep_us(50000);
+    uint64_t idle = mxct_process_cpu_ns() - cpu0;
+    ck_assert_msg(idle < 2000000u, "%.2f ms of CPU while idle for 50 ms", (double)idle / 1e6);
+}
+END_TEST
+
+/* Helpers that only slow a loop down (as on a loaded machine, where one preempted in its
+ * chunk holds the loop for milliseconds) are left out after a window of 16 loops, and
+ * tried again after a back-off of 64 loops. */
+struct slow_helpers {
+    pthread_t caller;
+    atomic_int ranges, helper_ranges;
+};
+
+static void helpers_sleep(void *arg, int64_t b, int64_t e) {
+    struct slow_helpers *h = arg;
+    atomic_fetch_add(&h->ranges, 1);
+    if (pthread_equal(pthread_self(), h->caller)) {
+        mxct_sleep_us(300); /* long enough for the helper to wake and take a range */
+    } else {
+        atomic_fetch_add(&h->helper_ranges, 1);
+        mxct_sleep_us(5000);
+    }
+}
+
+/* Runs one loop of 64 items (8 chunks at T = 2) and returns how many ranges it ran. */
+static int one_loop(struct slow_helpers *h) {
+    atomic_store(&h->ranges, 0);
+    mxc__parallel_for(64, 1, helpers_sleep, h);
+    return atomic_load(&h->ranges);
+}
+
+START_TEST(test_parallel_for_drops_useless_helpers) {
+    budget(2);
+    struct slow_helpers h = {.caller = pthread_self()};
+    int parallel_loops = 0;
+    for (int i = 0; i < 16; i++)
+        parallel_loops += one_loop(&h) > 1;
+    ck_assert_int_eq(parallel_loops, 16);
+    int before = atomic_load(&h.helper_ranges);
+    for (int i = 0; i < 64; i++)
+        ck_assert_msg(one_loop(&h) == 1, "loop %d after the window used helpers", i);
+    ck_assert_int_eq(atomic_load(&h.helper_ranges), before);
+    ck_assert_msg(one_loop(&h) > 1, "helpers not tried again after the back-off");
+}
+END_TEST
+
+/* Loops from several threads at once: one holds the pool, the others run serially; every
+ * index is still covered once. */
+static void *loop_thread(void *arg) {
+    struct cover *c = arg;
+    for (int r = 0; r < 200; r++)
+        mxc__parallel_for(MAX_N, 16, mark, &c[r % 2]);
+    return NULL;
+}
+
+START_TEST(test_parallel_for_concurrent_callers) {
+    budget(3);
+    enum { CALLERS = 3 };
+    struct cover *c = calloc(2 * CALLERS, sizeof *c);
+    ck_assert_ptr_nonnull(c);
+    pthread_t th[CALLERS];
+    for (int i = 0; i < CALLERS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, loop_thread, &c[2 * i]), 0);
+    for (int i = 0; i < CALLERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 2 * CALLERS; i++)
+        for (int k = 0; k < MAX_N; k++)
+            ck_assert_int_eq(c[i].count[k], 100);
+    free(c);
 }
 END_TEST
 
@@ -282,6 +381,9 @@ static Suite *parallel_suite(void) {
     tcase_add_test(tc, test_parallel_for_covers_once);
     tcase_add_test(tc, test_parallel_for_serial_at_one);
     tcase_add_test(tc, test_parallel_for_nested_is_serial);
+    tcase_add_test(tc, test_parallel_for_waits_sleep);
+    tcase_add_test(tc, test_parallel_for_concurrent_callers);
+    tcase_add_test(tc, test_parallel_for_drops_useless_helpers);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("sgemm");

@@ -332,9 +332,6 @@ static int cmd_info(void) {
     CHECK(mxc_op_list(&nops, &ops));
     printf("mxc %s\n", mxc_version());
     printf("features: BLAS (OpenBLAS)");
-#ifdef MXC_USE_OPENMP
-    printf(", OpenMP");
-#endif
 #ifdef MXC_USE_CUDA
     printf(", CUDA");
 #endif

@@ -59,11 +59,13 @@ double mxct_timeout(double seconds) {
 
 /* ---- Time -------------------------------------------------------------------------- */
 
-uint64_t mxct_now_ns(void) {
+static uint64_t clock_ns(clockid_t clock) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t mxct_now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 
 void mxct_sleep_us(long us) {
     if (us <= 0)
@@ -72,6 +74,10 @@ void mxct_sleep_us(long us) {
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
     }
 }
+
+uint64_t mxct_process_cpu_ns(void) { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+
+uint64_t mxct_thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 void mxct_span_begin(struct mxct_span *s) { atomic_store(&s->start_ns, mxct_now_ns()); }
 

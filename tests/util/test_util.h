@@ -45,6 +45,10 @@ uint64_t mxct_now_ns(void);
 /* Sleeps for `us` microseconds (0: returns at once). */
 void mxct_sleep_us(long us);
 
+/* CPU time used so far by the whole process / by the calling thread, in nanoseconds. */
+uint64_t mxct_process_cpu_ns(void);
+uint64_t mxct_thread_cpu_ns(void);
+
 /* When something ran: set by the code being timed, read once it is known to be done. */
 struct mxct_span {
     _Atomic uint64_t start_ns, end_ns;
