@@ -1,12 +1,15 @@
 /*
  * resource/resource.c — the resource manager: per device context, a few temp-space
  * copies and a random generator, each guarded by its own engine variable on the default
- * engine. Created on first request; released at exit before the engine is destroyed.
+ * engine. Created on first request; released at exit before the engine is destroyed. The
+ * temp buffers are also given back at mxc_storage_shutdown (they belong to no user
+ * object) and grow again on the next use.
  */
 #include "resource/resource.h"
 
 #include "common/common.h"
 #include "common/thread.h"
+#include "storage/storage_impl.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,6 +61,29 @@ static void release_all(void) {
     mxc__mutex_unlock(&lock);
 }
 
+/* The storage shutdown hook: frees every temp buffer once the operations pushed on its
+ * variable have run. Waiting on an idle variable takes no memory, so this works when
+ * allocations fail; a copy still in use by a pending operation whose wait cannot be
+ * pushed keeps its buffer, and the shutdown then reports it. */
+static void release_temp_space(void) {
+    mxc__mutex_lock(&lock);
+    for (int d = 0; d < RES_MAX_DEVICES; d++) {
+        struct device_resources *dev = &devices[d];
+        for (int i = 0; dev->ready && i < dev->num_temp; i++) {
+            struct mxc__resource *r = &dev->temp[i];
+            if (r->space.ptr == NULL)
+                continue;
+            /* A failed operation leaves its error on the variable, which the first wait
+             * reports and clears; the second then tells whether the variable is idle. */
+            if (mxc_engine_wait_for_var(engine, r->var) != MXC_OK &&
+                mxc_engine_wait_for_var(engine, r->var) != MXC_OK)
+                continue;
+            mxc_storage_free(&r->space);
+        }
+    }
+    mxc__mutex_unlock(&lock);
+}
+
 static int init_resource(struct mxc__resource *r, int kind, mxc_context ctx, uint64_t seed) {
     r->kind = kind;
     r->ctx = ctx;
@@ -81,6 +107,7 @@ static int init_device(struct device_resources *dev, mxc_context ctx) {
     if (!exit_hook) {
         /* atexit handlers run in reverse: this one runs before the engine's. */
         atexit(release_all);
+        mxc__storage_set_shutdown_hook(release_temp_space);
         exit_hook = true;
     }
     return MXC_OK;

@@ -1,9 +1,12 @@
 /*
  * tests/check_storage.c — storage blocks and pools (storage/): alignment, size classes,
- * reuse from the pool, statistics, trim and shutdown, pooling off, concurrent alloc/free
- * from several threads, allocation-failure injection through the allocator hook with
- * leak counting, device contexts without a GPU, and misuse.
+ * reuse from the pool, statistics, trim and shutdown (also after operators used the
+ * resource layer's temp space and generators), pooling off, concurrent alloc/free from
+ * several threads, allocation-failure injection through the allocator hook with leak
+ * counting, device contexts without a GPU, and misuse.
  */
+#include "mxc/ndarray.h"
+#include "mxc/op.h"
 #include "mxc/storage.h"
 #include "tests/util/test_util.h"
 
@@ -310,6 +313,59 @@ START_TEST(test_trim_and_shutdown) {
     ck_assert_int_eq(mxc_storage_free(&b[0]), MXC_OK);
     ck_assert_int_eq(mxc_storage_shutdown(), MXC_OK);
     ta_uninstall_and_check_leaks();
+}
+END_TEST
+
+/* A 3x3 convolution of ones with weights 0.5 through mxc_imperative_invoke (its im2col
+ * buffer is the resource layer's temp space); every output is 27 * 0.5. */
+static mxc_ndarray *convolve_ones(void) {
+    mxc_ndarray *x = NULL, *w = NULL, *b = NULL, *y = NULL;
+    CK_OK(mxc_nd_full(&SHAPE(2, 3, 8, 8), MXC_FLOAT32, mxc_cpu(), 1, &x));
+    CK_OK(mxc_nd_full(&SHAPE(4, 3, 3, 3), MXC_FLOAT32, mxc_cpu(), 0.5, &w));
+    CK_OK(mxc_nd_zeros(&SHAPE(4), MXC_FLOAT32, mxc_cpu(), &b));
+    const char *keys[] = {"kernel", "num_filter"}, *vals[] = {"(3,3)", "4"};
+    mxc_ndarray *in[] = {x, w, b};
+    CK_OK(mxc_imperative_invoke("Convolution", 2, keys, vals, 3, in, 1, &y, 0));
+    float got[2 * 4 * 6 * 6];
+    CK_OK(mxc_nd_sync_copy_to_cpu(y, got, sizeof got));
+    for (size_t i = 0; i < ARRAY_SIZE(got); i++)
+        ck_assert_float_eq(got[i], 13.5f);
+    mxc_nd_free(x);
+    mxc_nd_free(w);
+    mxc_nd_free(b);
+    return y;
+}
+
+/* Temp space and random generators belong to the library, not to a user object: once
+ * every array is freed (and its delete has run) the shutdown finds nothing in use. */
+START_TEST(test_shutdown_after_operators) {
+    mxc_ndarray *y = convolve_ones(), *r = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(1000), MXC_FLOAT32, mxc_cpu(), 0, &r));
+    CK_OK(mxc_nd_random_uniform(r, -1, 1));
+    CK_OK(mxc_nd_wait_to_read(r));
+    mxc_nd_free(r);
+    CK_OK(mxc_nd_wait_all());
+    /* a live array is the documented error, and the message counts only its block:
+     * (2, 4, 6, 6) float32 is 1152 bytes, class 2048 */
+    ck_assert_int_eq(mxc_storage_shutdown(), MXC_EMISUSE);
+    ck_assert_str_eq(mxc_last_error(),
+                     "mxc_storage_shutdown: 1 block (2048 bytes) still in use on cpu(0)");
+    float got[2 * 4 * 6 * 6]; /* the array is still valid */
+    CK_OK(mxc_nd_sync_copy_to_cpu(y, got, sizeof got));
+    ck_assert_float_eq(got[0], 13.5f);
+    ck_assert_float_eq(got[ARRAY_SIZE(got) - 1], 13.5f);
+    mxc_nd_free(y);
+    CK_OK(mxc_nd_wait_all());
+    CK_OK(mxc_storage_shutdown());
+    mxc_storage_stats s = cpu_stats();
+    ck_assert_uint_eq(s.blocks_in_use, 0);
+    ck_assert_uint_eq(s.bytes_in_use, 0);
+    ck_assert_uint_eq(s.bytes_pooled, 0);
+    /* the temp space grows again for the next operator */
+    y = convolve_ones();
+    mxc_nd_free(y);
+    CK_OK(mxc_nd_wait_all());
+    CK_OK(mxc_storage_shutdown());
 }
 END_TEST
 
@@ -712,6 +768,7 @@ static Suite *storage_suite(void) {
     tcase_add_test(tc, test_pool_reuse);
     tcase_add_test(tc, test_stats_and_peak);
     tcase_add_test(tc, test_trim_and_shutdown);
+    tcase_add_test(tc, test_shutdown_after_operators);
     tcase_add_test(tc, test_leak_loop);
     tcase_add_test(tc, test_pooling_off);
     tcase_add_test(tc, test_threads);
