@@ -9,6 +9,7 @@
 
 #include "common/common.h"
 #include "common/thread.h"
+#include "engine/engine_impl.h"
 #include "storage/storage_impl.h"
 
 #include <stdatomic.h>
@@ -69,17 +70,9 @@ static void release_temp_space(void) {
     mxc__mutex_lock(&lock);
     for (int d = 0; d < RES_MAX_DEVICES; d++) {
         struct device_resources *dev = &devices[d];
-        for (int i = 0; dev->ready && i < dev->num_temp; i++) {
-            struct mxc__resource *r = &dev->temp[i];
-            if (r->space.ptr == NULL)
-                continue;
-            /* A failed operation leaves its error on the variable, which the first wait
-             * reports and clears; the second then tells whether the variable is idle. */
-            if (mxc_engine_wait_for_var(engine, r->var) != MXC_OK &&
-                mxc_engine_wait_for_var(engine, r->var) != MXC_OK)
-                continue;
-            mxc_storage_free(&r->space);
-        }
+        for (int i = 0; dev->ready && i < dev->num_temp; i++)
+            if (mxc_engine_wait_for_var(engine, dev->temp[i].var) == MXC_OK)
+                mxc_storage_free(&dev->temp[i].space);
     }
     mxc__mutex_unlock(&lock);
 }
@@ -89,7 +82,8 @@ static int init_resource(struct mxc__resource *r, int kind, mxc_context ctx, uin
     r->ctx = ctx;
     r->space = (mxc_storage_block){0};
     mxc__philox_init(&r->rng, seed, 0);
-    return mxc_engine_new_var(engine, &r->var);
+    /* a guard: an operation that fails with a resource does not fail its next users */
+    return mxc__engine_new_guard_var(engine, &r->var);
 }
 
 static int init_device(struct device_resources *dev, mxc_context ctx) {
