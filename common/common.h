@@ -86,14 +86,13 @@ bool mxc__log_enabled(int level);
 
 /* ---- Files ------------------------------------------------------------------------- */
 
-/* Replaces `path` crash-safely: `write(f, arg)` fills the temporary `<path>.tmp.<pid>` (same
+/* Replaces `path` crash-safely: `fill(f, arg)` writes the temporary `<path>.tmp.<pid>` (same
  * folder), which is flushed, fsynced, closed and renamed over `path`; then the folder is
  * fsynced so the rename survives a crash too. On failure the temporary is removed and
  * `path` is left as it was (except when only the folder sync fails: the new file is then
  * in place). Messages start with `fn`. Returns MXC_OK, MXC_ENOMEM, MXC_EIO (with the path
- * and the system's reason) or write's status. One call per path at a time per process. */
-int mxc__file_replace(const char *fn, const char *path, int (*write)(FILE *f, void *arg),
-                      void *arg);
+ * and the system's reason) or fill's status. One call per path at a time per process. */
+int mxc__file_replace(const char *fn, const char *path, int (*fill)(FILE *f, void *arg), void *arg);
 
 /* True when `name` (a file name) is a temporary `<target>.tmp.<pid>` of mxc__file_replace
  * whose process no longer exists (never this process's); *target_len is then the length of

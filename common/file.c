@@ -32,7 +32,7 @@ static int sync_dir(const char *fn, const char *dir) {
     return rc;
 }
 
-int mxc__file_replace(const char *fn, const char *path, int (*write)(FILE *f, void *arg),
+int mxc__file_replace(const char *fn, const char *path, int (*fill)(FILE *f, void *arg),
                       void *arg) {
     int rc = MXC_OK;
     size_t n = strlen(path);
@@ -49,7 +49,7 @@ int mxc__file_replace(const char *fn, const char *path, int (*write)(FILE *f, vo
         snprintf(dir, n + 2, "%.*s", slash == path ? 1 : (int)(slash - path), path);
     f = fopen(tmp, "wb");
     MXC_CHECK(f != NULL, MXC_EIO, "%s: cannot create %s: %s", fn, tmp, strerror(errno));
-    MXC_TRY(write(f, arg));
+    MXC_TRY(fill(f, arg));
     MXC_CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0, MXC_EIO, "%s: writing %s failed: %s", fn,
               tmp, strerror(errno));
     int closed = fclose(f);

@@ -62,17 +62,24 @@ static void release_all(void) {
     mxc__mutex_unlock(&lock);
 }
 
-/* The storage shutdown hook: frees every temp buffer once the operations pushed on its
- * variable have run. Waiting on an idle variable takes no memory, so this works when
- * allocations fail; a copy still in use by a pending operation whose wait cannot be
- * pushed keeps its buffer, and the shutdown then reports it. */
+/* The storage shutdown hook: frees every temp buffer in an operation on its variable, so
+ * after the operations that use it and before the next (which grows a new one), and waits
+ * for that. Neither takes memory once the engine's pools have grown (the naive engine's
+ * wait on an idle variable never does); when the push cannot be made the buffer stays,
+ * and the shutdown reports it. */
 static void release_temp_space(void) {
     mxc__mutex_lock(&lock);
     for (int d = 0; d < RES_MAX_DEVICES; d++) {
         struct device_resources *dev = &devices[d];
-        for (int i = 0; dev->ready && i < dev->num_temp; i++)
-            if (mxc_engine_wait_for_var(engine, dev->temp[i].var) == MXC_OK)
-                mxc_storage_free(&dev->temp[i].space);
+        for (int i = 0; dev->ready && i < dev->num_temp; i++) {
+            mxc_engine_op_desc desc = {.fn = free_space,
+                                       .arg = &dev->temp[i],
+                                       .mutable_vars = &dev->temp[i].var,
+                                       .num_mutable_vars = 1,
+                                       .name = "release_temp_space"};
+            if (mxc_engine_push(engine, &desc) == MXC_OK)
+                mxc_engine_wait_for_var(engine, dev->temp[i].var);
+        }
     }
     mxc__mutex_unlock(&lock);
 }

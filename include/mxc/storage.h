@@ -89,15 +89,16 @@ MXC_API int mxc_storage_trim(mxc_context ctx);
 
 /** Gives back the temp space operators used (the resource layer's buffers, which belong
  * to no user object; random generators hold no block), then trims every pool, CPU, pinned
- * and GPU. Pools and temp space stay usable afterwards (temp space grows again on its next
- * use), so this is safe at any time; call it before mxc_set_allocator and at exit when
- * checking for leaks. An array's block is in use until the delete that mxc_nd_free pushes
- * has run: wait for the engine (mxc_nd_wait_all) before counting on MXC_OK.
+ * and GPU. The temp space is freed by an engine operation ordered after the operations
+ * using it, and waited for; it grows again on its next use. Pools stay usable too, so
+ * this is safe at any time; call it before mxc_set_allocator and at exit when checking
+ * for leaks. An array's block is in use until the delete that mxc_nd_free pushes has run:
+ * wait for the engine (mxc_nd_wait_all) before counting on MXC_OK.
  * Returns: MXC_OK if no block is in use in any pool, else MXC_EMISUSE with a message
  *         naming the first context that still has blocks in use, their count and bytes
  *         (those blocks stay valid): a live array, executor or other user object.
- * Thread-safe; it waits for the operations pushed on the temp space, so do not call it
- * from inside an engine operation (the temp space then stays). */
+ * Thread-safe. Called from inside an engine operation it cannot wait, so temp space still
+ * counts as in use there. */
 MXC_API int mxc_storage_shutdown(void);
 
 /** Memory statistics of one context's pool. Byte counts use capacities (what is really
