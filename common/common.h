@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define MXC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -82,6 +83,21 @@ const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size);
 
 void mxc__log(int level, const char *fmt, ...) MXC_PRINTF(2, 3);
 bool mxc__log_enabled(int level);
+
+/* ---- Files ------------------------------------------------------------------------- */
+
+/* Replaces `path` crash-safely: `fill(f, arg)` writes the temporary `<path>.tmp.<pid>` (same
+ * folder), which is flushed, fsynced, closed and renamed over `path`; then the folder is
+ * fsynced so the rename survives a crash too. On failure the temporary is removed and
+ * `path` is left as it was (except when only the folder sync fails: the new file is then
+ * in place). Messages start with `fn`. Returns MXC_OK, MXC_ENOMEM, MXC_EIO (with the path
+ * and the system's reason) or fill's status. One call per path at a time per process. */
+int mxc__file_replace(const char *fn, const char *path, int (*fill)(FILE *f, void *arg), void *arg);
+
+/* True when `name` (a file name) is a temporary `<target>.tmp.<pid>` of mxc__file_replace
+ * whose process no longer exists (never this process's); *target_len is then the length of
+ * `<target>`. Such a file is a leftover of a save that was killed midway. */
+bool mxc__file_stale_temp(const char *name, size_t *target_len);
 
 /* ---- Time and environment ---------------------------------------------------------- */
 

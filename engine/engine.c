@@ -157,7 +157,7 @@ static void free_var(struct mxc_engine *eng, struct mxc_var *v) {
 static void complete_write(struct mxc_engine *eng, struct mxc_var *v, struct engine_error *err,
                            bool delete_after) {
     mxc__spin_lock(&v->lock);
-    if (err && var_error(v) == NULL) {
+    if (err && !v->guard && var_error(v) == NULL) {
         var_clear_error(v);
         error_ref(err);
         v->error = err;
@@ -532,9 +532,17 @@ int mxc_engine_new_var(mxc_engine *eng, mxc_var **out) {
     v->error = NULL;
     v->error_epoch = 0;
     v->engine = eng;
+    v->guard = false;
     atomic_fetch_add_explicit(&eng->live_vars, 1, memory_order_relaxed);
     *out = v;
     return MXC_OK;
+}
+
+int mxc__engine_new_guard_var(mxc_engine *eng, mxc_var **out) {
+    int rc = mxc_engine_new_var(eng, out);
+    if (rc == MXC_OK)
+        (*out)->guard = true;
+    return rc;
 }
 
 int mxc_engine_delete_var(mxc_engine *eng, mxc_var *var, mxc_engine_fn delete_fn, void *arg) {

@@ -57,6 +57,7 @@ struct mxc_var {
     struct engine_error *error;      /* valid while error_epoch == engine's epoch */
     uint64_t error_epoch;
     struct mxc_engine *engine;
+    bool guard; /* orders the users of a resource and holds no data: failures pass it by */
 };
 
 /* The fixed part of an operation: what to run and on which variables. A push creates a
@@ -207,5 +208,12 @@ void mxc__workers_foreach_prof(struct mxc_engine *eng,
 int mxc__cuda_worker_init(int dev_id, bool copy_stream, void **stream);
 void mxc__cuda_worker_fini(void *stream);
 int mxc__cuda_stream_sync(void *stream);
+
+/* Creates a guard variable: like mxc_engine_new_var, for a resource that operations
+ * take exclusively (a temp buffer, a random generator) and whose contents no later
+ * operation depends on. An operation that fails or is skipped does not pass its failure
+ * on to a guard, so one failure does not make every later user of the resource fail too.
+ * Returns as mxc_engine_new_var. */
+int mxc__engine_new_guard_var(mxc_engine *engine, mxc_var **out);
 
 #endif /* MXC_ENGINE_IMPL_H */

@@ -13,10 +13,13 @@
 
 #include "common/common.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MODEL_MAGIC 0x4d4f444cu /* "MODL" */
 
@@ -118,12 +121,78 @@ void mxc_model_free(mxc_model *m) {
     mxc__free(m);
 }
 
-/* ---- Checkpoints -------------------------------------------------------------------- */
+/* ---- Checkpoints -------------------------------------------------------------------- *
+ * A checkpoint of epoch E is the pair <prefix>-symbol.json + <prefix>-EEEE.params, each
+ * written through mxc__file_replace. */
 
 static void checkpoint_paths(const char *prefix, int epoch, char *sym_path, char *params_path,
                              size_t size) {
     snprintf(sym_path, size, "%s-symbol.json", prefix);
     snprintf(params_path, size, "%s-%04d.params", prefix, epoch);
+}
+
+/* Opens the folder of `prefix` ("runs/lenet": "runs"; "lenet": ".") and points *base at
+ * the file-name part ("lenet"). NULL with errno set when it cannot be opened. */
+static DIR *open_prefix_dir(const char *prefix, const char **base) {
+    char dir[4096];
+    const char *slash = strrchr(prefix, '/');
+    *base = slash ? slash + 1 : prefix;
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", slash == prefix ? 1 : (int)(slash - prefix), prefix);
+    return opendir(dir);
+}
+
+/* Whether the first `len` bytes of `name` are a checkpoint file of `base`: the symbol
+ * (*epoch = -1) or the parameters of epoch *epoch (exactly 4 digits, as saved). */
+static bool checkpoint_file(const char *name, size_t len, const char *base, int *epoch) {
+    size_t b = strlen(base);
+    if (len <= b + 1 || strncmp(name, base, b) != 0 || name[b] != '-')
+        return false;
+    const char *rest = name + b + 1;
+    size_t rlen = len - b - 1;
+    if (rlen == strlen("symbol.json") && strncmp(rest, "symbol.json", rlen) == 0) {
+        *epoch = -1;
+        return true;
+    }
+    if (rlen != strlen("0000.params") || strncmp(rest + 4, ".params", 7) != 0 ||
+        strspn(rest, "0123456789") < 4)
+        return false;
+    *epoch =
+        (rest[0] - '0') * 1000 + (rest[1] - '0') * 100 + (rest[2] - '0') * 10 + (rest[3] - '0');
+    return true;
+}
+
+/* Removes the temporaries of `prefix`'s checkpoint files that saves killed midway left
+ * behind (their process is gone), so that they do not pile up run after run. Files of
+ * other prefixes, other names and live processes are left alone. Best effort: a folder
+ * that cannot be read has nothing to clean. */
+static void remove_stale_temps(const char *prefix) {
+    const char *base;
+    DIR *d = open_prefix_dir(prefix, &base);
+    if (d == NULL)
+        return;
+    int fd = dirfd(d);
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d)) {
+        size_t len;
+        int epoch;
+        if (!mxc__file_stale_temp(e->d_name, &len) ||
+            !checkpoint_file(e->d_name, len, base, &epoch))
+            continue;
+        if (unlinkat(fd, e->d_name, 0) == 0)
+            mxc__log(MXC_LOG_INFO, "mxc_model_save: removed %s, left by a save that was killed",
+                     e->d_name);
+    }
+    closedir(d);
+}
+
+static int write_text(FILE *f, void *arg) {
+    const char *text = arg;
+    if (fputs(text, f) == EOF)
+        return mxc__error(MXC_EIO, "mxc_model_save: writing the symbol failed: %s",
+                          strerror(errno));
+    return MXC_OK;
 }
 
 int mxc_model_save(const mxc_model *m, const char *prefix, int epoch) {
@@ -136,7 +205,11 @@ int mxc_model_save(const mxc_model *m, const char *prefix, int epoch) {
         return mxc__error(MXC_EINVAL, "mxc_model_save: the model has no parameters yet");
     char sym_path[4096], params_path[4096];
     checkpoint_paths(prefix, epoch, sym_path, params_path, sizeof sym_path);
-    rc = mxc_symbol_save(m->sym, sym_path);
+    remove_stale_temps(prefix);
+    const char *json;
+    rc = mxc_symbol_save_json(m->sym, &json);
+    if (rc == MXC_OK)
+        rc = mxc__file_replace("mxc_model_save", sym_path, write_text, (void *)json);
     if (rc != MXC_OK)
         return rc;
     char **names = mxc__calloc((size_t)m->num_params, sizeof *names);
@@ -199,6 +272,61 @@ int mxc_model_load(const char *prefix, int epoch, mxc_model **out) {
     }
     *out = m;
     return MXC_OK;
+}
+
+int mxc_model_load_latest(const char *prefix, int *epoch, mxc_model **out) {
+    if (out != NULL)
+        *out = NULL;
+    if (epoch != NULL)
+        *epoch = 0;
+    if (out == NULL || epoch == NULL || prefix == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_load_latest: %s is NULL",
+                          out == NULL     ? "out"
+                          : epoch == NULL ? "epoch"
+                                          : "prefix");
+    bool found[10000] = {false};
+    int count = 0;
+    const char *base;
+    DIR *d = open_prefix_dir(prefix, &base);
+    if (d == NULL && errno != ENOENT)
+        return mxc__error(MXC_EIO, "mxc_model_load_latest: cannot list the folder of %s: %s",
+                          prefix, strerror(errno));
+    for (struct dirent *e = d ? readdir(d) : NULL; e != NULL; e = readdir(d)) {
+        int k;
+        if (checkpoint_file(e->d_name, strlen(e->d_name), base, &k) && k >= 0 && !found[k]) {
+            found[k] = true;
+            count++;
+        }
+    }
+    if (d != NULL)
+        closedir(d);
+    int newest = -1, newest_rc = MXC_OK;
+    char why[700] = "";
+    for (int k = 9999; k >= 0; k--) {
+        if (!found[k])
+            continue;
+        int rc = mxc_model_load(prefix, k, out);
+        if (rc == MXC_OK) {
+            *epoch = k;
+            return MXC_OK;
+        }
+        if (rc == MXC_ENOMEM) /* not damage: an earlier epoch would silently lose work */
+            return rc;
+        mxc__log(MXC_LOG_WARN,
+                 "mxc_model_load_latest: skipping damaged checkpoint %s-%04d.params: %s", prefix, k,
+                 mxc_last_error());
+        if (newest < 0) {
+            newest = k;
+            newest_rc = rc;
+            snprintf(why, sizeof why, "%s", mxc_last_error());
+        }
+    }
+    if (count == 0)
+        return MXC_OK; /* nothing to resume from */
+    return mxc__error(newest_rc,
+                      "mxc_model_load_latest: none of the %d checkpoint(s) of %s loads; the "
+                      "newest, %s-%04d.params: %s",
+                      count, prefix, prefix, newest, why);
 }
 
 /* ---- Binding for an iterator -------------------------------------------------------- */

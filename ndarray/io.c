@@ -1,8 +1,8 @@
 /*
  * ndarray/io.c — mxc_nd_save / mxc_nd_load: arrays to and from MXNet's NDArray list
  * files. The byte format lives in nd_format.c; this file moves array contents between
- * the engine and host buffers and does the file handling (whole-file reads, writes to a
- * temporary file renamed into place).
+ * the engine and host buffers and does the file handling (whole-file reads; writes through
+ * mxc__file_replace, a temporary file renamed into place).
  */
 #include "ndarray/nd_format.h"
 #include "ndarray/ndarray_impl.h"
@@ -11,37 +11,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* Writes the list to `path` through a temporary file in the same folder, flushed and
- * renamed, so readers see the old file or the new one, never a partial one. */
-static int write_file_atomically(const char *path, const struct mxc__nd_record *records,
-                                 size_t count, bool named) {
-    int rc = MXC_OK;
-    size_t n = strlen(path);
-    char *tmp = mxc__malloc(n + 16);
-    FILE *f = NULL;
-    MXC_CHECK(tmp != NULL, MXC_ENOMEM, "mxc_nd_save: out of memory");
-    snprintf(tmp, n + 16, "%s.tmp.%d", path, (int)getpid());
-    f = fopen(tmp, "wb");
-    MXC_CHECK(f != NULL, MXC_EIO, "mxc_nd_save: cannot create %s: %s", tmp, strerror(errno));
-    MXC_TRY(mxc__nd_write_file(records, count, named, f));
-    MXC_CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0, MXC_EIO,
-              "mxc_nd_save: writing %s failed: %s", tmp, strerror(errno));
-    int closed = fclose(f);
-    f = NULL;
-    MXC_CHECK(closed == 0, MXC_EIO, "mxc_nd_save: closing %s failed: %s", tmp, strerror(errno));
-    MXC_CHECK(rename(tmp, path) == 0, MXC_EIO, "mxc_nd_save: cannot rename %s to %s: %s", tmp, path,
-              strerror(errno));
-    mxc__free(tmp);
-    return MXC_OK;
-fail:
-    if (f)
-        fclose(f);
-    if (tmp)
-        remove(tmp);
-    mxc__free(tmp);
-    return rc;
+/* What mxc__file_replace writes: the list, in MXNet's format. */
+struct list_file {
+    const struct mxc__nd_record *records;
+    size_t count;
+    bool named;
+};
+
+static int write_list(FILE *f, void *arg) {
+    const struct list_file *l = arg;
+    return mxc__nd_write_file(l->records, l->count, l->named, f);
 }
 
 int mxc_nd_save(const char *path, size_t count, mxc_ndarray *const *arrays,
@@ -74,7 +54,8 @@ int mxc_nd_save(const char *path, size_t count, mxc_ndarray *const *arrays,
         r->data = host;
         MXC_TRY(mxc_nd_sync_copy_to_cpu(a, host, r->nbytes));
     }
-    MXC_TRY(write_file_atomically(path, records, count, names != NULL));
+    struct list_file list = {records, count, names != NULL};
+    MXC_TRY(mxc__file_replace("mxc_nd_save", path, write_list, &list));
 fail:
     for (size_t i = 0; records && i < count; i++)
         mxc__free((void *)records[i].data);

@@ -1,12 +1,16 @@
 /*
  * resource/resource.c — the resource manager: per device context, a few temp-space
  * copies and a random generator, each guarded by its own engine variable on the default
- * engine. Created on first request; released at exit before the engine is destroyed.
+ * engine. Created on first request; released at exit before the engine is destroyed. The
+ * temp buffers are also given back at mxc_storage_shutdown (they belong to no user
+ * object) and grow again on the next use.
  */
 #include "resource/resource.h"
 
 #include "common/common.h"
 #include "common/thread.h"
+#include "engine/engine_impl.h"
+#include "storage/storage_impl.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -58,12 +62,35 @@ static void release_all(void) {
     mxc__mutex_unlock(&lock);
 }
 
+/* The storage shutdown hook: frees every temp buffer in an operation on its variable, so
+ * after the operations that use it and before the next (which grows a new one), and waits
+ * for that. Neither takes memory once the engine's pools have grown (the naive engine's
+ * wait on an idle variable never does); when the push cannot be made the buffer stays,
+ * and the shutdown reports it. */
+static void release_temp_space(void) {
+    mxc__mutex_lock(&lock);
+    for (int d = 0; d < RES_MAX_DEVICES; d++) {
+        struct device_resources *dev = &devices[d];
+        for (int i = 0; dev->ready && i < dev->num_temp; i++) {
+            mxc_engine_op_desc desc = {.fn = free_space,
+                                       .arg = &dev->temp[i],
+                                       .mutable_vars = &dev->temp[i].var,
+                                       .num_mutable_vars = 1,
+                                       .name = "release_temp_space"};
+            if (mxc_engine_push(engine, &desc) == MXC_OK)
+                mxc_engine_wait_for_var(engine, dev->temp[i].var);
+        }
+    }
+    mxc__mutex_unlock(&lock);
+}
+
 static int init_resource(struct mxc__resource *r, int kind, mxc_context ctx, uint64_t seed) {
     r->kind = kind;
     r->ctx = ctx;
     r->space = (mxc_storage_block){0};
     mxc__philox_init(&r->rng, seed, 0);
-    return mxc_engine_new_var(engine, &r->var);
+    /* a guard: an operation that fails with a resource does not fail its next users */
+    return mxc__engine_new_guard_var(engine, &r->var);
 }
 
 static int init_device(struct device_resources *dev, mxc_context ctx) {
@@ -81,6 +108,7 @@ static int init_device(struct device_resources *dev, mxc_context ctx) {
     if (!exit_hook) {
         /* atexit handlers run in reverse: this one runs before the engine's. */
         atexit(release_all);
+        mxc__storage_set_shutdown_hook(release_temp_space);
         exit_hook = true;
     }
     return MXC_OK;

@@ -40,6 +40,7 @@ struct pool {
 static struct pool pools[NUM_POOLS];
 static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
 static atomic_int pooling_on = 1;
+static _Atomic(void (*)(void)) shutdown_hook;
 
 static void pools_init(void) {
     for (int i = 0; i < NUM_POOLS; i++) {
@@ -340,9 +341,16 @@ int mxc_storage_trim(mxc_context ctx) {
     return MXC_OK;
 }
 
+void mxc__storage_set_shutdown_hook(void (*release)(void)) {
+    atomic_store(&shutdown_hook, release);
+}
+
 int mxc_storage_shutdown(void) {
     int rc = MXC_OK;
     ensure_init();
+    void (*release)(void) = atomic_load(&shutdown_hook);
+    if (release != NULL)
+        release();
     for (int i = 0; i < NUM_POOLS; i++) {
         struct pool *p = &pools[i];
         mxc__mutex_lock(&p->lock);

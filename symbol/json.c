@@ -581,8 +581,13 @@ int mxc_symbol_load(const char *path, mxc_symbol **out) {
         data[len] = '\0';
         if (memchr(data, '\0', len) != NULL)
             rc = mxc__error(MXC_EFORMAT, "symbol JSON '%s': contains a NUL byte", path);
-        else
-            rc = mxc_symbol_load_json(data, out);
+        else if (len == 0)
+            rc = mxc__error(MXC_EFORMAT, "mxc_symbol_load: '%s' is empty", path);
+        else if ((rc = mxc_symbol_load_json(data, out)) != MXC_OK) {
+            char why[768]; /* the parser's message names no file */
+            snprintf(why, sizeof why, "%s", mxc_last_error());
+            mxc__error(rc, "mxc_symbol_load: '%s': %s", path, why);
+        }
     }
     mxc__free(data);
     return rc;

@@ -2,7 +2,8 @@
  * tests/check_cli.c — the `mxc` command run as a user runs it (a child process of the
  * binary next to this test): info, usage errors, a short training on Fashion-MNIST whose
  * JSON summary has the promised fields and an accuracy no broken gradient reaches,
- * scoring the checkpoint, resuming, and predictions written as an NDArray list.
+ * scoring the checkpoint, resuming (falling back, with a warning, past a damaged newest
+ * checkpoint), and predictions written as an NDArray list.
  */
 #include "mxc/ndarray.h"
 #include "tests/util/test_util.h"
@@ -179,6 +180,44 @@ START_TEST(test_train_on_csv) {
 }
 END_TEST
 
+/* --resume takes the newest checkpoint that loads: past a truncated newest one with a
+ * warning naming it; when none loads (an empty symbol file) it fails naming the file. */
+START_TEST(test_resume_skips_damaged_checkpoint) {
+    write_csv("build/check_cli_rx.csv", "build/check_cli_ry.csv", 40);
+    const char *train = "train --network mlp --batch-size 20 --frequent 0 --json "
+                        "--prefix build/check_cli_resume "
+                        "--data csv:build/check_cli_rx.csv,build/check_cli_ry.csv";
+    char cmd[512];
+    for (int e = 1; e <= 9; e++) {
+        snprintf(cmd, sizeof cmd, "build/check_cli_resume-%04d.params", e);
+        remove(cmd);
+    }
+    const char *out;
+    snprintf(cmd, sizeof cmd, "%s --epochs 2", train);
+    ck_assert_int_eq(run(cmd, &out), 0);
+    ck_assert_int_eq(truncate("build/check_cli_resume-0002.params", 64), 0);
+    snprintf(cmd, sizeof cmd, "%s --epochs 1 --resume", train);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "warn: mxc_model_load_latest: skipping damaged checkpoint "
+                              "build/check_cli_resume-0002.params") != NULL,
+                  "%s", out);
+    ck_assert_msg(strstr(out, "resuming from build/check_cli_resume-0001.params") != NULL, "%s",
+                  out);
+    ck_assert_int_eq((int)json_number(strrchr(out, '{'), "epochs"), 2);
+    /* epoch 2 was written again, whole */
+    ck_assert_int_eq(run("score --prefix build/check_cli_resume --epoch 2 "
+                         "--data csv:build/check_cli_rx.csv,build/check_cli_ry.csv,"
+                         "build/check_cli_rx.csv,build/check_cli_ry.csv",
+                         &out),
+                     0);
+    FILE *f = fopen("build/check_cli_resume-symbol.json", "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "build/check_cli_resume-symbol.json' is empty") != NULL, "%s", out);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
@@ -186,6 +225,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_info_and_usage);
     tcase_add_test(tc, test_train_score_resume_predict);
     tcase_add_test(tc, test_train_on_csv);
+    tcase_add_test(tc, test_resume_skips_damaged_checkpoint);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -2,8 +2,10 @@
  * tests/check_model.c — the training pieces of mxc/model.h: initializers (name patterns,
  * each scheme's range and spread, reproducibility for a seed), metrics (values on known
  * batches, padding, composites, bad input), optimizers (SGD, momentum and Adam against
- * the formulas over several steps, multipliers, learning-rate schedules) and the network
- * builders of mxc/networks.h.
+ * the formulas over several steps, multipliers, learning-rate schedules), the network
+ * builders of mxc/networks.h, fit, and checkpoints: crash-safe saves that clean up the
+ * temporaries of killed saves, resuming from the newest checkpoint that loads, and errors
+ * that name the damaged file.
  */
 #include "mxc/executor.h"
 #include "mxc/io.h"
@@ -15,8 +17,11 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static mxc_ndarray *array(mxc_shape s, const float *values) {
     mxc_ndarray *a = NULL;
@@ -308,32 +313,192 @@ START_TEST(test_fit_checkpoint_score_predict) {
 }
 END_TEST
 
+/* An MLP with `hidden` units fitted quietly for `epochs` epochs (SGD, lr 0.1, seed 11) on
+ * toy data, without checkpoints. */
+static mxc_model *fitted_mlp(int hidden, int epochs) {
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_net_mlp(1, &hidden, "relu", 2, &net));
+    mxc_model *model = NULL;
+    CK_OK(mxc_model_create(net, &model));
+    mxc_symbol_free(net);
+    mxc_data_iter *train = toy_iter(20, 4);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.num_epochs = epochs;
+    cfg.optimizer.lr = 0.1f;
+    cfg.seed = 11;
+    cfg.quiet = 1;
+    CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+    mxc_data_iter_free(train);
+    return model;
+}
+
 /* The same seed and data give the same weights with the naive engine's order... and with
  * any engine here, since every kernel is deterministic and the order per variable fixed. */
 START_TEST(test_fit_reproducible) {
     float *w[2];
     for (int run = 0; run < 2; run++) {
-        int hidden[] = {8};
-        mxc_symbol *net = NULL;
-        CK_OK(mxc_net_mlp(1, hidden, "relu", 2, &net));
-        mxc_model *model = NULL;
-        CK_OK(mxc_model_create(net, &model));
-        mxc_symbol_free(net);
-        mxc_data_iter *train = toy_iter(20, 4);
-        mxc_fit_config cfg;
-        mxc_fit_config_init(&cfg);
-        cfg.num_epochs = 2;
-        cfg.optimizer.lr = 0.1f;
-        cfg.seed = 11;
-        cfg.quiet = 1;
-        CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+        mxc_model *model = fitted_mlp(8, 2);
         w[run] = host(mxc_model_param(model, "fc1_weight"));
         mxc_model_free(model);
-        mxc_data_iter_free(train);
     }
     ck_assert_mem_eq(w[0], w[1], sizeof(float) * 16);
     free(w[0]);
     free(w[1]);
+}
+END_TEST
+
+/* ---- Checkpoint files ----------------------------------------------------------------- */
+
+/* Creates the file named by `fmt` and `pid` (printf-style) with some bytes; its path goes
+ * to path[256]. */
+static void touch(char *path, const char *fmt, long pid) {
+    snprintf(path, 256, fmt, pid);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("half a checkpoint", f);
+    fclose(f);
+}
+
+static bool exists(const char *path) { return access(path, F_OK) == 0; }
+
+/* The pid of a process that has exited (and been reaped). */
+static long dead_pid(void) {
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0)
+        _exit(0);
+    ck_assert_int_eq(waitpid(child, NULL, 0), child);
+    return (long)child;
+}
+
+/* A save removes the temporaries that killed saves of the same prefix left behind, and
+ * nothing else: not other prefixes or names, not a live process's. */
+START_TEST(test_checkpoint_removes_stale_temps) {
+    mxc_model *model = fitted_mlp(4, 1);
+    long dead = dead_pid(), self = (long)getpid();
+    char stale[2][256], kept[7][256];
+    touch(stale[0], "build/check_model_stale-0003.params.tmp.%ld", dead);
+    touch(stale[1], "build/check_model_stale-symbol.json.tmp.%ld", dead);
+    touch(kept[0], "build/check_model_stale-0004.params.tmp.%ld", self);  /* this process */
+    touch(kept[1], "build/check_model_stale-0005.params.tmp.%ld", 1);     /* init: alive */
+    touch(kept[2], "build/check_model_stalex-0003.params.tmp.%ld", dead); /* other prefix */
+    touch(kept[3], "build/check_model_stale-3.params.tmp.%ld", dead);     /* not NNNN */
+    touch(kept[4], "build/check_model_stale-0003.params.bak.tmp.%ld", dead);
+    touch(kept[5], "build/check_model_stale-0003.params.tmp.%ldx", dead);
+    touch(kept[6], "build/check_model_stale-0003.params.tmp.0%ld", dead);
+    CK_OK(mxc_model_save(model, "build/check_model_stale", 1));
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(!exists(stale[i]), "%s was not removed", stale[i]);
+    for (int i = 0; i < 7; i++) {
+        ck_assert_msg(exists(kept[i]), "%s was removed", kept[i]);
+        remove(kept[i]);
+    }
+    /* the save left no temporary of its own, and its pair loads */
+    char own[256];
+    snprintf(own, sizeof own, "build/check_model_stale-0001.params.tmp.%ld", self);
+    ck_assert(!exists(own));
+    snprintf(own, sizeof own, "build/check_model_stale-symbol.json.tmp.%ld", self);
+    ck_assert(!exists(own));
+    mxc_model *loaded = NULL;
+    CK_OK(mxc_model_load("build/check_model_stale", 1, &loaded));
+    ck_assert_ptr_nonnull(mxc_model_param(loaded, "fc1_weight"));
+    mxc_model_free(loaded);
+    /* a folder that cannot be written: the temporary's path and the reason */
+    CK_ERR(MXC_EIO, mxc_model_save(model, "build/no-such-folder/m", 1));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "build/no-such-folder/m-symbol.json.tmp."));
+    mxc_model_free(model);
+}
+END_TEST
+
+/* Log lines at warn level and above, for the test to read. */
+static char warnings[4096];
+
+static void keep_warning(void *user, int level, const char *message) {
+    (void)user;
+    if (level >= MXC_LOG_WARN && strlen(warnings) + strlen(message) + 2 < sizeof warnings) {
+        strcat(warnings, message);
+        strcat(warnings, "\n");
+    }
+}
+
+static void write_file(const char *path, const char *text, long truncate_to) {
+    if (truncate_to >= 0) {
+        ck_assert_int_eq(truncate(path, truncate_to), 0);
+        return;
+    }
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Resuming takes the newest checkpoint that loads, warning about and skipping damaged
+ * newer ones; when none loads the error names the damaged file. */
+START_TEST(test_checkpoint_resume_fallback) {
+    const char *prefix = "build/check_model_resume";
+    char path[256];
+    for (int e = 0; e <= 10; e++) {
+        snprintf(path, sizeof path, "%s-%04d.params", prefix, e);
+        remove(path);
+    }
+    mxc_model *model = fitted_mlp(4, 1), *m = NULL;
+    for (int e = 1; e <= 3; e++)
+        CK_OK(mxc_model_save(model, prefix, e));
+    mxc_model_free(model);
+    int epoch = -1;
+    CK_OK(mxc_model_load_latest(prefix, &epoch, &m));
+    ck_assert_int_eq(epoch, 3);
+    ck_assert_ptr_nonnull(m);
+    mxc_model_free(m);
+
+    mxc_set_log(keep_warning, NULL, MXC_LOG_WARN);
+    /* truncated newest parameters: epoch 2, with a warning naming epoch 3's file */
+    write_file("build/check_model_resume-0003.params", NULL, 100);
+    warnings[0] = '\0';
+    CK_OK(mxc_model_load_latest(prefix, &epoch, &m));
+    ck_assert_int_eq(epoch, 2);
+    ck_assert_ptr_nonnull(mxc_model_param(m, "fc1_weight"));
+    mxc_model_free(m);
+    ck_assert_msg(strstr(warnings, "skipping damaged checkpoint "
+                                   "build/check_model_resume-0003.params") != NULL,
+                  "warnings: %s", warnings);
+    /* garbage in epoch 2 too: epoch 1 */
+    write_file("build/check_model_resume-0002.params", "not a params file", -1);
+    CK_OK(mxc_model_load_latest(prefix, &epoch, &m));
+    ck_assert_int_eq(epoch, 1);
+    mxc_model_free(m);
+
+    /* an empty symbol file: no pair loads; the error names the symbol file */
+    write_file("build/check_model_resume-symbol.json", "", -1);
+    warnings[0] = '\0';
+    epoch = -1;
+    m = (mxc_model *)1;
+    CK_ERR(MXC_EFORMAT, mxc_model_load_latest(prefix, &epoch, &m));
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(epoch, 0);
+    ck_assert_msg(strstr(mxc_last_error(), "build/check_model_resume-symbol.json' is empty"), "%s",
+                  mxc_last_error());
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "none of the 3 checkpoint(s)"));
+    ck_assert_ptr_nonnull(strstr(warnings, "build/check_model_resume-0001.params"));
+    CK_ERR(MXC_EFORMAT, mxc_model_load(prefix, 1, &m));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "build/check_model_resume-symbol.json"));
+    /* a malformed one: the parser's position, and the file */
+    write_file("build/check_model_resume-symbol.json", "{\"nodes\": [", -1);
+    CK_ERR(MXC_EFORMAT, mxc_model_load(prefix, 1, &m));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "build/check_model_resume-symbol.json"));
+    mxc_set_log(NULL, NULL, MXC_LOG_WARN);
+
+    /* no checkpoint at all: nothing to resume, which is not an error */
+    m = (mxc_model *)1;
+    CK_OK(mxc_model_load_latest("build/check_model_none", &epoch, &m));
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(epoch, 0);
+    CK_OK(mxc_model_load_latest("build/no-such-folder/m", &epoch, &m));
+    ck_assert_ptr_null(m);
+    CK_ERR(MXC_EINVAL, mxc_model_load_latest(NULL, &epoch, &m));
+    CK_ERR(MXC_EINVAL, mxc_model_load_latest(prefix, NULL, &m));
+    CK_ERR(MXC_EINVAL, mxc_model_load_latest(prefix, &epoch, NULL));
 }
 END_TEST
 
@@ -349,6 +514,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_networks);
     tcase_add_test(tc, test_fit_checkpoint_score_predict);
     tcase_add_test(tc, test_fit_reproducible);
+    tcase_add_test(tc, test_checkpoint_removes_stale_temps);
+    tcase_add_test(tc, test_checkpoint_resume_fallback);
     suite_add_tcase(s, tc);
     return s;
 }

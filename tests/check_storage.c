@@ -1,9 +1,13 @@
 /*
  * tests/check_storage.c — storage blocks and pools (storage/): alignment, size classes,
- * reuse from the pool, statistics, trim and shutdown, pooling off, concurrent alloc/free
- * from several threads, allocation-failure injection through the allocator hook with
- * leak counting, device contexts without a GPU, and misuse.
+ * reuse from the pool, statistics, trim and shutdown (also after operators used the
+ * resource layer's temp space and generators), a failure that stays with its operation
+ * rather than spreading through the shared temp space, pooling off, concurrent alloc/free
+ * from several threads, allocation-failure injection through the allocator hook with leak
+ * counting, device contexts without a GPU, and misuse.
  */
+#include "mxc/ndarray.h"
+#include "mxc/op.h"
 #include "mxc/storage.h"
 #include "tests/util/test_util.h"
 
@@ -310,6 +314,87 @@ START_TEST(test_trim_and_shutdown) {
     ck_assert_int_eq(mxc_storage_free(&b[0]), MXC_OK);
     ck_assert_int_eq(mxc_storage_shutdown(), MXC_OK);
     ta_uninstall_and_check_leaks();
+}
+END_TEST
+
+/* A 3x3 convolution of `x` (2, 3, 8, 8) with 4 filters of weights 0.5 and bias 0 through
+ * mxc_imperative_invoke: its im2col buffer is the resource layer's temp space. */
+static mxc_ndarray *convolve(mxc_ndarray *x) {
+    mxc_ndarray *w = NULL, *b = NULL, *y = NULL;
+    CK_OK(mxc_nd_full(&SHAPE(4, 3, 3, 3), MXC_FLOAT32, mxc_cpu(), 0.5, &w));
+    CK_OK(mxc_nd_zeros(&SHAPE(4), MXC_FLOAT32, mxc_cpu(), &b));
+    const char *keys[] = {"kernel", "num_filter"}, *vals[] = {"(3,3)", "4"};
+    mxc_ndarray *in[] = {x, w, b};
+    CK_OK(mxc_imperative_invoke("Convolution", 2, keys, vals, 3, in, 1, &y, 0));
+    mxc_nd_free(w);
+    mxc_nd_free(b);
+    return y;
+}
+
+/* Asserts that `y` is the convolution of ones: every output is 27 * 0.5. */
+static void expect_convolved_ones(mxc_ndarray *y) {
+    float got[2 * 4 * 6 * 6];
+    CK_OK(mxc_nd_sync_copy_to_cpu(y, got, sizeof got));
+    for (size_t i = 0; i < ARRAY_SIZE(got); i++)
+        ck_assert_float_eq(got[i], 13.5f);
+}
+
+static mxc_ndarray *convolve_ones(void) {
+    mxc_ndarray *x = NULL;
+    CK_OK(mxc_nd_full(&SHAPE(2, 3, 8, 8), MXC_FLOAT32, mxc_cpu(), 1, &x));
+    mxc_ndarray *y = convolve(x);
+    expect_convolved_ones(y);
+    mxc_nd_free(x);
+    return y;
+}
+
+/* Temp space and random generators belong to the library, not to a user object: once
+ * every array is freed (and its delete has run) the shutdown finds nothing in use. */
+START_TEST(test_shutdown_after_operators) {
+    mxc_ndarray *y = convolve_ones(), *r = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(1000), MXC_FLOAT32, mxc_cpu(), 0, &r));
+    CK_OK(mxc_nd_random_uniform(r, -1, 1));
+    CK_OK(mxc_nd_wait_to_read(r));
+    mxc_nd_free(r);
+    CK_OK(mxc_nd_wait_all());
+    /* a live array is the documented error, and the message counts only its block:
+     * (2, 4, 6, 6) float32 is 1152 bytes, class 2048 */
+    ck_assert_int_eq(mxc_storage_shutdown(), MXC_EMISUSE);
+    ck_assert_str_eq(mxc_last_error(),
+                     "mxc_storage_shutdown: 1 block (2048 bytes) still in use on cpu(0)");
+    expect_convolved_ones(y); /* the array is still valid */
+    mxc_nd_free(y);
+    CK_OK(mxc_nd_wait_all());
+    CK_OK(mxc_storage_shutdown());
+    mxc_storage_stats s = cpu_stats();
+    ck_assert_uint_eq(s.blocks_in_use, 0);
+    ck_assert_uint_eq(s.bytes_in_use, 0);
+    ck_assert_uint_eq(s.bytes_pooled, 0);
+    /* the temp space grows again for the next operator */
+    y = convolve_ones();
+    mxc_nd_free(y);
+    CK_OK(mxc_nd_wait_all());
+    CK_OK(mxc_storage_shutdown());
+}
+END_TEST
+
+/* A failed operation that used the temp space does not fail the next, unrelated user of
+ * the same temp space: a resource's variable only orders its users. */
+START_TEST(test_failure_stays_with_its_operation) {
+    mxc_ndarray *unwritten = NULL, *ones = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(2, 3, 8, 8), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    mxc_ndarray *bad = convolve(unwritten); /* fails when it runs: its input was never written */
+    CK_OK(mxc_nd_full(&SHAPE(2, 3, 8, 8), MXC_FLOAT32, mxc_cpu(), 1, &ones));
+    mxc_ndarray *good = convolve(ones);
+    expect_convolved_ones(good);
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(bad));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "read before anything wrote it"));
+    mxc_nd_free(bad);
+    mxc_nd_free(good);
+    mxc_nd_free(unwritten);
+    mxc_nd_free(ones);
+    mxc_nd_wait_all(); /* reports the failure once more */
+    CK_OK(mxc_storage_shutdown());
 }
 END_TEST
 
@@ -712,6 +797,8 @@ static Suite *storage_suite(void) {
     tcase_add_test(tc, test_pool_reuse);
     tcase_add_test(tc, test_stats_and_peak);
     tcase_add_test(tc, test_trim_and_shutdown);
+    tcase_add_test(tc, test_shutdown_after_operators);
+    tcase_add_test(tc, test_failure_stays_with_its_operation);
     tcase_add_test(tc, test_leak_loop);
     tcase_add_test(tc, test_pooling_off);
     tcase_add_test(tc, test_threads);

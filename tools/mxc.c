@@ -195,20 +195,6 @@ static mxc_symbol *network(const char *name, int *flat) {
     return net;
 }
 
-/* The highest epoch E with <prefix>-EEEE.params, or 0. */
-static int latest_epoch(const char *prefix) {
-    for (int e = 9999; e > 0; e--) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s-%04d.params", prefix, e);
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            fclose(f);
-            return e;
-        }
-    }
-    return 0;
-}
-
 static int cmd_train(struct options *o) {
     if (o->network == NULL)
         usage_error("train needs --network", NULL);
@@ -222,12 +208,13 @@ static int cmd_train(struct options *o) {
     mxc_symbol *net = network(o->network, &flat);
     mxc_model *model = NULL;
     int begin = 0;
-    if (o->resume && (begin = latest_epoch(prefix)) > 0) {
-        CHECK(mxc_model_load(prefix, begin, &model));
+    /* the newest checkpoint that loads; a damaged newer one is skipped with a warning */
+    if (o->resume)
+        CHECK(mxc_model_load_latest(prefix, &begin, &model));
+    if (model != NULL)
         fprintf(stderr, "mxc: resuming from %s-%04d.params\n", prefix, begin);
-    } else {
+    else
         CHECK(mxc_model_create(net, &model));
-    }
     mxc_data_iter *train = open_data(o, 1, flat), *test = open_data(o, 0, flat);
     mxc_fit_config cfg;
     mxc_fit_config_init(&cfg);

@@ -145,13 +145,36 @@ MXC_API int mxc_model_create(mxc_symbol *sym, mxc_model **out);
 
 /** Loads `prefix`-symbol.json and `prefix`-EEEE.params (EEEE = epoch, 4 digits) as saved
  * by MXNet or mxc (parameters named "arg:<name>" and "aux:<name>"). Returns MXC_OK,
- * MXC_EIO (a file cannot be read, with its path), MXC_EFORMAT, MXC_EINVAL, MXC_ENOMEM. */
+ * MXC_EIO (a file cannot be read, with its path), MXC_EFORMAT (a damaged file: an empty
+ * or malformed symbol file, a truncated parameter file; the message names the file),
+ * MXC_EINVAL, MXC_ENOMEM. */
 MXC_API int mxc_model_load(const char *prefix, int epoch, mxc_model **out);
 
-/** Saves the model as `prefix`-symbol.json and `prefix`-EEEE.params, each written to a
- * temporary file, flushed and renamed over the old one, so an interrupted save never
- * damages an earlier checkpoint. Waits for pending writes to the parameters. Returns
- * MXC_OK, MXC_EIO, MXC_EINVAL (no parameters yet), MXC_ENOMEM. */
+/** Loads the newest checkpoint of `prefix` that is complete and loads, for resuming: the
+ * highest epoch E with a `prefix`-EEEE.params file whose pair (that file and
+ * `prefix`-symbol.json) loads with mxc_model_load. A damaged newer checkpoint (truncated
+ * parameters, an empty symbol file) is skipped with a warning in the log (MXC_LOG_WARN,
+ * naming the file and the reason) and the next older one is tried.
+ * Params: prefix: the checkpoint prefix ("build/lenet"); epoch: receives the epoch loaded
+ *         (0 when none); out: receives the model (the caller frees it), NULL when none.
+ * Returns: MXC_OK with the model, or MXC_OK with *out NULL and *epoch 0 when `prefix` has
+ *         no checkpoint at all (its folder has no `prefix`-EEEE.params, or does not exist);
+ *         when checkpoints exist but none loads, the code of the newest one's failure
+ *         (MXC_EFORMAT, MXC_EIO, MXC_EINVAL) with a message naming it and the reason;
+ *         MXC_ENOMEM as soon as a load runs out of memory (no fallback: that is not
+ *         damage); MXC_EINVAL for a NULL argument; MXC_EIO when the folder cannot be read.
+ * Thread-safety: as mxc_model_load; the warning goes through the log hook. */
+MXC_API int mxc_model_load_latest(const char *prefix, int *epoch, mxc_model **out);
+
+/** Saves the model as the checkpoint `prefix`-symbol.json + `prefix`-EEEE.params. Each file
+ * is written to a temporary `<file>.tmp.<pid>` in the same folder, flushed, fsynced and
+ * renamed over the old one, then the folder is fsynced, so an interrupted save (even a
+ * crash or power loss) never damages an earlier checkpoint. First removes the temporaries
+ * of this prefix's checkpoint files (`prefix`-symbol.json.tmp.<pid>,
+ * `prefix`-EEEE.params.tmp.<pid>) whose process no longer exists: what saves killed midway
+ * left behind; other files and live processes' temporaries are never touched. Waits for
+ * pending writes to the parameters. Returns MXC_OK, MXC_EIO (with the path), MXC_EINVAL
+ * (no parameters yet, epoch outside 0..9999), MXC_EMISUSE, MXC_ENOMEM. */
 MXC_API int mxc_model_save(const mxc_model *model, const char *prefix, int epoch);
 
 /** The model's symbol (owned by the model). */

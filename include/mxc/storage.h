@@ -87,12 +87,18 @@ MXC_API size_t mxc_storage_class_size(size_t size);
  * Thread-safe. */
 MXC_API int mxc_storage_trim(mxc_context ctx);
 
-/** Trims every pool, CPU, pinned and GPU. Pools stay usable afterwards, so this is safe at
- * any time; call it before mxc_set_allocator and at exit when checking for leaks.
+/** Gives back the temp space operators used (the resource layer's buffers, which belong
+ * to no user object; random generators hold no block), then trims every pool, CPU, pinned
+ * and GPU. The temp space is freed by an engine operation ordered after the operations
+ * using it, and waited for; it grows again on its next use. Pools stay usable too, so
+ * this is safe at any time; call it before mxc_set_allocator and at exit when checking
+ * for leaks. An array's block is in use until the delete that mxc_nd_free pushes has run:
+ * wait for the engine (mxc_nd_wait_all) before counting on MXC_OK.
  * Returns: MXC_OK if no block is in use in any pool, else MXC_EMISUSE with a message
  *         naming the first context that still has blocks in use, their count and bytes
- *         (those blocks stay valid).
- * Thread-safe. */
+ *         (those blocks stay valid): a live array, executor or other user object.
+ * Thread-safe. Called from inside an engine operation it cannot wait, so temp space still
+ * counts as in use there. */
 MXC_API int mxc_storage_shutdown(void);
 
 /** Memory statistics of one context's pool. Byte counts use capacities (what is really
