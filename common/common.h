@@ -56,11 +56,6 @@ int mxc__error_set(int code, const char *message);
 void mxc__assert_fail(const char *expr, const char *file, int line);
 #define MXC_ASSERT(cond) ((cond) ? (void)0 : mxc__assert_fail(#cond, __FILE__, __LINE__))
 
-/* Checks an API handle's magic; records MXC_EMISUSE naming `fn` and `what`. */
-#define MXC_CHECK_HANDLE(h, magic_value, what)                                                   \
-    MXC_CHECK((h) != NULL && (h)->magic == (magic_value), MXC_EMISUSE, "%s: %s is %s", __func__, \
-              (what), (h) == NULL ? "NULL" : "not a live handle")
-
 /* ---- Memory ------------------------------------------------------------------------ */
 
 /* Go through the allocator hook; return NULL on failure without recording an error. */

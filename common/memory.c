@@ -3,6 +3,7 @@
  * hook set by mxc_set_allocator, so tests can count allocations and inject failures.
  */
 #include "common/common.h"
+#include "common/handle.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,7 @@ static void default_free(void *user, void *ptr) {
 static mxc_allocator allocator = {default_malloc, default_realloc, default_free, NULL};
 
 void mxc_set_allocator(const mxc_allocator *a) {
+    mxc__handles_release(); /* freed handles' slabs go back to the allocator that gave them */
     if (a == NULL || a->malloc_fn == NULL || a->realloc_fn == NULL || a->free_fn == NULL) {
         allocator = (mxc_allocator){default_malloc, default_realloc, default_free, NULL};
         return;

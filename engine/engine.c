@@ -6,6 +6,7 @@
 #include "engine/engine_impl.h"
 
 #include "common/gemm.h"
+#include "common/handle.h"
 #include "common/parallel.h"
 
 #include <stdio.h>
@@ -18,6 +19,40 @@
 static _Thread_local int tl_running;
 
 static int noop_fn(const mxc_run_ctx *rctx, void *arg) { return MXC_OK; }
+
+/* ---- Handles (common/handle.h) ------------------------------------------------------ *
+ * Engines, variables, reusable operators and runs live in process-wide slabs, so a
+ * variable or operator outlives its engine's memory as a poisoned slot: handed to another
+ * engine it is MXC_EMISUSE, not a read of freed memory. Every run (the completion handle)
+ * takes a slot big enough for a temporary operation. */
+
+static mxc__handle_kind engine_kind =
+    MXC__HANDLE_KIND(struct mxc_engine, "an engine", ENGINE_MAGIC, ENGINE_FREED);
+static mxc__handle_kind var_kind =
+    MXC__HANDLE_KIND(struct mxc_var, "an engine variable", VAR_MAGIC, VAR_FREED);
+static mxc__handle_kind opr_kind =
+    MXC__HANDLE_KIND(struct engine_op, "an engine operator", OPR_MAGIC, OPR_FREED);
+static mxc__handle_kind run_kind = MXC__HANDLE_KIND_SIZED(
+    "an operation's completion", sizeof(struct engine_op_temp), RUN_ACTIVE, RUN_FREED);
+_Static_assert(offsetof(struct engine_op_temp, run) == 0 &&
+                   offsetof(struct mxc_engine_done, magic) == 0,
+               "a run starts its slot, with its magic");
+
+int mxc__engine_check(const struct mxc_engine *eng, const char *fn) {
+    return mxc__handle_check(&engine_kind, eng, fn, "engine");
+}
+
+/* A run's slot: its magic says it is in use until it retires. The delete of a variable
+ * is how memory is recycled: `urgent` lets it reuse a retired run's slot early rather
+ * than fail for lack of memory (it runs synchronously, so it never becomes an active
+ * completion handle a stale one could alias). */
+static struct engine_op_temp *run_alloc(bool urgent) {
+    struct engine_op_temp *t =
+        urgent ? mxc__handle_alloc_urgent(&run_kind) : mxc__handle_alloc(&run_kind);
+    if (t)
+        mxc__handle_set_magic(&t->run, RUN_QUEUED);
+    return t;
+}
 
 /* ---- Failure records --------------------------------------------------------------- */
 
@@ -147,8 +182,7 @@ static void complete_read(struct mxc_engine *eng, struct mxc_var *v) {
 static void free_var(struct mxc_engine *eng, struct mxc_var *v) {
     var_clear_error(v);
     mxc__pool_free(&eng->block_pool, v->head);
-    v->magic = 0;
-    mxc__pool_free(&eng->var_pool, v);
+    mxc__handle_free(&var_kind, v);
     atomic_fetch_sub_explicit(&eng->live_vars, 1, memory_order_relaxed);
 }
 
@@ -223,9 +257,9 @@ static void retire(struct mxc_engine *eng, struct mxc_engine_done *run) {
     if (op->temporary) {
         if (op->vars != op->inline_vars)
             mxc__free(op->vars);
-        mxc__pool_free(&eng->op_pool, op); /* the run is embedded in the same object */
+        mxc__handle_free(&run_kind, run); /* the operation is embedded in the same slot */
     } else {
-        mxc__pool_free(&eng->run_pool, run);
+        mxc__handle_free(&run_kind, run);
         operator_unref(eng, op);
     }
     long long left = atomic_fetch_sub_explicit(&eng->pending, 1, memory_order_seq_cst) - 1;
@@ -292,7 +326,7 @@ void mxc__engine_execute(struct mxc_engine_done *run, const mxc_run_ctx *rctx) {
         tl_running--;
         finish_run(run, status);
     } else {
-        run->magic = RUN_ACTIVE;
+        mxc__handle_set_magic(run, RUN_ACTIVE);
         op->async_fn(rctx, op->arg, run);
         tl_running--;
     }
@@ -303,12 +337,13 @@ void mxc__engine_fail(struct mxc_engine_done *run, int code) {
 }
 
 void mxc_engine_complete(mxc_engine_done *done, int status) {
-    if (done == NULL || done->magic != RUN_ACTIVE) {
-        mxc__log(MXC_LOG_ERROR, "mxc_engine_complete: not an active completion handle "
-                                "(completed twice?); ignored");
+    /* Of two racing completions of one run, the one that swaps the magic wins. */
+    if (!mxc__handle_owns(&run_kind, done) ||
+        !mxc__handle_swap_magic(done, RUN_ACTIVE, RUN_QUEUED)) {
+        mxc__handle_check_magic(&run_kind, done, RUN_ACTIVE, __func__, "done");
+        mxc__log(MXC_LOG_ERROR, "%s (completed twice?); ignored", mxc_last_error());
         return;
     }
-    done->magic = 0;
     finish_run(done, status);
 }
 
@@ -368,9 +403,11 @@ static bool contains(mxc_var *const *vars, int n, const mxc_var *v) {
 
 static int check_var(struct mxc_engine *eng, const mxc_var *v, const char *list, int i,
                      const char *name) {
-    if (v == NULL || v->magic != VAR_MAGIC)
-        return mxc__error(MXC_EMISUSE, "engine: %s[%d] of '%s' is %s", list, i, name,
-                          v == NULL ? "NULL" : "not a live variable (deleted?)");
+    if (MXC_UNLIKELY(!mxc__handle_owns(&var_kind, v) || mxc__handle_magic(v) != VAR_MAGIC)) {
+        char what[160];
+        snprintf(what, sizeof what, "%s[%d] of '%s'", list, i, name);
+        return mxc__handle_check(&var_kind, v, "engine", what);
+    }
     if (v->engine != eng)
         return mxc__error(MXC_EMISUSE, "engine: %s[%d] of '%s' belongs to another engine", list, i,
                           name);
@@ -465,13 +502,18 @@ static void op_release_vars(struct engine_op *op) {
 static int push_temp(struct mxc_engine *eng, const mxc_engine_op_desc *desc, bool always_run,
                      bool deletes_var) {
     mxc_var *doomed = deletes_var ? desc->mutable_vars[0] : NULL;
-    struct engine_op_temp *t = mxc__pool_alloc(&eng->op_pool);
+    struct engine_op_temp *t = run_alloc(deletes_var);
     if (t == NULL)
         return mxc__error(MXC_ENOMEM, "engine: out of memory pushing '%s'",
                           desc->name ? desc->name : "(unnamed)");
     int rc = op_init(eng, &t->op, desc);
+    if (rc == MXC_OK && doomed && !mxc__handle_swap_magic(doomed, VAR_MAGIC, VAR_DEAD)) {
+        op_release_vars(&t->op);
+        rc = mxc__error(MXC_EMISUSE, "mxc_engine_delete_var: another thread deleted the "
+                                     "variable at the same time");
+    }
     if (rc != MXC_OK) {
-        mxc__pool_free(&eng->op_pool, t);
+        mxc__handle_free(&run_kind, t);
         return rc;
     }
     t->op.temporary = true;
@@ -479,23 +521,21 @@ static int push_temp(struct mxc_engine *eng, const mxc_engine_op_desc *desc, boo
     t->op.deletes_var = deletes_var;
     t->run.op = &t->op;
     t->run.priority = desc->priority;
-    if (doomed) /* before the push: the delete may run and free it at once */
-        doomed->magic = VAR_DEAD;
-    rc = push_run(eng, &t->run);
+    rc = push_run(eng, &t->run); /* doomed is VAR_DEAD already: the delete may free it */
     if (rc != MXC_OK) {
         if (doomed)
-            doomed->magic = VAR_MAGIC;
+            mxc__handle_set_magic(doomed, VAR_MAGIC);
         op_release_vars(&t->op);
-        mxc__pool_free(&eng->op_pool, t);
+        mxc__handle_free(&run_kind, t);
     }
     return rc;
 }
 
-#define CHECK_ENGINE(eng)                                                    \
-    do {                                                                     \
-        if ((eng) == NULL || (eng)->magic != ENGINE_MAGIC)                   \
-            return mxc__error(MXC_EMISUSE, "%s: engine is %s", __func__,     \
-                              (eng) == NULL ? "NULL" : "not a live engine"); \
+#define CHECK_ENGINE(eng)                                   \
+    do {                                                    \
+        int check_rc_ = mxc__engine_check((eng), __func__); \
+        if (check_rc_ != MXC_OK)                            \
+            return check_rc_;                               \
     } while (0)
 
 int mxc_engine_push(mxc_engine *eng, const mxc_engine_op_desc *desc) {
@@ -512,11 +552,11 @@ int mxc_engine_new_var(mxc_engine *eng, mxc_var **out) {
         return mxc__error(MXC_EINVAL, "mxc_engine_new_var: out is NULL");
     *out = NULL;
     CHECK_ENGINE(eng);
-    struct mxc_var *v = mxc__pool_alloc(&eng->var_pool);
+    struct mxc_var *v = mxc__handle_alloc(&var_kind);
     struct var_block *sentinel = mxc__pool_alloc(&eng->block_pool);
     if (v == NULL || sentinel == NULL) {
         if (v)
-            mxc__pool_free(&eng->var_pool, v);
+            mxc__handle_free(&var_kind, v);
         if (sentinel)
             mxc__pool_free(&eng->block_pool, sentinel);
         return mxc__error(MXC_ENOMEM, "mxc_engine_new_var: out of memory");
@@ -524,7 +564,6 @@ int mxc_engine_new_var(mxc_engine *eng, mxc_var **out) {
     sentinel->next = NULL;
     sentinel->trigger = NULL;
     sentinel->write = false;
-    v->magic = VAR_MAGIC;
     mxc__spin_init(&v->lock);
     v->num_pending_reads = 0;
     v->head = sentinel;
@@ -533,6 +572,7 @@ int mxc_engine_new_var(mxc_engine *eng, mxc_var **out) {
     v->error_epoch = 0;
     v->engine = eng;
     v->guard = false;
+    mxc__handle_publish(&var_kind, v);
     atomic_fetch_add_explicit(&eng->live_vars, 1, memory_order_relaxed);
     *out = v;
     return MXC_OK;
@@ -568,7 +608,7 @@ int mxc_engine_new_operator(mxc_engine *eng, const mxc_engine_op_desc *desc, mxc
     CHECK_ENGINE(eng);
     if (desc == NULL)
         return mxc__error(MXC_EINVAL, "mxc_engine_new_operator: desc is NULL");
-    struct engine_op *op = mxc__malloc(sizeof *op);
+    struct engine_op *op = mxc__handle_alloc(&opr_kind);
     if (op == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_engine_new_operator: out of memory");
     int rc = op_init(eng, op, desc);
@@ -581,7 +621,7 @@ int mxc_engine_new_operator(mxc_engine *eng, const mxc_engine_op_desc *desc, mxc
         }
     }
     if (rc != MXC_OK) {
-        mxc__free(op);
+        mxc__handle_free(&opr_kind, op);
         return rc;
     }
     atomic_init(&op->refs, 1);
@@ -595,25 +635,31 @@ int mxc_engine_new_operator(mxc_engine *eng, const mxc_engine_op_desc *desc, mxc
     return MXC_OK;
 }
 
+/* Checks that `op` is a live reusable operation of `eng`, for public function `fn`. */
+static int check_opr(struct mxc_engine *eng, const struct engine_op *op, const char *fn) {
+    int rc = mxc__handle_check(&opr_kind, op, fn, "operator");
+    if (rc == MXC_OK && op->engine != eng)
+        rc = mxc__error(MXC_EMISUSE, "%s: the operator belongs to another engine", fn);
+    return rc;
+}
+
 int mxc_engine_push_operator(mxc_engine *eng, mxc_engine_opr *opr, int priority) {
     CHECK_ENGINE(eng);
     struct engine_op *op = (struct engine_op *)opr;
-    if (op == NULL || op->magic != OPR_MAGIC)
-        return mxc__error(MXC_EMISUSE, "mxc_engine_push_operator: operator is %s",
-                          op == NULL ? "NULL" : "not a live operator (deleted?)");
-    if (op->engine != eng)
-        return mxc__error(MXC_EMISUSE, "mxc_engine_push_operator: the operator belongs to "
-                                       "another engine");
-    struct mxc_engine_done *run = mxc__pool_alloc(&eng->run_pool);
-    if (run == NULL)
+    int rc = check_opr(eng, op, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    struct engine_op_temp *t = run_alloc(false); /* only the run part is used */
+    if (t == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_engine_push_operator: out of memory");
+    struct mxc_engine_done *run = &t->run;
     run->op = op;
     run->priority = priority;
     atomic_fetch_add_explicit(&op->refs, 1, memory_order_relaxed);
-    int rc = push_run(eng, run);
+    rc = push_run(eng, run);
     if (rc != MXC_OK) {
         atomic_fetch_sub_explicit(&op->refs, 1, memory_order_relaxed);
-        mxc__pool_free(&eng->run_pool, run);
+        mxc__handle_free(&run_kind, t);
     }
     return rc;
 }
@@ -623,8 +669,7 @@ static void free_operator(struct engine_op *op) {
         op->arg_free(op->arg);
     op_release_vars(op);
     mxc__free(op->owned_name);
-    op->magic = 0;
-    mxc__free(op);
+    mxc__handle_free(&opr_kind, op);
 }
 
 /* Drops a reference to a reusable operation: one per pending run, one for the handle. */
@@ -647,10 +692,11 @@ int mxc_engine_delete_operator(mxc_engine *eng, mxc_engine_opr *opr) {
     struct engine_op *op = (struct engine_op *)opr;
     if (op == NULL)
         return MXC_OK;
-    if (op->magic != OPR_MAGIC || op->engine != eng)
-        return mxc__error(MXC_EMISUSE, "mxc_engine_delete_operator: not a live operator of "
-                                       "this engine");
-    op->magic = OPR_DEAD;
+    int rc = check_opr(eng, op, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (!mxc__handle_swap_magic(op, OPR_MAGIC, OPR_DEAD)) /* another thread deleted it */
+        return mxc__handle_check(&opr_kind, op, __func__, "operator");
     operator_unref(eng, op); /* freed now, or when its last pending run retires */
     return MXC_OK;
 }
@@ -800,24 +846,20 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
     if (cfg.max_pending < 2)
         cfg.max_pending = 2;
 
-    struct mxc_engine *eng = mxc__aligned_alloc(64, sizeof *eng);
+    struct mxc_engine *eng = mxc__handle_alloc(&engine_kind); /* zeroed, 64-byte aligned */
     if (eng == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_engine_create: out of memory");
-    memset(eng, 0, sizeof *eng);
     eng->type = type;
     eng->config = cfg;
     mxc__spin_init(&eng->push_lock);
-    mxc__pool_init(&eng->var_pool, sizeof(struct mxc_var), 64);
     mxc__pool_init(&eng->block_pool, sizeof(struct var_block), 16);
-    mxc__pool_init(&eng->op_pool, sizeof(struct engine_op_temp), 64);
-    mxc__pool_init(&eng->run_pool, sizeof(struct mxc_engine_done), 64);
     mxc__mutex_init(&eng->wait_lock);
     mxc__cond_init(&eng->wait_cond);
     mxc__mutex_init(&eng->error_lock);
     mxc__mutex_init(&eng->opr_lock);
     mxc__mutex_init(&eng->gpu_lock);
     mxc__prof_buffer_init(&eng->prof_shared);
-    eng->magic = ENGINE_MAGIC;
+    mxc__handle_publish(&engine_kind, eng);
     /* Before any worker can run an operator: OpenBLAS must not start threads of its own
      * on top of the workers' (common/parallel.h, the thread budget). */
     mxc__blas_init();
@@ -836,8 +878,12 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
     return MXC_OK;
 }
 
+static bool var_of(const void *var, void *eng) {
+    return ((const struct mxc_var *)var)->engine == eng;
+}
+
 void mxc_engine_destroy(mxc_engine *eng) {
-    if (eng == NULL || eng->magic != ENGINE_MAGIC)
+    if (!mxc__handle_check_free(&engine_kind, eng, __func__, "engine"))
         return;
     drain(eng);
     if (eng->prof_autodump) { /* before the workers go: their buffers hold the records */
@@ -857,22 +903,19 @@ void mxc_engine_destroy(mxc_engine *eng) {
         eng->errors = e->next;
         mxc__free(e);
     }
-    eng->magic = 0;
+    mxc__handle_sweep(&var_kind, var_of, eng); /* the variables it still had */
     mxc__prof_buffer_destroy(&eng->prof_shared);
     mxc__mutex_destroy(&eng->gpu_lock);
     mxc__mutex_destroy(&eng->opr_lock);
     mxc__mutex_destroy(&eng->error_lock);
     mxc__cond_destroy(&eng->wait_cond);
     mxc__mutex_destroy(&eng->wait_lock);
-    mxc__pool_destroy(&eng->run_pool);
-    mxc__pool_destroy(&eng->op_pool);
     mxc__pool_destroy(&eng->block_pool);
-    mxc__pool_destroy(&eng->var_pool);
-    mxc__aligned_free(eng);
+    mxc__handle_free(&engine_kind, eng);
 }
 
 int mxc_engine_type_of(const mxc_engine *eng) {
-    return eng && eng->magic == ENGINE_MAGIC ? eng->type : -1;
+    return mxc__engine_check(eng, __func__) == MXC_OK ? eng->type : -1;
 }
 
 static const char *const type_names[] = {"naive", "pooled", "perdevice"};
@@ -948,9 +991,7 @@ int mxc_engine_get_stats(mxc_engine *eng, mxc_engine_stats *out) {
     out->completed = out->pushed - (uint64_t)out->pending;
     out->failed = atomic_load(&eng->failed);
     out->live_vars = atomic_load(&eng->live_vars);
-    mxc__pool *pools[] = {&eng->var_pool, &eng->block_pool, &eng->op_pool, &eng->run_pool};
-    out->pool_bytes = 0;
-    for (size_t i = 0; i < MXC_ARRAY_SIZE(pools); i++)
-        out->pool_bytes += mxc__pool_bytes(pools[i]);
+    out->pool_bytes =
+        mxc__pool_bytes(&eng->block_pool) + (uint64_t)out->live_vars * (uint64_t)var_kind.slot;
     return MXC_OK;
 }

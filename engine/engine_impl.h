@@ -24,11 +24,16 @@
 #include <stdbool.h>
 
 #define ENGINE_MAGIC 0x454e4731u /* "ENG1" */
+#define ENGINE_FREED 0x454e4746u /* "ENGF": freed (common/handle.h) */
 #define VAR_MAGIC    0x56415231u /* "VAR1" */
 #define VAR_DEAD     0x56415244u /* "VARD": delete scheduled */
+#define VAR_FREED    0x56415246u /* "VARF": freed */
 #define OPR_MAGIC    0x4f505231u /* "OPR1" */
-#define OPR_DEAD     0x4f505244u
-#define RUN_ACTIVE   0x52554e31u /* a run between dispatch and completion */
+#define OPR_DEAD     0x4f505244u /* "OPRD": delete scheduled */
+#define OPR_FREED    0x4f505246u /* "OPRF": freed */
+#define RUN_QUEUED   0x52554e30u /* "RUN0": a run pushed, running or completing */
+#define RUN_ACTIVE   0x52554e31u /* an asynchronous run between dispatch and completion */
+#define RUN_FREED    0x52554e46u /* "RUNF": retired */
 
 #define ENGINE_MAX_GPUS 16
 #define OP_INLINE_VARS  4
@@ -49,7 +54,7 @@ struct var_block {
 };
 
 struct mxc_var {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     mxc__spinlock lock;
     int32_t num_pending_reads;       /* reads dispatched and not yet completed */
     struct var_block *head;          /* empty sentinel at the end of the queue */
@@ -63,7 +68,7 @@ struct mxc_var {
 /* The fixed part of an operation: what to run and on which variables. A push creates a
  * temporary one (freed when its single run retires); new_operator a reusable one. */
 struct engine_op {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     uint8_t prop;
     bool temporary;
     struct mxc_engine *engine;
@@ -84,10 +89,11 @@ struct engine_op {
 };
 
 /* One run of an operation: what the dependency tracker schedules. Temporary operations
- * embed theirs; reusable operations take one from a pool per push. The public
- * completion handle (mxc_engine_done) is this struct. */
+ * embed theirs; reusable operations take one per push. The public completion handle
+ * (mxc_engine_done) is this struct; every run sits at the start of a slot of
+ * engine_op_temp's size (common/handle.h). */
 struct mxc_engine_done {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     atomic_int wait; /* unmet dependencies + 1 until the push has appended them all */
     struct engine_op *op;
     struct mxc_engine *engine;
@@ -98,8 +104,8 @@ struct mxc_engine_done {
 };
 
 struct engine_op_temp {
+    struct mxc_engine_done run; /* first: the completion handle starts the slot */
     struct engine_op op;
-    struct mxc_engine_done run;
 };
 
 /* ---- Profiler ---------------------------------------------------------------------- */
@@ -148,7 +154,7 @@ struct worker_pool {
 /* ---- The engine -------------------------------------------------------------------- */
 
 struct mxc_engine {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     int type;
     mxc_engine_config config;
 
@@ -157,7 +163,7 @@ struct mxc_engine {
     uint64_t pushed;                      /* under push_lock */
     struct var_block *spare_blocks;       /* under push_lock: reserved before appending */
     int num_spare_blocks;
-    mxc__pool var_pool, block_pool, op_pool, run_pool;
+    mxc__pool block_pool; /* variables, operators and runs are handles (engine.c) */
 
     _Alignas(64) atomic_llong pending;
     _Alignas(64) atomic_ullong failed;
@@ -186,6 +192,10 @@ struct mxc_engine {
     struct prof_buffer prof_shared; /* records from threads that are not workers */
     char *prof_autodump;
 };
+
+/* engine.c: checks an engine handle (NULL, stale, not an engine); records MXC_EMISUSE
+ * naming public function `fn`. */
+int mxc__engine_check(const struct mxc_engine *eng, const char *fn);
 
 /* engine.c: runs a dispatched run on the calling thread (checks failed variables, calls
  * the function, completes it when synchronous). `rctx` describes the caller. */

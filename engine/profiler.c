@@ -52,8 +52,9 @@ static void clear_buffer(struct prof_buffer *b, void *user) {
 }
 
 int mxc_engine_profiler_start(mxc_engine *eng) {
-    if (eng == NULL || eng->magic != ENGINE_MAGIC)
-        return mxc__error(MXC_EMISUSE, "mxc_engine_profiler_start: bad engine");
+    int rc = mxc__engine_check(eng, __func__);
+    if (rc != MXC_OK)
+        return rc;
     mxc__workers_foreach_prof(eng, clear_buffer, NULL);
     eng->prof_origin_ns = mxc__now_ns();
     atomic_store(&eng->profiling, true);
@@ -61,8 +62,9 @@ int mxc_engine_profiler_start(mxc_engine *eng) {
 }
 
 int mxc_engine_profiler_stop(mxc_engine *eng) {
-    if (eng == NULL || eng->magic != ENGINE_MAGIC)
-        return mxc__error(MXC_EMISUSE, "mxc_engine_profiler_stop: bad engine");
+    int rc = mxc__engine_check(eng, __func__);
+    if (rc != MXC_OK)
+        return rc;
     atomic_store(&eng->profiling, false);
     return MXC_OK;
 }
@@ -108,8 +110,9 @@ static void dump_buffer(struct prof_buffer *b, void *user) {
 }
 
 int mxc_engine_profiler_dump(mxc_engine *eng, const char *path) {
-    if (eng == NULL || eng->magic != ENGINE_MAGIC)
-        return mxc__error(MXC_EMISUSE, "mxc_engine_profiler_dump: bad engine");
+    int rc = mxc__engine_check(eng, __func__);
+    if (rc != MXC_OK)
+        return rc;
     if (path == NULL)
         return mxc__error(MXC_EINVAL, "mxc_engine_profiler_dump: path is NULL");
     FILE *f = fopen(path, "w");

@@ -12,6 +12,7 @@
  */
 #include "mxc/executor.h"
 
+#include "common/handle.h"
 #include "executor/graph.h"
 #include "executor/plan.h"
 #include "ndarray/ndarray_impl.h"
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #define EXEC_MAGIC    0x45584543u /* "EXEC" */
+#define EXEC_DEAD     0x45584546u /* "EXEF": freed (common/handle.h) */
 #define MAX_CALL_ARGS (3 * MXC__MAX_OP_ARGS)
 
 /* One cached operation: a node run in one mode. */
@@ -34,7 +36,7 @@ struct node_op {
 };
 
 struct mxc_executor {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     mxc_engine *engine;
     mxc_context ctx;
     mxc_symbol *sym;
@@ -55,11 +57,11 @@ struct mxc_executor {
     char *text;
 };
 
+static mxc__handle_kind exec_kind =
+    MXC__HANDLE_KIND(struct mxc_executor, "an executor", EXEC_MAGIC, EXEC_DEAD);
+
 static int check_exec(const mxc_executor *e, const char *fn) {
-    if (e == NULL || e->magic != EXEC_MAGIC)
-        return mxc__error(MXC_EMISUSE, "%s: executor is %s", fn,
-                          e == NULL ? "NULL" : "not a live handle");
-    return MXC_OK;
+    return mxc__handle_check(&exec_kind, e, fn, "executor");
 }
 
 /* A new handle on `a`'s memory (the executor's own reference). */
@@ -353,9 +355,9 @@ static int bind_arrays(mxc_symbol *sym, mxc_context ctx, mxc_ndarray *const *arg
     int rc = MXC_OK;
     mxc_shape *arg_s = NULL, *aux_s = NULL;
     int *arg_t = NULL;
-    mxc_executor *x = mxc__calloc(1, sizeof *x);
+    mxc_executor *x = mxc__handle_alloc(&exec_kind);
     MXC_CHECK(x != NULL, MXC_ENOMEM, "executor: out of memory");
-    x->magic = EXEC_MAGIC;
+    mxc__handle_publish(&exec_kind, x); /* mxc_executor_free cleans up a partial one */
     x->ctx = ctx;
     MXC_TRY(mxc_engine_get_default(&x->engine));
     MXC_TRY(mxc_symbol_copy(sym, &x->sym));
@@ -450,7 +452,9 @@ int mxc_executor_bind(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarra
     *out = NULL;
     if (ctx.dev_type != MXC_CPU)
         return mxc__error(MXC_ENOTSUP, "mxc_executor_bind: only CPU contexts so far");
-    int rc = check_bind_args(sym, num_args, args, arg_grads, grad_reqs, num_aux, aux);
+    int rc = mxc__symbol_check(sym, __func__, "symbol");
+    if (rc == MXC_OK)
+        rc = check_bind_args(sym, num_args, args, arg_grads, grad_reqs, num_aux, aux);
     if (rc != MXC_OK)
         return rc;
     int *reqs = mxc__malloc(sizeof(int) * ((size_t)num_args + 1));
@@ -543,6 +547,9 @@ int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num, const ch
                           grad_req);
     if (ctx.dev_type != MXC_CPU)
         return mxc__error(MXC_ENOTSUP, "mxc_executor_simple_bind: only CPU contexts so far");
+    int rc = mxc__symbol_check(sym, __func__, "symbol");
+    if (rc != MXC_OK)
+        return rc;
     return bind_shapes(sym, ctx, num, names, shapes, grad_req, NULL, out);
 }
 
@@ -743,9 +750,8 @@ static void free_arrays(mxc_ndarray **a, int n) {
 }
 
 void mxc_executor_free(mxc_executor *x) {
-    if (x == NULL || x->magic != EXEC_MAGIC)
+    if (!mxc__handle_check_free(&exec_kind, x, __func__, "executor"))
         return;
-    x->magic = 0;
     if (x->engine)
         mxc_engine_wait_all(x->engine);
     for (int k = 0; x->train_ops && k < x->g.num_nodes; k++)
@@ -770,5 +776,5 @@ void mxc_executor_free(mxc_executor *x) {
     mxc__xgraph_free(&x->g);
     mxc__graph_free(x->fg);
     mxc_symbol_free(x->sym);
-    mxc__free(x);
+    mxc__handle_free(&exec_kind, x);
 }

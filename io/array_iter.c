@@ -5,6 +5,7 @@
  */
 #include "common/common.h"
 #include "io/io_impl.h"
+#include "ndarray/ndarray_impl.h"
 
 #include <string.h>
 
@@ -13,6 +14,7 @@ static int snapshot(const mxc_ndarray *a, const char *what, float **out, mxc_sha
     int rc = MXC_OK;
     float *buf = NULL;
     *out = NULL;
+    MXC_TRY(mxc__nd_check(a, "mxc_data_iter_create_array", what));
     MXC_TRY(mxc_nd_get_shape(a, shape));
     MXC_CHECK(mxc_nd_dtype(a) == MXC_FLOAT32, MXC_ETYPE,
               "array iterator: %s is %s, must be float32", what,

@@ -33,6 +33,10 @@ struct mxc__io_source {
 int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *params,
                         mxc_data_iter **out);
 
+/* Checks an iterator handle (NULL, stale, not an iterator); records MXC_EMISUSE naming
+ * public function `fn` and argument `what`. */
+int mxc__data_iter_check(const mxc_data_iter *it, const char *fn, const char *what);
+
 /* A source over float32 tables in host memory: `data` holds num_samples samples of
  * data_shape, `label` (NULL when label_shape has ndim 0) num_samples of label_shape. The
  * source takes over both buffers (allocated with mxc__malloc), on failure too. */

@@ -17,6 +17,7 @@
  * queue never holds a stale entry and needs at most one entry per slot plus one marker.
  */
 #include "common/common.h"
+#include "common/handle.h"
 #include "common/thread.h"
 #include "io/io_impl.h"
 
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #define ITER_MAGIC   0x49544552u /* "ITER" */
+#define ITER_DEAD    0x49544546u /* "ITEF": freed (common/handle.h) */
 #define MAX_PREFETCH 64
 
 enum entry_kind { ENTRY_BATCH, ENTRY_END, ENTRY_ERROR };
@@ -44,7 +46,7 @@ struct slot {
 enum consumer_state { STATE_RUNNING, STATE_END, STATE_ERROR };
 
 struct mxc_data_iter {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     struct mxc__io_source src;
     mxc_data_iter_params params;
     int64_t part_begin, part_count, num_batches;
@@ -76,6 +78,9 @@ struct mxc_data_iter {
     int error_code;
     char error_message[512];
 };
+
+static mxc__handle_kind iter_kind =
+    MXC__HANDLE_KIND(struct mxc_data_iter, "a data iterator", ITER_MAGIC, ITER_DEAD);
 
 /* ---- Permutations ------------------------------------------------------------------ */
 
@@ -275,8 +280,7 @@ static void iter_destroy(mxc_data_iter *it) {
     mxc__cond_destroy(&it->producer_cv);
     mxc__cond_destroy(&it->consumer_cv);
     mxc__mutex_destroy(&it->lock);
-    it->magic = 0;
-    mxc__free(it);
+    mxc__handle_free(&iter_kind, it);
 }
 
 int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *params,
@@ -302,7 +306,7 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
               "%s iterator: batch arrays on device type %d: only the CPU is supported", name,
               (int)p->ctx.dev_type);
 
-    it = mxc__calloc(1, sizeof *it);
+    it = mxc__handle_alloc(&iter_kind);
     MXC_CHECK(it != NULL, MXC_ENOMEM, "%s iterator: out of memory", name);
     it->src = *src;
     src->impl = NULL; /* taken over: freed with the iterator from here on */
@@ -366,7 +370,7 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
     }
 
     it->want_epoch = 0;
-    it->magic = ITER_MAGIC;
+    mxc__handle_publish(&iter_kind, it);
     MXC_TRY(mxc__thread_start(&it->thread, prefetch_main, it, "mxc-prefetch"));
     it->thread_started = true;
     *out = it;
@@ -433,7 +437,14 @@ int mxc__io_table_source(const char *name, float *data, float *label, int64_t nu
 
 /* ---- Iterating --------------------------------------------------------------------- */
 
-static bool live(const mxc_data_iter *it) { return it != NULL && it->magic == ITER_MAGIC; }
+int mxc__data_iter_check(const mxc_data_iter *it, const char *fn, const char *what) {
+    return mxc__handle_check(&iter_kind, it, fn, what);
+}
+
+/* For the getters without a status: a bad handle is recorded as the last error. */
+static bool live(const mxc_data_iter *it, const char *fn) {
+    return mxc__data_iter_check(it, fn, "iterator") == MXC_OK;
+}
 
 /* Gives the current batch's slot back to the prefetch thread; the caller holds the lock. */
 static void release_current(mxc_data_iter *it) {
@@ -447,7 +458,7 @@ static void release_current(mxc_data_iter *it) {
 
 int mxc_data_iter_next(mxc_data_iter *it) {
     int rc = MXC_OK;
-    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    MXC_TRY(mxc__data_iter_check(it, __func__, "iterator"));
     mxc__mutex_lock(&it->lock);
     release_current(it);
     if (it->state == STATE_RUNNING) {
@@ -479,7 +490,7 @@ fail:
 
 int mxc_data_iter_reset(mxc_data_iter *it) {
     int rc = MXC_OK;
-    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    MXC_TRY(mxc__data_iter_check(it, __func__, "iterator"));
     mxc__mutex_lock(&it->lock);
     release_current(it);
     /* Everything queued belongs to the old epoch. */
@@ -498,22 +509,22 @@ fail:
 }
 
 mxc_ndarray *mxc_data_iter_data(const mxc_data_iter *it) {
-    return live(it) && it->current >= 0 ? it->slots[it->current].data : NULL;
+    return live(it, __func__) && it->current >= 0 ? it->slots[it->current].data : NULL;
 }
 
 mxc_ndarray *mxc_data_iter_label(const mxc_data_iter *it) {
-    return live(it) && it->current >= 0 ? it->slots[it->current].label : NULL;
+    return live(it, __func__) && it->current >= 0 ? it->slots[it->current].label : NULL;
 }
 
 int64_t mxc_data_iter_pad(const mxc_data_iter *it) {
-    if (!live(it))
+    if (!live(it, __func__))
         return -1;
     return it->current >= 0 ? it->pad : 0;
 }
 
 int mxc_data_iter_provide_data(const mxc_data_iter *it, mxc_shape *out) {
     int rc = MXC_OK;
-    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    MXC_TRY(mxc__data_iter_check(it, __func__, "iterator"));
     MXC_CHECK(out != NULL, MXC_EINVAL, "%s: out is NULL", __func__);
     *out = it->batch_data_shape;
 fail:
@@ -522,7 +533,7 @@ fail:
 
 int mxc_data_iter_provide_label(const mxc_data_iter *it, mxc_shape *out) {
     int rc = MXC_OK;
-    MXC_CHECK_HANDLE(it, ITER_MAGIC, "iterator");
+    MXC_TRY(mxc__data_iter_check(it, __func__, "iterator"));
     MXC_CHECK(out != NULL, MXC_EINVAL, "%s: out is NULL", __func__);
     *out = it->batch_label_shape;
 fail:
@@ -530,15 +541,14 @@ fail:
 }
 
 int64_t mxc_data_iter_num_samples(const mxc_data_iter *it) {
-    return live(it) ? it->part_count : -1;
+    return live(it, __func__) ? it->part_count : -1;
 }
 
 int64_t mxc_data_iter_num_batches(const mxc_data_iter *it) {
-    return live(it) ? it->num_batches : -1;
+    return live(it, __func__) ? it->num_batches : -1;
 }
 
 void mxc_data_iter_free(mxc_data_iter *it) {
-    if (!live(it))
-        return;
-    iter_destroy(it);
+    if (mxc__handle_check_free(&iter_kind, it, __func__, "iterator"))
+        iter_destroy(it);
 }

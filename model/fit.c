@@ -12,6 +12,9 @@
 #include "mxc/model.h"
 
 #include "common/common.h"
+#include "common/handle.h"
+#include "io/io_impl.h"
+#include "symbol/symbol_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -22,9 +25,10 @@
 #include <unistd.h>
 
 #define MODEL_MAGIC 0x4d4f444cu /* "MODL" */
+#define MODEL_DEAD  0x4d4f4446u /* "MODF": freed (common/handle.h) */
 
 struct mxc_model {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     mxc_symbol *sym;
     int num_params;
     char **names; /* parameter names, without "arg:" / "aux:" */
@@ -32,26 +36,29 @@ struct mxc_model {
     mxc_ndarray **arrays;
 };
 
+static mxc__handle_kind model_kind =
+    MXC__HANDLE_KIND(struct mxc_model, "a model", MODEL_MAGIC, MODEL_DEAD);
+
 static int check_model(const mxc_model *m, const char *fn) {
-    if (m == NULL || m->magic != MODEL_MAGIC)
-        return mxc__error(MXC_EMISUSE, "%s: model is %s", fn,
-                          m == NULL ? "NULL" : "not a live handle");
-    return MXC_OK;
+    return mxc__handle_check(&model_kind, m, fn, "model");
 }
 
 int mxc_model_create(mxc_symbol *sym, mxc_model **out) {
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_model_create: out is NULL");
     *out = NULL;
-    mxc_model *m = mxc__calloc(1, sizeof *m);
+    int rc = mxc__symbol_check(sym, __func__, "symbol");
+    if (rc != MXC_OK)
+        return rc;
+    mxc_model *m = mxc__handle_alloc(&model_kind);
     if (m == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_model_create: out of memory");
-    int rc = mxc_symbol_copy(sym, &m->sym);
+    rc = mxc_symbol_copy(sym, &m->sym);
     if (rc != MXC_OK) {
-        mxc__free(m);
+        mxc__handle_free(&model_kind, m);
         return rc;
     }
-    m->magic = MODEL_MAGIC;
+    mxc__handle_publish(&model_kind, m);
     *out = m;
     return MXC_OK;
 }
@@ -107,9 +114,8 @@ static int set_param(mxc_model *m, const char *name, bool aux, mxc_ndarray *a) {
 }
 
 void mxc_model_free(mxc_model *m) {
-    if (m == NULL || m->magic != MODEL_MAGIC)
+    if (!mxc__handle_check_free(&model_kind, m, __func__, "model"))
         return;
-    m->magic = 0;
     for (int i = 0; i < m->num_params; i++) {
         mxc__free(m->names[i]);
         mxc_nd_free(m->arrays[i]);
@@ -118,7 +124,7 @@ void mxc_model_free(mxc_model *m) {
     mxc__free(m->is_aux);
     mxc__free(m->arrays);
     mxc_symbol_free(m->sym);
-    mxc__free(m);
+    mxc__handle_free(&model_kind, m);
 }
 
 /* ---- Checkpoints -------------------------------------------------------------------- *
@@ -552,12 +558,18 @@ void mxc_fit_print_progress(const mxc_fit_progress *p, void *user) {
             p->checkpoint ? "; saved " : "", p->checkpoint ? p->checkpoint : "");
 }
 
-static int check_fit_args(const mxc_model *m, mxc_data_iter *train, const mxc_fit_config *c) {
+static int check_fit_args(const mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval,
+                          const mxc_fit_config *c) {
     int rc = check_model(m, "mxc_model_fit");
     if (rc != MXC_OK)
         return rc;
     if (train == NULL || c == NULL)
         return mxc__error(MXC_EINVAL, "mxc_model_fit: NULL iterator or config");
+    rc = mxc__data_iter_check(train, "mxc_model_fit", "train");
+    if (rc == MXC_OK && eval != NULL)
+        rc = mxc__data_iter_check(eval, "mxc_model_fit", "eval");
+    if (rc != MXC_OK)
+        return rc;
     if (c->num_epochs < 1 || c->begin_epoch < 0 || c->frequent < 0)
         return mxc__error(MXC_EINVAL, "mxc_model_fit: %d epochs from %d, report every %d",
                           c->num_epochs, c->begin_epoch, c->frequent);
@@ -668,7 +680,7 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
 
 int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const mxc_fit_config *c,
                   mxc_fit_result *result) {
-    int rc = check_fit_args(m, train, c);
+    int rc = check_fit_args(m, train, eval, c);
     if (rc != MXC_OK)
         return rc;
     struct fit f = {.cfg = c, .model = m, .start = now_s()};
@@ -712,6 +724,9 @@ int mxc_model_score(mxc_model *m, mxc_data_iter *it, const char *metric_name, do
         return rc;
     if (it == NULL || value == NULL)
         return mxc__error(MXC_EINVAL, "mxc_model_score: NULL argument");
+    rc = mxc__data_iter_check(it, __func__, "iterator");
+    if (rc != MXC_OK)
+        return rc;
     mxc_metric *metric = NULL;
     struct session s;
     rc = mxc_metric_create(or_default(metric_name, "acc"), 1, &metric);
@@ -774,6 +789,9 @@ int mxc_model_predict(mxc_model *m, mxc_data_iter *it, mxc_ndarray **out) {
     if (it == NULL || out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_model_predict: NULL argument");
     *out = NULL;
+    rc = mxc__data_iter_check(it, __func__, "iterator");
+    if (rc != MXC_OK)
+        return rc;
     struct session s;
     struct rows r = {0};
     rc = bind_session(m, it, "data", "softmax_label", false, NULL, &s);

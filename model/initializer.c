@@ -5,6 +5,7 @@
 #include "mxc/model.h"
 
 #include "common/common.h"
+#include "ndarray/ndarray_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -59,8 +60,9 @@ int mxc_init_array(const mxc_init_config *cfg, const char *name, mxc_ndarray *ar
         return mxc__error(MXC_EINVAL, "mxc_init_array: NULL config or name");
     if (!(cfg->scale >= 0) && cfg->kind != MXC_INIT_CONSTANT)
         return mxc__error(MXC_EINVAL, "mxc_init_array: scale %g is negative", (double)cfg->scale);
-    if (mxc_nd_dtype(array) < 0)
-        return mxc__error(MXC_EMISUSE, "mxc_init_array: %s: bad array handle", name);
+    int rc = mxc__nd_check(array, __func__, name);
+    if (rc != MXC_OK)
+        return rc;
     if (mxc_nd_dtype(array) != MXC_FLOAT32)
         return mxc__error(MXC_ENOTSUP, "mxc_init_array: %s is not float32", name);
     if (ends_with(name, "weight"))

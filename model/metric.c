@@ -6,11 +6,14 @@
 #include "mxc/model.h"
 
 #include "common/common.h"
+#include "common/handle.h"
+#include "ndarray/ndarray_impl.h"
 
 #include <math.h>
 #include <string.h>
 
 #define METRIC_MAGIC 0x4d545243u /* "MTRC" */
+#define METRIC_DEAD  0x4d545246u /* "MTRF": freed (common/handle.h) */
 
 enum kind { ACC, TOP_K, CE, MSE, COMPOSITE };
 
@@ -19,7 +22,7 @@ static const char *const value_names[] = {"accuracy", "top_k_accuracy", "cross-e
                                           "composite"};
 
 struct mxc_metric {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     int kind, top_k;
     double sum, count;
     mxc_metric **children;
@@ -27,6 +30,19 @@ struct mxc_metric {
     const char **names; /* what mxc_metric_get reports */
     double *values;
 };
+
+static mxc__handle_kind metric_kind =
+    MXC__HANDLE_KIND(struct mxc_metric, "a metric", METRIC_MAGIC, METRIC_DEAD);
+
+/* Frees `m` (live or never published) with the children it took over. */
+static void metric_destroy(mxc_metric *m) {
+    for (int c = 0; c < m->num_children; c++)
+        mxc_metric_free(m->children[c]);
+    mxc__free(m->children);
+    mxc__free(m->names);
+    mxc__free(m->values);
+    mxc__handle_free(&metric_kind, m);
+}
 
 int mxc_metric_create(const char *name, int top_k, mxc_metric **out) {
     if (out == NULL || name == NULL)
@@ -43,27 +59,25 @@ int mxc_metric_create(const char *name, int top_k, mxc_metric **out) {
                           name);
     if (kind == TOP_K && top_k < 1)
         return mxc__error(MXC_EINVAL, "mxc_metric_create: top_k = %d", top_k);
-    mxc_metric *m = mxc__calloc(1, sizeof *m);
+    mxc_metric *m = mxc__handle_alloc(&metric_kind);
     if (m)
         m->names = mxc__calloc(1, sizeof *m->names);
     if (m)
         m->values = mxc__calloc(1, sizeof *m->values);
     if (m == NULL || m->names == NULL || m->values == NULL) {
-        mxc_metric_free(m);
+        if (m)
+            metric_destroy(m);
         return mxc__error(MXC_ENOMEM, "mxc_metric_create: out of memory");
     }
-    m->magic = METRIC_MAGIC;
     m->kind = kind;
     m->top_k = kind == TOP_K ? top_k : 1;
+    mxc__handle_publish(&metric_kind, m);
     *out = m;
     return MXC_OK;
 }
 
 static int check_metric(const mxc_metric *m, const char *fn) {
-    if (m == NULL || m->magic != METRIC_MAGIC)
-        return mxc__error(MXC_EMISUSE, "%s: metric is %s", fn,
-                          m == NULL ? "NULL" : "not a live handle");
-    return MXC_OK;
+    return mxc__handle_check(&metric_kind, m, fn, "metric");
 }
 
 int mxc_metric_add(mxc_metric *c, mxc_metric *child) {
@@ -130,7 +144,11 @@ static int accumulate(mxc_metric *m, const float *label, const float *pred, int6
 
 static int update_one(mxc_metric *m, mxc_ndarray *label, mxc_ndarray *pred, int pad) {
     mxc_shape ps, ls;
-    int rc = mxc_nd_get_shape(pred, &ps);
+    int rc = mxc__nd_check(pred, "mxc_metric_update", "prediction");
+    if (rc == MXC_OK)
+        rc = mxc__nd_check(label, "mxc_metric_update", "label");
+    if (rc == MXC_OK)
+        rc = mxc_nd_get_shape(pred, &ps);
     if (rc == MXC_OK)
         rc = mxc_nd_get_shape(label, &ls);
     if (rc != MXC_OK)
@@ -219,13 +237,6 @@ int mxc_metric_reset(mxc_metric *m) {
 }
 
 void mxc_metric_free(mxc_metric *m) {
-    if (m == NULL || (m->magic != METRIC_MAGIC && m->magic != 0))
-        return;
-    for (int c = 0; c < m->num_children; c++)
-        mxc_metric_free(m->children[c]);
-    m->magic = 0;
-    mxc__free(m->children);
-    mxc__free(m->names);
-    mxc__free(m->values);
-    mxc__free(m);
+    if (mxc__handle_check_free(&metric_kind, m, __func__, "metric"))
+        metric_destroy(m);
 }

@@ -8,12 +8,15 @@
 #include "mxc/op.h"
 
 #include "common/common.h"
+#include "common/handle.h"
+#include "ndarray/ndarray_impl.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #define OPT_MAGIC 0x4f505449u /* "OPTI" */
+#define OPT_DEAD  0x4f505446u /* "OPTF": freed (common/handle.h) */
 
 struct param_state {
     bool used;
@@ -27,7 +30,7 @@ struct mult {
 };
 
 struct mxc_optimizer {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     mxc_optimizer_config cfg;
     struct param_state *params;
     int num_params;
@@ -38,6 +41,9 @@ struct mxc_optimizer {
     int sched_count; /* FACTOR: updates the schedule has accounted for */
     int sched_index; /* MULTI_FACTOR: the next step */
 };
+
+static mxc__handle_kind opt_kind =
+    MXC__HANDLE_KIND(struct mxc_optimizer, "an optimizer", OPT_MAGIC, OPT_DEAD);
 
 int mxc_optimizer_create(const mxc_optimizer_config *cfg, mxc_optimizer **out) {
     if (cfg == NULL || out == NULL)
@@ -62,10 +68,9 @@ int mxc_optimizer_create(const mxc_optimizer_config *cfg, mxc_optimizer **out) {
     for (int i = 1; cfg->lr_schedule == MXC_LR_MULTI_FACTOR && i < cfg->num_steps; i++)
         if (cfg->steps[i] <= cfg->steps[i - 1])
             return mxc__error(MXC_EINVAL, "mxc_optimizer_create: steps must increase");
-    mxc_optimizer *o = mxc__calloc(1, sizeof *o);
+    mxc_optimizer *o = mxc__handle_alloc(&opt_kind);
     if (o == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_optimizer_create: out of memory");
-    o->magic = OPT_MAGIC;
     o->cfg = *cfg;
     if (o->cfg.rescale_grad == 0)
         o->cfg.rescale_grad = 1;
@@ -76,15 +81,13 @@ int mxc_optimizer_create(const mxc_optimizer_config *cfg, mxc_optimizer **out) {
     if (o->cfg.epsilon == 0)
         o->cfg.epsilon = 1e-8f;
     o->sched_lr = cfg->lr;
+    mxc__handle_publish(&opt_kind, o);
     *out = o;
     return MXC_OK;
 }
 
 static int check_opt(const mxc_optimizer *o, const char *fn) {
-    if (o == NULL || o->magic != OPT_MAGIC)
-        return mxc__error(MXC_EMISUSE, "%s: optimizer is %s", fn,
-                          o == NULL ? "NULL" : "not a live handle");
-    return MXC_OK;
+    return mxc__handle_check(&opt_kind, o, fn, "optimizer");
 }
 
 int mxc_optimizer_set_mult(mxc_optimizer *o, const char *name, float lr_mult, float wd_mult) {
@@ -170,6 +173,10 @@ static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct pa
 int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndarray *weight,
                          mxc_ndarray *grad) {
     int rc = check_opt(o, __func__);
+    if (rc == MXC_OK)
+        rc = mxc__nd_check(weight, __func__, "weight");
+    if (rc == MXC_OK)
+        rc = mxc__nd_check(grad, __func__, "grad");
     if (rc != MXC_OK)
         return rc;
     if (index < 0 || name == NULL)
@@ -215,9 +222,8 @@ int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndar
 }
 
 void mxc_optimizer_free(mxc_optimizer *o) {
-    if (o == NULL || o->magic != OPT_MAGIC)
+    if (!mxc__handle_check_free(&opt_kind, o, __func__, "optimizer"))
         return;
-    o->magic = 0;
     for (int i = 0; i < o->num_params; i++)
         for (int k = 0; k < 2; k++)
             mxc_nd_free(o->params[i].state[k]);
@@ -225,5 +231,5 @@ void mxc_optimizer_free(mxc_optimizer *o) {
         mxc__free(o->mults[i].name);
     mxc__free(o->params);
     mxc__free(o->mults);
-    mxc__free(o);
+    mxc__handle_free(&opt_kind, o);
 }

@@ -7,6 +7,8 @@
  */
 #include "ndarray/ndarray_impl.h"
 
+#include "common/handle.h"
+
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,11 +60,11 @@ fail:
 
 /* ---- Arrays ------------------------------------------------------------------------ */
 
+static mxc__handle_kind nd_kind =
+    MXC__HANDLE_KIND(struct mxc_ndarray, "an array", ND_MAGIC, ND_DEAD);
+
 int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what) {
-    if (a == NULL || a->magic != ND_MAGIC)
-        return mxc__error(MXC_EMISUSE, "%s: %s is %s", fn, what,
-                          a == NULL ? "NULL" : "not a live array (freed?)");
-    return MXC_OK;
+    return mxc__handle_check(&nd_kind, a, fn, what);
 }
 
 size_t mxc__nd_nbytes(const mxc_ndarray *a) {
@@ -71,11 +73,15 @@ size_t mxc__nd_nbytes(const mxc_ndarray *a) {
 
 static int view_create(struct nd_chunk *chunk, const mxc_shape *shape, int dtype, size_t offset,
                        mxc_ndarray **out) {
-    mxc_ndarray *a = mxc__malloc(sizeof *a);
+    mxc_ndarray *a = mxc__handle_alloc(&nd_kind);
     if (a == NULL)
         return mxc__error(MXC_ENOMEM, "ndarray: out of memory");
     atomic_fetch_add_explicit(&chunk->refs, 1, memory_order_relaxed);
-    *a = (mxc_ndarray){ND_MAGIC, chunk, *shape, dtype, offset};
+    a->chunk = chunk;
+    a->shape = *shape;
+    a->dtype = dtype;
+    a->offset = offset;
+    mxc__handle_publish(&nd_kind, a);
     *out = a;
     return MXC_OK;
 }
@@ -147,11 +153,11 @@ fail:
 }
 
 void mxc_nd_free(mxc_ndarray *a) {
-    if (a == NULL || a->magic != ND_MAGIC)
+    if (!mxc__handle_check_free(&nd_kind, a, __func__, "array"))
         return;
-    a->magic = 0;
-    chunk_unref(a->chunk);
-    mxc__free(a);
+    struct nd_chunk *chunk = a->chunk;
+    mxc__handle_free(&nd_kind, a);
+    chunk_unref(chunk);
 }
 
 int mxc_nd_reshape(const mxc_ndarray *a, const mxc_shape *shape, mxc_ndarray **out) {
@@ -226,7 +232,9 @@ int mxc_nd_get_shape(const mxc_ndarray *a, mxc_shape *out) {
     return MXC_OK;
 }
 
-int mxc_nd_dtype(const mxc_ndarray *a) { return a && a->magic == ND_MAGIC ? a->dtype : -1; }
+int mxc_nd_dtype(const mxc_ndarray *a) {
+    return mxc__nd_check(a, __func__, "array") == MXC_OK ? a->dtype : -1;
+}
 
 int mxc_nd_get_context(const mxc_ndarray *a, mxc_context *out) {
     int rc = mxc__nd_check(a, __func__, "array");
@@ -239,7 +247,7 @@ int mxc_nd_get_context(const mxc_ndarray *a, mxc_context *out) {
 }
 
 int64_t mxc_nd_size(const mxc_ndarray *a) {
-    return a && a->magic == ND_MAGIC ? mxc_shape_size(&a->shape) : -1;
+    return mxc__nd_check(a, __func__, "array") == MXC_OK ? mxc_shape_size(&a->shape) : -1;
 }
 
 /* ---- Pushing kernels --------------------------------------------------------------- */

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #define ND_MAGIC 0x4e444131u /* "NDA1" */
+#define ND_DEAD  0x4e444146u /* "NDAF": freed (common/handle.h) */
 
 /* Memory plus the engine variable that orders every access to it. */
 struct nd_chunk {
@@ -31,7 +32,7 @@ struct nd_chunk {
 };
 
 struct mxc_ndarray {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     struct nd_chunk *chunk;
     mxc_shape shape;
     int dtype;
@@ -89,7 +90,8 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
 int mxc__copy_bytes(void *dst, mxc_context dst_ctx, const void *src, mxc_context src_ctx,
                     size_t nbytes, void *stream);
 
-/* Checks an array handle; records MXC_EMISUSE naming `fn` and `what`. */
+/* Checks an array handle (NULL, stale, not an array); records MXC_EMISUSE naming `fn`
+ * and `what`. */
 int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what);
 
 /* ---- For the executor, which manages memory itself --------------------------------- */

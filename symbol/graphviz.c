@@ -64,7 +64,7 @@ int mxc_symbol_to_dot(mxc_symbol *sym, int num, const char *const *names, const 
     struct mxc__graph *g = NULL;
     mxc_shape *s = NULL;
     struct mxc__buf b = {0};
-    MXC_CHECK_HANDLE(sym, MXC__SYMBOL_MAGIC, "symbol");
+    MXC_TRY(mxc__symbol_check(sym, __func__, "symbol"));
     MXC_CHECK(dot != NULL, MXC_EINVAL, "mxc_symbol_to_dot: dot is NULL");
     *dot = NULL;
     MXC_CHECK(num >= 0 && (num == 0 || (names && shapes)), MXC_EINVAL,

@@ -318,7 +318,7 @@ int mxc_symbol_infer_shape(mxc_symbol *sym, int num, const char *const *names,
     struct mxc__graph *g = NULL;
     mxc_shape *s = NULL;
     const char **unk = NULL;
-    MXC_CHECK_HANDLE(sym, MXC__SYMBOL_MAGIC, "symbol");
+    MXC_TRY(mxc__symbol_check(sym, __func__, "symbol"));
     MXC_CHECK(num >= 0 && (num == 0 || shapes), MXC_EINVAL,
               "mxc_symbol_infer_shape: bad shape arrays");
     MXC_TRY(mxc__graph_build(sym, &g));
@@ -371,7 +371,7 @@ int mxc_symbol_infer_type(mxc_symbol *sym, int num, const char *const *names, co
     int rc = MXC_OK;
     struct mxc__graph *g = NULL;
     int *t = NULL;
-    MXC_CHECK_HANDLE(sym, MXC__SYMBOL_MAGIC, "symbol");
+    MXC_TRY(mxc__symbol_check(sym, __func__, "symbol"));
     MXC_CHECK(num >= 0 && (num == 0 || dtypes), MXC_EINVAL,
               "mxc_symbol_infer_type: bad dtype arrays");
     MXC_TRY(mxc__graph_build(sym, &g));

@@ -612,7 +612,7 @@ int mxc_symbol_save_json(mxc_symbol *sym, const char **json) {
     int rc = MXC_OK;
     struct mxc__graph *g = NULL;
     struct mxc__buf b = {0};
-    MXC_CHECK_HANDLE(sym, MXC__SYMBOL_MAGIC, "symbol");
+    MXC_TRY(mxc__symbol_check(sym, __func__, "symbol"));
     MXC_CHECK(json != NULL, MXC_EINVAL, "mxc_symbol_save_json: json is NULL");
     *json = NULL;
     MXC_TRY(mxc__graph_build(sym, &g));

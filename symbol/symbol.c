@@ -6,6 +6,8 @@
  */
 #include "symbol/symbol_impl.h"
 
+#include "common/handle.h"
+
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -186,14 +188,21 @@ char *mxc__sym_entry_name(const struct mxc__sym_entry *e) {
 
 /* ---- Handles ----------------------------------------------------------------------- */
 
+static mxc__handle_kind symbol_kind =
+    MXC__HANDLE_KIND(struct mxc_symbol, "a symbol", MXC__SYMBOL_MAGIC, MXC__SYMBOL_DEAD);
+
+int mxc__symbol_check(const mxc_symbol *sym, const char *fn, const char *what) {
+    return mxc__handle_check(&symbol_kind, sym, fn, what);
+}
+
 int mxc__symbol_new(int n, const struct mxc__sym_entry *entries, mxc_symbol **out) {
     *out = NULL;
-    mxc_symbol *s = mxc__calloc(1, sizeof *s);
+    mxc_symbol *s = mxc__handle_alloc(&symbol_kind);
     if (s == NULL)
         return mxc__error(MXC_ENOMEM, "out of memory creating a symbol");
     s->outputs = mxc__malloc(sizeof *s->outputs * (size_t)(n > 0 ? n : 1));
     if (s->outputs == NULL) {
-        mxc__free(s);
+        mxc__handle_free(&symbol_kind, s);
         return mxc__error(MXC_ENOMEM, "out of memory creating a symbol");
     }
     for (int i = 0; i < n; i++) {
@@ -201,7 +210,7 @@ int mxc__symbol_new(int n, const struct mxc__sym_entry *entries, mxc_symbol **ou
         mxc__sym_node_retain(entries[i].node);
     }
     s->num_outputs = n;
-    s->magic = MXC__SYMBOL_MAGIC;
+    mxc__handle_publish(&symbol_kind, s);
     *out = s;
     return MXC_OK;
 }
@@ -228,9 +237,8 @@ static int str_list_reset(struct mxc__str_list *l, int n) {
 }
 
 void mxc_symbol_free(mxc_symbol *sym) {
-    if (sym == NULL || sym->magic != MXC__SYMBOL_MAGIC)
+    if (!mxc__handle_check_free(&symbol_kind, sym, __func__, "symbol"))
         return;
-    sym->magic = 0;
     for (int i = 0; i < sym->num_outputs; i++)
         mxc__sym_node_release(sym->outputs[i].node);
     mxc__free(sym->outputs);
@@ -240,14 +248,14 @@ void mxc_symbol_free(mxc_symbol *sym) {
     str_list_clear(&sym->attrs);
     str_list_clear(&sym->unknown);
     mxc__free(sym->text);
-    mxc__free(sym);
+    mxc__handle_free(&symbol_kind, sym);
 }
 
-#define CHECK_SYM(s)                                                       \
-    do {                                                                   \
-        if ((s) == NULL || (s)->magic != MXC__SYMBOL_MAGIC)                \
-            return mxc__error(MXC_EMISUSE, "%s: symbol is %s", __func__,   \
-                              (s) == NULL ? "NULL" : "not a live handle"); \
+#define CHECK_SYM(s)                                                \
+    do {                                                            \
+        int check_rc_ = mxc__symbol_check((s), __func__, "symbol"); \
+        if (check_rc_ != MXC_OK)                                    \
+            return check_rc_;                                       \
     } while (0)
 
 int mxc__symbol_take_text(mxc_symbol *sym, struct mxc__buf *b, const char **out) {
@@ -943,15 +951,19 @@ int mxc_symbol_get_name(const mxc_symbol *sym, const char **name) {
     return MXC_OK;
 }
 
-/* Fills `l` with the names of the variable nodes in `ids` (borrowed from the nodes,
- * which the symbol keeps alive). */
-static int list_vars(mxc_symbol *sym, bool aux, struct mxc__str_list *l, int *num,
-                     const char *const **names) {
-    CHECK_SYM(sym);
+/* Lists the names of the argument (or, with `aux`, auxiliary-state) variables in the
+ * symbol's cache (borrowed from the nodes, which the symbol keeps alive); `fn` is the
+ * public function, for messages. */
+static int list_vars(mxc_symbol *sym, bool aux, int *num, const char *const **names,
+                     const char *fn) {
+    int rc = mxc__symbol_check(sym, fn, "symbol");
+    if (rc != MXC_OK)
+        return rc;
+    struct mxc__str_list *l = aux ? &sym->aux : &sym->args;
     if (num == NULL || names == NULL)
         return mxc__error(MXC_EINVAL, "listing a symbol: NULL out parameter");
     struct mxc__graph *g;
-    int rc = mxc__graph_build(sym, &g);
+    rc = mxc__graph_build(sym, &g);
     if (rc != MXC_OK)
         return rc;
     int count = aux ? g->num_aux : g->num_args;
@@ -967,11 +979,11 @@ static int list_vars(mxc_symbol *sym, bool aux, struct mxc__str_list *l, int *nu
 }
 
 int mxc_symbol_list_arguments(mxc_symbol *sym, int *num, const char *const **names) {
-    return list_vars(sym, false, sym ? &sym->args : NULL, num, names);
+    return list_vars(sym, false, num, names, __func__);
 }
 
 int mxc_symbol_list_auxiliary_states(mxc_symbol *sym, int *num, const char *const **names) {
-    return list_vars(sym, true, sym ? &sym->aux : NULL, num, names);
+    return list_vars(sym, true, num, names, __func__);
 }
 
 int mxc_symbol_list_outputs(mxc_symbol *sym, int *num, const char *const **names) {

@@ -40,6 +40,7 @@
 #include <stdbool.h>
 
 #define MXC__SYMBOL_MAGIC 0x53594d42u /* "SYMB" */
+#define MXC__SYMBOL_DEAD  0x53594d46u /* "SYMF": freed (common/handle.h) */
 
 struct mxc__sym_node;
 
@@ -83,7 +84,7 @@ struct mxc__str_list {
 };
 
 struct mxc_symbol {
-    uint32_t magic;
+    _Atomic uint32_t magic;
     int num_outputs;
     struct mxc__sym_entry *outputs;
     struct mxc__str_list args, outs, aux, attrs, unknown;
@@ -107,6 +108,10 @@ void mxc__attrs_clear(struct mxc__attrs *a);
 
 /* A new symbol handle over `n` entries (each node retained). */
 int mxc__symbol_new(int n, const struct mxc__sym_entry *entries, mxc_symbol **out);
+
+/* Checks a symbol handle (NULL, stale, not a symbol); records MXC_EMISUSE naming public
+ * function `fn` and argument `what`. */
+int mxc__symbol_check(const mxc_symbol *sym, const char *fn, const char *what);
 
 /* Parses the node's string attributes into freshly allocated params, fills num_args,
  * num_outputs, num_visible. Errors name the node. */

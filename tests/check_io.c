@@ -15,6 +15,7 @@
 #include "mxc/ndarray.h"
 #include "mxc/storage.h"
 #include "common/common.h"
+#include "common/handle.h"
 #include "io/io_impl.h"
 #include "ndarray/ndarray_impl.h"
 #include "tests/util/test_util.h"
@@ -889,6 +890,7 @@ static struct mxct_alloc_counts counts;
 static long live_after_settling(void) {
     mxc_nd_wait_all(); /* may report a failure injected earlier */
     CK_OK(mxc_storage_trim(mxc_cpu()));
+    mxc__handles_trim(); /* freed handles' slabs */
     return atomic_load(&counts.live);
 }
 

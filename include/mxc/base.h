@@ -8,6 +8,15 @@
  *    On failure, mxc_last_error() describes what went wrong on the calling thread.
  *  - Constructors write the new handle through their last argument, which is set to
  *    NULL on failure. Destructors accept NULL.
+ *  - A handle that is not a live handle of the expected type (freed, of another type, a
+ *    copy or an address inside one) makes any function return MXC_EMISUSE, its message
+ *    naming the function and saying whether the handle is stale (freed) or no handle of
+ *    the type; the library never reads freed memory to find out. Functions without a
+ *    status return their documented "bad handle" value and record the same error;
+ *    destructors (void) log it at MXC_LOG_ERROR and free nothing, so a double free is
+ *    harmless. A freed handle's memory is reused only after at least 4096 more handles
+ *    of its type were freed, and then only for a handle of the same type (docs/c-api.md,
+ *    "Handle lifetimes").
  */
 #ifndef MXC_BASE_H
 #define MXC_BASE_H
@@ -163,7 +172,10 @@ typedef struct mxc_allocator {
 
 /** Replaces the allocator; NULL restores the C library's. Call it before any other mxc
  * function or after every handle has been freed: memory must be freed by the allocator
- * that gave it. Not thread-safe with respect to any other mxc call. */
+ * that gave it. Before switching, the memory of freed handles (kept while handles of
+ * their type may still be used, see above) goes back to the allocator that gave it, so a
+ * counting allocator sees every block return. Not thread-safe with respect to any other
+ * mxc call. */
 MXC_API void mxc_set_allocator(const mxc_allocator *allocator);
 
 /** Log levels, most verbose first. */

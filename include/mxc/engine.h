@@ -109,7 +109,8 @@ typedef struct mxc_engine_stats {
     uint64_t failed;     /**< operations that failed or were skipped */
     int64_t pending;     /**< pushed but not retired */
     int64_t live_vars;   /**< variables created and not yet deleted */
-    uint64_t pool_bytes; /**< bytes the engine holds for variables and operations */
+    uint64_t pool_bytes; /**< bytes the engine holds for its live variables (their slots)
+                              and for queued accesses to variables */
 } mxc_engine_stats;
 
 /** Creates an engine of `type` (an mxc_engine_type) with `config` (NULL: environment and
@@ -120,7 +121,10 @@ MXC_API int mxc_engine_create(int type, const mxc_engine_config *config, mxc_eng
 
 /** Waits for every pushed operation, stops and joins the workers and frees the engine
  * with its variables and reusable operations. NULL is ignored. Call it from a thread that
- * is not one of its workers, once nothing pushes to it any more. */
+ * is not one of its workers, once nothing pushes to it any more. Afterwards the engine's
+ * handle and those of its variables and operations are stale: given to any function
+ * (of any engine) they are MXC_EMISUSE; a second destroy is logged at MXC_LOG_ERROR and
+ * does nothing (base.h). */
 MXC_API void mxc_engine_destroy(mxc_engine *engine);
 
 /** The process's default engine, created on first use with the kind named by
@@ -128,7 +132,8 @@ MXC_API void mxc_engine_destroy(mxc_engine *engine);
  * MXC_OK, MXC_EINVAL (bad MXC_ENGINE_TYPE), MXC_ENOMEM. */
 MXC_API int mxc_engine_get_default(mxc_engine **out);
 
-/** The engine's kind, an mxc_engine_type, or -1 for a bad handle. */
+/** The engine's kind, an mxc_engine_type, or -1 for a bad handle (MXC_EMISUSE recorded
+ * as the last error). */
 MXC_API int mxc_engine_type_of(const mxc_engine *engine);
 
 /** The static name of an engine kind ("naive", "pooled", "perdevice"), or NULL. */
@@ -140,8 +145,9 @@ MXC_API int mxc_engine_new_var(mxc_engine *engine, mxc_var **out);
 
 /** Schedules the deletion of `var`: `delete_fn(arg)` (may be NULL) runs on a CPU worker
  * after every operation pushed before on `var`, even if `var` failed; then the variable
- * is freed. The handle must not be used after this call. Returns MXC_OK, MXC_EMISUSE (bad
- * engine or variable), MXC_ENOMEM (nothing was scheduled). */
+ * is freed. The handle must not be used after this call: given again it is MXC_EMISUSE.
+ * Returns MXC_OK, MXC_EMISUSE (bad engine or variable, a deletion already scheduled),
+ * MXC_ENOMEM (nothing was scheduled). */
 MXC_API int mxc_engine_delete_var(mxc_engine *engine, mxc_var *var, mxc_engine_fn delete_fn,
                                   void *arg);
 
@@ -169,7 +175,8 @@ MXC_API int mxc_engine_delete_operator(mxc_engine *engine, mxc_engine_opr *opr);
 
 /** Reports the end of an asynchronous function with `status` (MXC_OK or a negative code;
  * on failure the calling thread's last error is taken as the message). Call exactly once
- * per run, from any thread. */
+ * per run, from any thread. A second call, or a handle that is not an active run's, is
+ * logged at MXC_LOG_ERROR and ignored: it never completes another run. */
 MXC_API void mxc_engine_complete(mxc_engine_done *done, int status);
 
 /** Blocks until every operation pushed so far that reads or writes `var` has retired.

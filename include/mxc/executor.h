@@ -16,6 +16,9 @@
  * auxiliary states are its list_auxiliary_states (BatchNorm's moving statistics), which
  * forward(is_train = 1) updates.
  *
+ * Every function returns MXC_EMISUSE for an executor, symbol or array handle that is
+ * NULL, freed (stale) or of another type (base.h).
+ *
  * Thread-safety: one executor is used by one thread at a time. Several executors may run
  * at once (they share the engine).
  */
@@ -107,7 +110,8 @@ typedef struct mxc_exec_plan_info {
 MXC_API int mxc_executor_plan_info(const mxc_executor *exec, mxc_exec_plan_info *out);
 
 /** The block of entry `entry` (0 .. num_entries-1), or -1 when it has its own memory
- * (arguments, gradients, auxiliary states, outputs). */
+ * (arguments, gradients, auxiliary states, outputs), when `entry` is out of range, or
+ * for a bad handle (MXC_EMISUSE recorded as the last error). */
 MXC_API int mxc_executor_entry_block(const mxc_executor *exec, int entry);
 
 /** Called with each node output's name ("fc1_output", "fc1_backward_data" ...) and array
@@ -123,7 +127,8 @@ MXC_API int mxc_executor_set_monitor(mxc_executor *exec, mxc_executor_monitor fn
  * and totals). `*text` is owned by the executor, valid until the next call or free. */
 MXC_API int mxc_executor_print(mxc_executor *exec, const char **text);
 
-/** Waits for the executor's pending work, then frees it (NULL is fine). */
+/** Waits for the executor's pending work, then frees it (NULL is fine; a freed or foreign
+ * handle is logged at MXC_LOG_ERROR and frees nothing). */
 MXC_API void mxc_executor_free(mxc_executor *exec);
 
 #ifdef __cplusplus

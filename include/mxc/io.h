@@ -160,7 +160,8 @@ MXC_API int mxc_data_iter_reset(mxc_data_iter *it);
 
 /** The current batch's data array, owned by the iterator (do not free or write it),
  * valid until the next call to next / reset / free; NULL before the first batch, at the
- * end of an epoch, after an error, or for a bad handle. */
+ * end of an epoch, after an error, or for a bad handle (NULL, freed or not an iterator:
+ * MXC_EMISUSE is then recorded as the last error, as for the other getters' -1). */
 MXC_API mxc_ndarray *mxc_data_iter_data(const mxc_data_iter *it);
 
 /** The current batch's label array, as mxc_data_iter_data; also NULL for an iterator
@@ -188,7 +189,8 @@ MXC_API int64_t mxc_data_iter_num_batches(const mxc_data_iter *it);
 
 /** Stops the prefetch thread (waiting for the batch it is filling, if any) and frees the
  * iterator, its batch arrays (their memory is recycled after operations still pending on
- * them) and its data. Safe at any point of an epoch. NULL is ignored. */
+ * them) and its data. Safe at any point of an epoch. NULL is ignored; a freed or foreign
+ * handle is logged at MXC_LOG_ERROR and frees nothing. */
 MXC_API void mxc_data_iter_free(mxc_data_iter *it);
 
 #ifdef __cplusplus

@@ -9,6 +9,11 @@
  * metric accumulates a figure over batches; mxc_model_fit runs epochs of forward,
  * backward and update over a data iterator, reports progress, evaluates and checkpoints.
  *
+ * Every function returns MXC_EMISUSE for a handle (optimizer, metric, model, and the
+ * arrays, symbols and iterators given to them) that is NULL, freed (stale) or of another
+ * type; the getters without a status return NULL or NAN and record it; the destructors
+ * log it at MXC_LOG_ERROR and free nothing (base.h).
+ *
  * Thread-safety: every object here is used by one thread at a time.
  */
 #ifndef MXC_MODEL_H
@@ -95,7 +100,8 @@ MXC_API int mxc_optimizer_set_mult(mxc_optimizer *opt, const char *name, float l
 MXC_API int mxc_optimizer_update(mxc_optimizer *opt, int index, const char *name,
                                  mxc_ndarray *weight, mxc_ndarray *grad);
 
-/** The learning rate the next update of a parameter with lr_mult 1 would use. */
+/** The learning rate the next update of a parameter with lr_mult 1 would use; NAN for a
+ * bad handle. */
 MXC_API float mxc_optimizer_current_lr(const mxc_optimizer *opt);
 
 /** Frees the optimizer and its states (NULL is fine). */
@@ -111,8 +117,9 @@ typedef struct mxc_metric mxc_metric;
  * Returns MXC_OK, MXC_EINVAL (unknown name, top_k < 1), MXC_ENOMEM. */
 MXC_API int mxc_metric_create(const char *name, int top_k, mxc_metric **out);
 
-/** Adds `child` to a composite metric, which takes it over. Returns MXC_OK, MXC_EINVAL
- * (not a composite), MXC_ENOMEM. */
+/** Adds `child` to a composite metric, which takes it over (freeing the child yourself
+ * too is a double free, reported when the composite is freed). Returns MXC_OK,
+ * MXC_EINVAL (not a composite), MXC_EMISUSE, MXC_ENOMEM. */
 MXC_API int mxc_metric_add(mxc_metric *composite, mxc_metric *child);
 
 /** Accumulates one batch: `preds[i]` (N, C) scores (or (N,) / (N, k) for mse) against
@@ -177,11 +184,11 @@ MXC_API int mxc_model_load_latest(const char *prefix, int *epoch, mxc_model **ou
  * (no parameters yet, epoch outside 0..9999), MXC_EMISUSE, MXC_ENOMEM. */
 MXC_API int mxc_model_save(const mxc_model *model, const char *prefix, int epoch);
 
-/** The model's symbol (owned by the model). */
+/** The model's symbol (owned by the model); NULL for a bad handle. */
 MXC_API mxc_symbol *mxc_model_symbol(const mxc_model *model);
 
 /** The parameter named `name` ("fc1_weight", "bn1_moving_mean"), owned by the model, or
- * NULL. */
+ * NULL (none of that name, or a bad handle). */
 MXC_API mxc_ndarray *mxc_model_param(const mxc_model *model, const char *name);
 
 MXC_API void mxc_model_free(mxc_model *model);

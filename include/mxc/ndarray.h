@@ -21,6 +21,9 @@
  * Arithmetic is defined on float32 arrays; other dtypes can be created, copied, saved and
  * loaded, and arithmetic on them returns MXC_ENOTSUP.
  *
+ * Every function taking an array returns MXC_EMISUSE for a handle that is NULL, freed
+ * (stale) or not an array, naming the function and the argument (base.h).
+ *
  * Thread-safety: functions may be called from any thread; operations pushed from
  * several threads on the same arrays are ordered as the engine orders pushes.
  */
@@ -58,7 +61,8 @@ MXC_API int mxc_nd_zeros(const mxc_shape *shape, int dtype, mxc_context ctx, mxc
 MXC_API int mxc_nd_ones(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out);
 
 /** Releases the handle. The memory is recycled after every operation already pushed on
- * the chunk and once no other view holds it. NULL is ignored. */
+ * the chunk and once no other view holds it. NULL is ignored; a freed (stale) or foreign
+ * handle, e.g. a second free, is logged at MXC_LOG_ERROR and frees nothing (base.h). */
 MXC_API void mxc_nd_free(mxc_ndarray *array);
 
 /** A view of `array` with a new shape of the same number of elements. Returns MXC_OK,
@@ -78,13 +82,14 @@ MXC_API int mxc_nd_at(const mxc_ndarray *array, int64_t index, mxc_ndarray **out
 /** Writes the shape. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL. Never waits. */
 MXC_API int mxc_nd_get_shape(const mxc_ndarray *array, mxc_shape *out);
 
-/** The dtype, or -1 for a bad handle. Never waits. */
+/** The dtype, or -1 for a bad handle (NULL, freed, not an array; MXC_EMISUSE is recorded
+ * as the last error). Never waits. */
 MXC_API int mxc_nd_dtype(const mxc_ndarray *array);
 
 /** Writes the context. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL. Never waits. */
 MXC_API int mxc_nd_get_context(const mxc_ndarray *array, mxc_context *out);
 
-/** Number of elements, or -1 for a bad handle. Never waits. */
+/** Number of elements, or -1 for a bad handle (as mxc_nd_dtype). Never waits. */
 MXC_API int64_t mxc_nd_size(const mxc_ndarray *array);
 
 /* ---- Synchronisation and copies ---------------------------------------------------- */

@@ -15,7 +15,8 @@
  * fill caches inside it). Different handles may be used from different threads, even when
  * they share nodes, except for mxc_symbol_set_attr, which changes a shared node.
  *
- * Return codes common to every function: MXC_EMISUSE for a NULL or freed handle,
+ * Return codes common to every function: MXC_EMISUSE for a NULL, freed (stale) or
+ * foreign handle (base.h; mxc_symbol_free logs it and frees nothing),
  * MXC_EINVAL for a NULL or out-of-range argument, MXC_ENOMEM. mxc_last_error() says more.
  */
 #ifndef MXC_SYMBOL_H
