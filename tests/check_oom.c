@@ -17,6 +17,7 @@
  * the same allocation in every run (worker threads would make the order vary).
  */
 #include "mxc/mxc.h"
+#include "common/handle.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -184,7 +185,11 @@ static int release(struct run *r, int *wait_rc) {
     mxc_nd_free(r->label);
     *r = (struct run){0};
     *wait_rc = mxc_nd_wait_all();
-    return mxc_storage_shutdown();
+    int rc = mxc_storage_shutdown();
+    /* Freed handles stay in their slabs (a quarantine against stale handles): give the
+     * unused slabs back so every run starts from the same allocator state. */
+    mxc__handles_trim();
+    return rc;
 }
 
 /* One run with allocation `n` failing (only it, or every one from it on when
