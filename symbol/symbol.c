@@ -961,7 +961,12 @@ static int list_vars(mxc_symbol *sym, bool aux, int *num, const char *const **na
         return rc;
     struct mxc__str_list *l = aux ? &sym->aux : &sym->args;
     if (num == NULL || names == NULL)
-        return mxc__error(MXC_EINVAL, "listing a symbol: NULL out parameter");
+        return mxc__error(MXC_EINVAL, "%s: NULL out parameter", fn);
+    if (l->view != NULL) { /* a symbol's graph never changes: listed once, kept */
+        *num = l->num;
+        *names = l->view;
+        return MXC_OK;
+    }
     struct mxc__graph *g;
     rc = mxc__graph_build(sym, &g);
     if (rc != MXC_OK)
@@ -990,6 +995,11 @@ int mxc_symbol_list_outputs(mxc_symbol *sym, int *num, const char *const **names
     CHECK_SYM(sym);
     if (num == NULL || names == NULL)
         return mxc__error(MXC_EINVAL, "mxc_symbol_list_outputs: NULL out parameter");
+    if (sym->outs.view != NULL) { /* listed once, kept (as list_vars) */
+        *num = sym->outs.num;
+        *names = sym->outs.view;
+        return MXC_OK;
+    }
     int rc = str_list_reset(&sym->outs, sym->num_outputs);
     if (rc != MXC_OK)
         return rc;

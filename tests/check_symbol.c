@@ -239,6 +239,35 @@ START_TEST(test_dfs_order_and_group) {
 }
 END_TEST
 
+/* The lists a caller holds stay valid across binding (which lists the arguments itself)
+ * and later listing calls: they are made once per symbol. */
+START_TEST(test_lists_outlive_bind) {
+    mxc_symbol *net = mlp();
+    int na, no, nx;
+    const char *const *args, *const *outs, *const *aux;
+    CK_OK(mxc_symbol_list_arguments(net, &na, &args));
+    CK_OK(mxc_symbol_list_outputs(net, &no, &outs));
+    CK_OK(mxc_symbol_list_auxiliary_states(net, &nx, &aux));
+    const char *in_names[] = {"data"};
+    mxc_shape in_shapes[] = {SHAPE(2, 8)};
+    mxc_executor *x = NULL;
+    CK_OK(mxc_executor_simple_bind(net, mxc_cpu(), 1, in_names, in_shapes, MXC_GRAD_WRITE, &x));
+    int n2;
+    const char *const *again;
+    CK_OK(mxc_symbol_list_arguments(net, &n2, &again));
+    ck_assert_ptr_eq(again, args);
+    CK_OK(mxc_symbol_list_outputs(net, &n2, &again));
+    ck_assert_ptr_eq(again, outs);
+    CK_OK(mxc_symbol_list_auxiliary_states(net, &n2, &again));
+    ck_assert_ptr_eq(again, aux);
+    expect_names(na, args, "data fc1_weight fc1_bias fc2_weight fc2_bias");
+    expect_names(no, outs, "fc2_output");
+    ck_assert_int_eq(nx, 0);
+    mxc_executor_free(x);
+    mxc_symbol_free(net);
+}
+END_TEST
+
 START_TEST(test_compose) {
     mxc_symbol *net = mlp();
     mxc_symbol *x = var("x");
@@ -959,6 +988,7 @@ static Suite *symbol_suite(void) {
     tcase_add_test(tc, test_named_inputs);
     tcase_add_test(tc, test_create_errors);
     tcase_add_test(tc, test_dfs_order_and_group);
+    tcase_add_test(tc, test_lists_outlive_bind);
     tcase_add_test(tc, test_compose);
     tcase_add_test(tc, test_copy_and_attrs);
     tcase_add_test(tc, test_misuse);

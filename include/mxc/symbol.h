@@ -8,8 +8,10 @@
  * each handle is freed with mxc_symbol_free independently of the others.
  *
  * Strings returned by the listing, attribute, JSON and DOT functions are owned by the
- * symbol: they stay valid until the next call of the same function on the same symbol,
- * or until the symbol is freed.
+ * symbol. The argument, output and auxiliary-state lists are made once per symbol (its
+ * graph never changes) and stay valid until the symbol is freed, whatever else is called
+ * on it (binding lists them too); the attribute, JSON and DOT strings stay valid until the
+ * next call of the same function on the same symbol, or until the symbol is freed.
  *
  * Thread-safety: a symbol handle may be used by one thread at a time (the listing calls
  * fill caches inside it). Different handles may be used from different threads, even when
