@@ -193,14 +193,6 @@ static void remove_stale_temps(const char *prefix) {
     closedir(d);
 }
 
-static int write_text(FILE *f, void *arg) {
-    const char *text = arg;
-    if (fputs(text, f) == EOF)
-        return mxc__error(MXC_EIO, "mxc_model_save: writing the symbol failed: %s",
-                          strerror(errno));
-    return MXC_OK;
-}
-
 int mxc_model_save(const mxc_model *m, const char *prefix, int epoch) {
     int rc = check_model(m, __func__);
     if (rc != MXC_OK)
@@ -212,10 +204,7 @@ int mxc_model_save(const mxc_model *m, const char *prefix, int epoch) {
     char sym_path[4096], params_path[4096];
     checkpoint_paths(prefix, epoch, sym_path, params_path, sizeof sym_path);
     remove_stale_temps(prefix);
-    const char *json;
-    rc = mxc_symbol_save_json(m->sym, &json);
-    if (rc == MXC_OK)
-        rc = mxc__file_replace("mxc_model_save", sym_path, write_text, (void *)json);
+    rc = mxc__symbol_save_file(m->sym, sym_path, __func__);
     if (rc != MXC_OK)
         return rc;
     char **names = mxc__calloc((size_t)m->num_params, sizeof *names);

@@ -651,31 +651,22 @@ fail:
     return rc;
 }
 
-int mxc_symbol_save(mxc_symbol *sym, const char *path) {
+static int write_text(FILE *f, void *arg) {
+    if (fputs((const char *)arg, f) == EOF)
+        return mxc__error(MXC_EIO, "writing the symbol failed: %s", strerror(errno));
+    return MXC_OK;
+}
+
+int mxc__symbol_save_file(mxc_symbol *sym, const char *path, const char *fn) {
     const char *json;
     int rc = mxc_symbol_save_json(sym, &json);
     if (rc != MXC_OK)
         return rc;
     if (path == NULL)
-        return mxc__error(MXC_EINVAL, "mxc_symbol_save: path is NULL");
-    size_t len = strlen(path) + 16;
-    char *tmp = mxc__malloc(len);
-    if (tmp == NULL)
-        return mxc__error(MXC_ENOMEM, "out of memory saving '%s'", path);
-    snprintf(tmp, len, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (f == NULL) {
-        rc = mxc__error(MXC_EIO, "mxc_symbol_save: cannot create '%s': %s", tmp, strerror(errno));
-        mxc__free(tmp);
-        return rc;
-    }
-    size_t n = strlen(json);
-    bool ok = fwrite(json, 1, n, f) == n;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        rc = mxc__error(MXC_EIO, "mxc_symbol_save: cannot write '%s': %s", path, strerror(errno));
-        remove(tmp);
-    }
-    mxc__free(tmp);
-    return rc;
+        return mxc__error(MXC_EINVAL, "%s: path is NULL", fn);
+    return mxc__file_replace(fn, path, write_text, (void *)json);
+}
+
+int mxc_symbol_save(mxc_symbol *sym, const char *path) {
+    return mxc__symbol_save_file(sym, path, __func__);
 }

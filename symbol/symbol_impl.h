@@ -193,4 +193,9 @@ void mxc__buf_json_str(struct mxc__buf *b, const char *s);
 /* Replaces the symbol's cached text with the buffer's contents (taking them). */
 int mxc__symbol_take_text(mxc_symbol *sym, struct mxc__buf *b, const char **out);
 
+/* mxc_symbol_save for a caller whose messages name public function `fn` (a checkpoint's
+ * symbol file): the JSON written to a temporary file, synced and renamed into place, and
+ * the folder synced (mxc__file_replace). */
+int mxc__symbol_save_file(mxc_symbol *sym, const char *path, const char *fn);
+
 #endif /* MXC_SYMBOL_SYMBOL_IMPL_H */

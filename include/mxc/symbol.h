@@ -178,8 +178,10 @@ MXC_API int mxc_symbol_load(const char *path, mxc_symbol **out);
  * MXC_ENOMEM. */
 MXC_API int mxc_symbol_save_json(mxc_symbol *sym, const char **json);
 
-/** Writes mxc_symbol_save_json's text to `path` (through a temporary file renamed into
- * place). Returns MXC_OK, MXC_EIO, MXC_EMISUSE, MXC_EINVAL, MXC_ENOMEM. */
+/** Writes mxc_symbol_save_json's text to `path` as checkpoints are written: to a
+ * temporary `<path>.tmp.<pid>`, synced to disk and renamed into place, then the folder is
+ * synced, so a crash leaves either the old file or the new one. Returns MXC_OK, MXC_EIO
+ * (naming the path and the system's reason), MXC_EMISUSE, MXC_EINVAL, MXC_ENOMEM. */
 MXC_API int mxc_symbol_save(mxc_symbol *sym, const char *path);
 
 /** Graphviz DOT text of the graph (the C counterpart of mx.viz.plot_network): one box per
