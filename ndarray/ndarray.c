@@ -137,8 +137,12 @@ int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, int delay_
     MXC_CHECK(ctx.dev_type != MXC_GPU || (ctx.dev_id >= 0 && ctx.dev_id < mxc_gpu_count()),
               MXC_ENODEV, "mxc_nd_create: gpu(%d) does not exist (%d usable)", ctx.dev_id,
               mxc_gpu_count());
-    size_t nbytes = (size_t)mxc_shape_size(shape) * mxc_dtype_size(dtype);
-    MXC_TRY(chunk_create(nbytes, ctx, delay_alloc != 0, &chunk));
+    int64_t n = mxc_shape_size(shape);
+    char buf[128];
+    MXC_CHECK((uint64_t)n <= SIZE_MAX / mxc_dtype_size(dtype), MXC_ENOMEM,
+              "mxc_nd_create: a %s %s array needs more bytes than a size_t holds",
+              mxc__shape_str(shape, buf, sizeof buf), mxc_dtype_name(dtype));
+    MXC_TRY(chunk_create((size_t)n * mxc_dtype_size(dtype), ctx, delay_alloc != 0, &chunk));
     rc = view_create(chunk, shape, dtype, 0, out);
     chunk_unref(chunk); /* the view holds it now, or nobody does */
     return rc;

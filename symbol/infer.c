@@ -61,11 +61,13 @@ static bool shape_eq(const mxc_shape *a, const mxc_shape *b) {
     return true;
 }
 
-/* Re-records the operator's message with the node named in front. */
+/* Re-records the operator's message with the node named in front, and the operator's
+ * name too unless its message starts with it. */
 static int node_error(int rc, const struct mxc__graph_node *n) {
-    char msg[768];
-    snprintf(msg, sizeof msg, "%s", mxc_last_error());
-    return mxc__error(rc, "node '%s' (%s): %s", n->name, n->op->name, msg);
+    size_t len = strlen(n->op->name);
+    if (strncmp(mxc_last_error(), n->op->name, len) == 0 && mxc_last_error()[len] == ':')
+        return mxc__error_wrap(rc, "node '%s'", n->name);
+    return mxc__error_wrap(rc, "node '%s' (%s)", n->name, n->op->name);
 }
 
 static int apply_hints_shape(const struct mxc__graph *g, mxc_shape *shapes) {
