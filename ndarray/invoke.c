@@ -81,6 +81,12 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
     const char *out_names[MXC__MAX_OP_ARGS];
     n_out = mxc__op_num_outputs(def, p->params, out_names);
     int n_visible = mxc__op_num_visible_outputs(def, p->params);
+    /* the parameter tables bound variadic counts by MXC__MAX_OP_ARGS (the name lists above
+     * hold that many); a table that did not would be the library's bug */
+    MXC_CHECK(n_in <= MXC__MAX_OP_ARGS && n_aux <= MXC__MAX_OP_ARGS && n_out <= MXC__MAX_OP_ARGS,
+              MXC_EINTERNAL,
+              "%s: %d inputs, %d auxiliary states and %d outputs, at most %d supported", name, n_in,
+              n_aux, n_out, MXC__MAX_OP_ARGS);
     MXC_CHECK(num_inputs == n_in + n_aux, MXC_EINVAL,
               "%s: takes %d inputs (%d arguments and %d auxiliary states), %d given", name,
               n_in + n_aux, n_in, n_aux, num_inputs);

@@ -267,10 +267,8 @@ struct nd_closure {
 
 static void closure_free(void *arg) { mxc__free(arg); }
 
-#define ND_MAX_OPERANDS 16
-
 static int closure_call(struct nd_closure *c, const mxc_run_ctx *rctx) {
-    struct mxc__tensor tensors[ND_MAX_OPERANDS];
+    struct mxc__tensor tensors[2 * MXC__ND_MAX_OPERANDS];
     int n = c->num_inputs + c->num_outputs;
     for (int i = 0; i < n; i++) {
         struct nd_view *v = &c->views[i];
@@ -306,9 +304,14 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
                  mxc_ndarray *const *outputs, int num_outputs) {
     int rc = MXC_OK;
     int n = num_inputs + num_outputs;
-    MXC_ASSERT(n > 0 && n <= ND_MAX_OPERANDS && op->num_resources <= ND_MAX_OPERANDS);
-    mxc_var *reads[ND_MAX_OPERANDS], *writes[2 * ND_MAX_OPERANDS];
-    struct mxc__resource *res[ND_MAX_OPERANDS];
+    const int max = MXC__ND_MAX_OPERANDS;
+    MXC_CHECK(n > 0 && num_inputs >= 0 && num_inputs <= max && num_outputs >= 0 &&
+                  num_outputs <= max && op->num_resources >= 0 && op->num_resources <= max,
+              MXC_EINTERNAL,
+              "%s: %d inputs, %d outputs and %d resources (at most %d of each, one array at least)",
+              op->name, num_inputs, num_outputs, op->num_resources, max);
+    mxc_var *reads[MXC__ND_MAX_OPERANDS], *writes[2 * MXC__ND_MAX_OPERANDS];
+    struct mxc__resource *res[MXC__ND_MAX_OPERANDS];
     for (int i = 0; i < op->num_resources; i++)
         MXC_TRY(mxc__resource_get(op->run_ctx, op->resources[i], &res[i]));
 

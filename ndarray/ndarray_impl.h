@@ -72,9 +72,15 @@ struct mxc__nd_op {
                                       wait on an operation that writes no array) */
 };
 
+/* Most arrays one pushed operation reads, and most it writes: an operator's inputs plus
+ * auxiliary states, or its outputs plus auxiliary states (mxc__nd_invoke). */
+#define MXC__ND_MAX_OPERANDS (2 * MXC__MAX_OP_ARGS)
+
 /* Pushes `op` reading `inputs` and writing `outputs` (whose memory is allocated when it
  * runs, if still delayed). The arrays may be freed right after: their chunks outlive the
- * operation because a chunk's delete is ordered after it on the chunk's variable. */
+ * operation because a chunk's delete is ordered after it on the chunk's variable.
+ * At least one array, at most MXC__ND_MAX_OPERANDS of each kind and of resources, else
+ * MXC_EINTERNAL (a library caller's bug, never reached from user input). */
 int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, int num_inputs,
                  mxc_ndarray *const *outputs, int num_outputs);
 

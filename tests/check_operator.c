@@ -1,10 +1,13 @@
 /*
  * tests/check_operator.c — the operator framework: the parameter parser (every type,
  * defaults, bounds, unknown and missing keys, printing back), the registry and its
- * introspection, mxc_imperative_invoke (inference, created and given outputs, misuse),
- * and the element-wise family: values and finite-difference gradients of every member.
+ * introspection, mxc_imperative_invoke (inference, created and given outputs, misuse,
+ * every variadic operator at both ends of its count parameter), and the element-wise
+ * family: values and finite-difference gradients of every member.
  */
+#include "mxc/executor.h"
 #include "mxc/op.h"
+#include "mxc/symbol.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
 #include "tests/util/test_util.h"
@@ -386,6 +389,142 @@ START_TEST(test_invoke) {
 }
 END_TEST
 
+/* ---- Variadic operators at the ends of their count parameter ----------------------- */
+
+/* Each variadic operator and the parameter that sets its number of inputs or outputs. */
+static const struct {
+    const char *op, *param;
+} variadic_cases[] = {
+    {"Concat", "num_args"},
+    {"ElementWiseSum", "num_args"},
+    {"SliceChannel", "num_outputs"},
+};
+
+/* A float32 array of `shape` holding base, base + 1, ... */
+static mxc_ndarray *counting(mxc_shape shape, float base) {
+    mxc_ndarray *a = NULL;
+    CK_OK(mxc_nd_create(&shape, MXC_FLOAT32, mxc_cpu(), 1, &a));
+    int64_t n = mxc_shape_size(&shape);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = base + (float)i;
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, v, sizeof(float) * (size_t)n));
+    free(v);
+    return a;
+}
+
+/* Asserts that a holds want(i) at every element i. */
+static void expect_values(mxc_ndarray *a, float (*want)(int64_t i, int k, int v), int k, int v,
+                          const char *what) {
+    int64_t n = mxc_nd_size(a);
+    float *got = malloc(sizeof(float) * (size_t)n);
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, got, sizeof(float) * (size_t)n));
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want(i, k, v), "%s (v = %d, part %d): element %lld is %g, not %g",
+                      what, v, k, (long long)i, (double)got[i], (double)want(i, k, v));
+    free(got);
+}
+
+/* The cases below: v inputs (2, 1) holding 10 k + row, joined into (2, v); v inputs (3)
+ * holding k + i, summed; one input (2, v) holding v row + column, cut into v parts. */
+static float want_concat(int64_t i, int k, int v) { return (float)(10 * (i % v) + i / v); }
+static float want_sum(int64_t i, int k, int v) { return (float)(v * (v - 1) / 2 + v * i); }
+static float want_part(int64_t i, int k, int v) { return (float)(v * i + k); }
+static float want_one(int64_t i, int k, int v) { return 1; }
+
+/* Runs case `c` with count `v` imperatively, then bound (forward and backward with head
+ * gradients of ones: every input's gradient is ones). */
+static void run_variadic(int c, int v) {
+    const char *op = variadic_cases[c].op;
+    bool slice = strcmp(op, "SliceChannel") == 0, concat = strcmp(op, "Concat") == 0;
+    char count[16];
+    snprintf(count, sizeof count, "%d", v);
+    const char *keys[] = {variadic_cases[c].param}, *vals[] = {count};
+    int n_in = slice ? 1 : v, n_out = slice ? v : 1;
+    mxc_ndarray *in[MXC__MAX_OP_ARGS] = {NULL}, *out[MXC__MAX_OP_ARGS] = {NULL};
+    for (int k = 0; k < n_in; k++)
+        in[k] = slice    ? counting(SHAPE(2, v), 0)
+                : concat ? counting(SHAPE(2, 1), 10.0f * k)
+                         : counting(SHAPE(3), (float)k);
+    CK_OK(mxc_imperative_invoke(op, 1, keys, vals, n_in, in, n_out, out, 0));
+    for (int k = 0; k < n_out; k++) {
+        expect_values(out[k], slice ? want_part : concat ? want_concat : want_sum, k, v, op);
+        mxc_nd_free(out[k]);
+    }
+
+    mxc_symbol *vars[MXC__MAX_OP_ARGS], *sym = NULL;
+    mxc_shape shapes[MXC__MAX_OP_ARGS];
+    for (int k = 0; k < n_in; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        CK_OK(mxc_nd_get_shape(in[k], &shapes[k]));
+        CK_OK(mxc_symbol_variable(name, &vars[k]));
+    }
+    CK_OK(mxc_symbol_create(op, 1, keys, vals, "v", n_in, NULL, vars, &sym));
+    mxc_executor *x = NULL;
+    mxc_ndarray *grads[MXC__MAX_OP_ARGS] = {NULL}, *heads[MXC__MAX_OP_ARGS] = {NULL};
+    for (int k = 0; k < n_in; k++)
+        CK_OK(mxc_nd_zeros(&shapes[k], MXC_FLOAT32, mxc_cpu(), &grads[k]));
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), n_in, in, grads, NULL, 0, NULL, &x));
+    CK_OK(mxc_executor_forward(x, 1));
+    int nout;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &nout, &outs));
+    ck_assert_int_eq(nout, n_out);
+    for (int k = 0; k < n_out; k++) {
+        expect_values(outs[k], slice ? want_part : concat ? want_concat : want_sum, k, v, op);
+        mxc_shape s;
+        CK_OK(mxc_nd_get_shape(outs[k], &s));
+        CK_OK(mxc_nd_ones(&s, MXC_FLOAT32, mxc_cpu(), &heads[k]));
+    }
+    CK_OK(mxc_executor_backward(x, n_out, heads));
+    for (int k = 0; k < n_in; k++)
+        expect_values(grads[k], want_one, k, v, "gradient");
+    mxc_executor_free(x);
+    for (int k = 0; k < MXC__MAX_OP_ARGS; k++) {
+        mxc_nd_free(in[k]);
+        mxc_nd_free(grads[k]);
+        mxc_nd_free(heads[k]);
+        if (k < n_in)
+            mxc_symbol_free(vars[k]);
+    }
+    mxc_symbol_free(sym);
+}
+
+/* Every value a variadic operator's count parameter accepts runs, imperatively and bound:
+ * both ends of its table's range (num_args=16 used to reach an internal assertion). Every
+ * variadic operator has a case, so a new one needs one here. */
+START_TEST(test_variadic_extremes) {
+    size_t n;
+    const char *const *ops;
+    CK_OK(mxc_op_list(&n, &ops));
+    for (size_t i = 0; i < n; i++) {
+        /* MXNet names a variadic operator's count num_args or num_outputs */
+        const struct mxc__op_def *def = mxc__op_find(ops[i]);
+        bool variadic = false, listed = false;
+        for (int k = 0; k < def->num_params; k++)
+            variadic |= strcmp(def->params[k].name, "num_args") == 0 ||
+                        strcmp(def->params[k].name, "num_outputs") == 0;
+        for (size_t c = 0; c < MXC_ARRAY_SIZE(variadic_cases); c++)
+            listed |= strcmp(variadic_cases[c].op, ops[i]) == 0;
+        ck_assert_msg(listed || !variadic, "variadic operator %s has no case here", ops[i]);
+    }
+    for (int c = 0; c < (int)MXC_ARRAY_SIZE(variadic_cases); c++) {
+        const struct mxc__op_def *def = mxc__op_find(variadic_cases[c].op);
+        const struct mxc__param *p = NULL;
+        for (int k = 0; k < def->num_params; k++)
+            if (strcmp(def->params[k].name, variadic_cases[c].param) == 0)
+                p = &def->params[k];
+        ck_assert_ptr_nonnull(p);
+        ck_assert_msg(p->min >= 1 && p->max <= MXC__MAX_OP_ARGS, "%s.%s: range [%g, %g]", def->name,
+                      p->name, p->min, p->max);
+        run_variadic(c, (int)p->min);
+        run_variadic(c, (int)p->max);
+    }
+    CK_OK(mxc_nd_wait_all());
+}
+END_TEST
+
 static Suite *operator_suite(void) {
     Suite *s = suite_create("operator");
     TCase *tc = tcase_create("params");
@@ -407,6 +546,7 @@ static Suite *operator_suite(void) {
     tc = tcase_create("invoke");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_test(tc, test_invoke);
+    tcase_add_test(tc, test_variadic_extremes);
     suite_add_tcase(s, tc);
     return s;
 }
