@@ -242,17 +242,10 @@ static int set_single_output(struct builder *b, int like, int into, int req, int
     return MXC_OK;
 }
 
-/* Sums the contributions of `entry` into a new entry (or `into` if >= 0, with `req`);
- * one contribution is returned as is. -1 if there are none. */
-static int gradient_of(struct builder *b, int entry, int into, int req, int *out) {
-    int n = b->num_contrib[entry];
-    *out = -1;
-    if (n == 0)
-        return MXC_OK;
-    if (n == 1 && into < 0) {
-        *out = b->contrib[entry][0];
-        return MXC_OK;
-    }
+/* A SUM node of the n (<= MXC__MAX_OP_ARGS) entries `ins` writing `into` (or a new entry
+ * shaped like `like`), its id through `out`. */
+static int sum_node(struct builder *b, const int *ins, int n, int like, int into, int req,
+                    int *out) {
     const struct mxc__op_def *sum = mxc__op_find("ElementWiseSum");
     if (sum == NULL)
         return mxc__error(MXC_ENOTSUP, "summing gradients needs ElementWiseSum");
@@ -271,9 +264,33 @@ static int gradient_of(struct builder *b, int entry, int into, int req, int *out
     xn->op = sum;
     xn->params = params;
     xn->name = "_grad_sum";
-    memcpy(xn->in, b->contrib[entry], sizeof(int) * (size_t)n);
+    memcpy(xn->in, ins, sizeof(int) * (size_t)n);
     mxc__inplace_get(sum->inplace, &xn->inplace_in, &xn->inplace_out);
-    return set_single_output(b, entry, into, req, out);
+    return set_single_output(b, like, into, req, out);
+}
+
+/* Sums the contributions of `entry` into a new entry (or `into` if >= 0, with `req`);
+ * one contribution is returned as is. -1 if there are none. More contributions than one
+ * ElementWiseSum takes (an entry read by many nodes) are summed in parts first. */
+static int gradient_of(struct builder *b, int entry, int into, int req, int *out) {
+    int *c = b->contrib[entry], n = b->num_contrib[entry];
+    *out = -1;
+    if (n == 0)
+        return MXC_OK;
+    if (n == 1 && into < 0) {
+        *out = c[0];
+        return MXC_OK;
+    }
+    while (n > MXC__MAX_OP_ARGS) {
+        int part = -1,
+            rc = sum_node(b, c + n - MXC__MAX_OP_ARGS, MXC__MAX_OP_ARGS, entry, -1, 0, &part);
+        if (rc != MXC_OK)
+            return rc;
+        n -= MXC__MAX_OP_ARGS - 1;
+        c[n - 1] = part;
+        b->num_contrib[entry] = n;
+    }
+    return sum_node(b, c, n, entry, into, req, out);
 }
 
 /* A ZEROS node writing `into` (or a new entry shaped like `like`). */

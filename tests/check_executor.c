@@ -254,6 +254,35 @@ START_TEST(test_fan_out_gradients_are_summed) {
 }
 END_TEST
 
+/* x read by 41 nodes (y = x + x + ... + x): more gradient contributions than one
+ * ElementWiseSum takes are summed in parts, dy/dx = 41. */
+START_TEST(test_many_gradients_are_summed_in_parts) {
+    mxc_symbol *x = var("x"), *y = NULL;
+    CK_OK(mxc_symbol_get_output(x, 0, &y));
+    for (int k = 0; k < 40; k++) {
+        mxc_symbol *x2 = NULL;
+        CK_OK(mxc_symbol_get_output(x, 0, &x2));
+        y = apply2("_plus", NULL, y, x2);
+    }
+    mxc_ndarray *xa = NULL, *ga = NULL, *ha = NULL;
+    CK_OK(mxc_nd_ones(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), &xa));
+    CK_OK(mxc_nd_zeros(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), &ga));
+    CK_OK(mxc_nd_full(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 0.5, &ha));
+    mxc_executor *e = NULL;
+    CK_OK(mxc_executor_bind(y, mxc_cpu(), 1, &xa, &ga, NULL, 0, NULL, &e));
+    CK_OK(mxc_executor_forward(e, 1));
+    CK_OK(mxc_executor_backward(e, 1, &ha));
+    const float want[3] = {20.5f, 20.5f, 20.5f};
+    expect_close(ga, want, 1e-6, "d(x + ... + x)/dx");
+    mxc_executor_free(e);
+    mxc_nd_free(xa);
+    mxc_nd_free(ga);
+    mxc_nd_free(ha);
+    mxc_symbol_free(x);
+    mxc_symbol_free(y);
+}
+END_TEST
+
 /* -sum log p[label] of the bound LeNet's softmax output, in double. */
 static double softmax_loss(mxc_executor *x, const float *labels, int n, int classes) {
     CK_OK(mxc_executor_forward(x, 1));
@@ -727,6 +756,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_backward_equals_finite_differences);
     tcase_add_test(tc, test_add_to_accumulates_across_passes);
     tcase_add_test(tc, test_fan_out_gradients_are_summed);
+    tcase_add_test(tc, test_many_gradients_are_summed_in_parts);
     tcase_add_test(tc, test_lenet_backward_equals_finite_differences);
     tcase_add_test(tc, test_plan_shares_memory_and_peak_stays_within);
     tcase_add_test(tc, test_independent_branches_run_concurrently);
