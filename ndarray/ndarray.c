@@ -95,6 +95,13 @@ mxc_var *mxc__nd_var(const mxc_ndarray *a) { return a->chunk->var; }
 
 void mxc__nd_release_memory(const mxc_ndarray *a) { mxc_storage_free(&a->chunk->block); }
 
+/* Where the data of an array without elements points: a valid address that nothing
+ * reads or writes. So every kernel may compute `data + 0` and pass it to memcpy / memset
+ * with 0 bytes, which on NULL would be undefined behaviour (clang's UBSan stops there);
+ * one place instead of an n == 0 test in every kernel. 64-byte aligned like the pool's
+ * blocks, for kernels that assume it. */
+static _Alignas(64) char no_elements[64];
+
 int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) {
     struct nd_chunk *c = a->chunk;
     if (!written && c->block.ptr == NULL && c->nbytes > 0)
@@ -102,8 +109,9 @@ int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) 
     int rc = chunk_alloc_memory(c); /* delayed memory is taken now */
     if (rc != MXC_OK)
         return rc;
-    *out = (struct mxc__tensor){(char *)c->block.ptr + a->offset, a->shape, a->dtype, c->ctx,
-                                mxc_shape_size(&a->shape)};
+    int64_t n = mxc_shape_size(&a->shape);
+    void *data = n == 0 ? (void *)no_elements : (char *)c->block.ptr + a->offset;
+    *out = (struct mxc__tensor){data, a->shape, a->dtype, c->ctx, n};
     return MXC_OK;
 }
 

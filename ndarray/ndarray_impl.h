@@ -110,7 +110,8 @@ int mxc__nd_view(const mxc_ndarray *base, size_t offset, const mxc_shape *shape,
 mxc_var *mxc__nd_var(const mxc_ndarray *a);
 
 /* What a kernel sees of `a`, inside an operation that declared `a`'s variable. Delayed
- * memory is taken now; reading (`written` false) memory nothing wrote is MXC_EINVAL. */
+ * memory is taken now; reading (`written` false) memory nothing wrote is MXC_EINVAL. An
+ * array without elements gets a valid, never-touched data pointer, never NULL. */
 int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out);
 
 /* Gives `a`'s memory back to the storage pool; the next operation that writes the chunk

@@ -7,6 +7,8 @@
 set -euo pipefail
 
 packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fashion-mnist)
+# `make check`'s clang build: the compiler, its sanitizer runtimes and its OpenMP runtime.
+packages+=(clang libclang-rt-14-dev libomp-14-dev)
 # --bench: the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages).
 if [ "${1:-}" = "--bench" ]; then
     packages+=(python3-torch python3-numpy)

@@ -283,6 +283,39 @@ START_TEST(test_many_gradients_are_summed_in_parts) {
 }
 END_TEST
 
+/* A training step on a batch of 0 samples (LeNet, and a ResNet with BatchNorm's
+ * fix_gamma): forward, backward and the optimizer's updates all succeed, with nothing for
+ * the kernels to do on the batch; the UBSan builds stop on NULL arithmetic in any of them. */
+START_TEST(test_batch_of_zero_trains) {
+    mxc_symbol *nets[2] = {NULL};
+    CK_OK(mxc_net_lenet(10, &nets[0]));
+    CK_OK(mxc_net_resnet(1, 10, &nets[1]));
+    mxc_optimizer *opt = NULL;
+    mxc_optimizer_config oc = {.kind = MXC_OPT_SGD, .lr = 0.1f, .momentum = 0.9f};
+    CK_OK(mxc_optimizer_create(&oc, &opt));
+    for (int k = 0; k < 2; k++) {
+        mxc_executor *x = NULL;
+        const char *names[] = {"data", "softmax_label"};
+        const mxc_shape shapes[] = {SHAPE(0, 1, 28, 28), SHAPE(0)};
+        CK_OK(mxc_executor_simple_bind(nets[k], mxc_cpu(), 2, names, shapes, MXC_GRAD_WRITE, &x));
+        int na;
+        mxc_ndarray *const *args, *const *grads;
+        CK_OK(mxc_executor_arrays(x, &na, &args, &grads, NULL, NULL));
+        for (int step = 0; step < 2; step++) {
+            CK_OK(mxc_executor_forward(x, 1));
+            CK_OK(mxc_executor_backward(x, 0, NULL));
+            for (int i = 0; i < na; i++)
+                if (grads[i])
+                    CK_OK(mxc_optimizer_update(opt, 1000 * k + i, "w", args[i], grads[i]));
+        }
+        CK_OK(mxc_nd_wait_all());
+        mxc_executor_free(x);
+        mxc_symbol_free(nets[k]);
+    }
+    mxc_optimizer_free(opt);
+}
+END_TEST
+
 /* -sum log p[label] of the bound LeNet's softmax output, in double. */
 static double softmax_loss(mxc_executor *x, const float *labels, int n, int classes) {
     CK_OK(mxc_executor_forward(x, 1));
@@ -757,6 +790,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_add_to_accumulates_across_passes);
     tcase_add_test(tc, test_fan_out_gradients_are_summed);
     tcase_add_test(tc, test_many_gradients_are_summed_in_parts);
+    tcase_add_test(tc, test_batch_of_zero_trains);
     tcase_add_test(tc, test_lenet_backward_equals_finite_differences);
     tcase_add_test(tc, test_plan_shares_memory_and_peak_stays_within);
     tcase_add_test(tc, test_independent_branches_run_concurrently);
