@@ -564,7 +564,7 @@ int mxc_executor_bind(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarra
         return mxc__error(MXC_EINVAL, "mxc_executor_bind: out is NULL");
     *out = NULL;
     int rc = bind(sym, ctx, num_args, args, arg_grads, grad_reqs, num_aux, aux, out);
-    return rc == MXC_OK ? rc : mxc__error_wrap(rc, "%s", __func__);
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- simple_bind and reshape -------------------------------------------------------- */
@@ -662,7 +662,7 @@ int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num, const ch
         rc = mxc__error(MXC_ENOTSUP, "only CPU contexts so far");
     else
         rc = bind_shapes(sym, ctx, num, names, shapes, grad_req, NULL, out);
-    return rc == MXC_OK ? rc : mxc__error_wrap(rc, "%s", __func__);
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_executor_reshape(mxc_executor *x, int num, const char *const *names,
@@ -678,7 +678,7 @@ int mxc_executor_reshape(mxc_executor *x, int num, const char *const *names,
                         names ? "given" : "NULL", shapes ? "given" : "NULL");
     else
         rc = bind_shapes(x->sym, x->ctx, num, names, shapes, x->grad_req, x, out);
-    return rc == MXC_OK ? rc : mxc__error_wrap(rc, "%s", __func__);
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- Running ------------------------------------------------------------------------ */
@@ -760,7 +760,7 @@ int mxc_executor_backward(mxc_executor *x, int num, mxc_ndarray *const *head_gra
     }
     x->can_backward = false;
     rc = push_range(x, g->num_forward, g->num_nodes, true);
-    return rc == MXC_OK ? rc : mxc__error_wrap(rc, "%s", __func__);
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- Inspection --------------------------------------------------------------------- */

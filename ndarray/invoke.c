@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#define MAX_PARAM_BYTES 1024
+#define MAX_PARAM_BYTES MXC__ND_MAX_PARAM_BYTES
 
 /* What the pushed operation carries: the operator, the call's shape, then its params. */
 struct invoke_params {
@@ -51,15 +51,15 @@ int mxc_imperative_invoke(const char *name, int num_params, const char *const *k
     const struct mxc__op_def *def;
     _Alignas(16) unsigned char params[MAX_PARAM_BYTES];
     int rc = mxc__op_lookup(name, &def);
-    if (rc != MXC_OK)
-        return rc;
-    MXC_ASSERT(def->param_size <= MAX_PARAM_BYTES);
-    if (num_params < 0 || (num_params > 0 && (keys == NULL || vals == NULL)))
-        return mxc__error(MXC_EINVAL, "%s: bad parameter arrays", name);
-    rc = mxc__op_parse_params(def, num_params, keys, vals, params);
-    if (rc != MXC_OK)
-        return rc;
-    return mxc__nd_invoke(def, params, num_inputs, inputs, num_outputs, outputs, is_train != 0);
+    MXC_ASSERT(rc != MXC_OK || def->param_size <= MAX_PARAM_BYTES);
+    if (rc == MXC_OK && (num_params < 0 || (num_params > 0 && (keys == NULL || vals == NULL))))
+        rc = mxc__error(MXC_EINVAL, "%s: %d parameters, keys %s, vals %s", name, num_params,
+                        keys ? "given" : "NULL", vals ? "given" : "NULL");
+    if (rc == MXC_OK)
+        rc = mxc__op_parse_params(def, num_params, keys, vals, params);
+    if (rc == MXC_OK)
+        rc = mxc__nd_invoke(def, params, num_inputs, inputs, num_outputs, outputs, is_train != 0);
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_inputs,

@@ -129,33 +129,35 @@ static int check_shape(const mxc_shape *shape, const char *fn) {
     return MXC_OK;
 }
 
-int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, int delay_alloc,
-                  mxc_ndarray **out) {
+int mxc__nd_create(const char *fn, const mxc_shape *shape, int dtype, mxc_context ctx,
+                   bool delay_alloc, mxc_ndarray **out) {
     int rc = MXC_OK;
     struct nd_chunk *chunk = NULL;
-    if (out == NULL)
-        return mxc__error(MXC_EINVAL, "mxc_nd_create: out is NULL");
+    char buf[128];
+    MXC_CHECK(out != NULL, MXC_EINVAL, "out is NULL");
     *out = NULL;
-    MXC_TRY(check_shape(shape, __func__));
-    MXC_CHECK(mxc_dtype_size(dtype) != 0, MXC_EINVAL, "mxc_nd_create: unknown dtype %d", dtype);
+    MXC_TRY(check_shape(shape, fn));
+    MXC_CHECK(mxc_dtype_size(dtype) != 0, MXC_EINVAL, "unknown dtype %d", dtype);
     if (ctx.dev_type == 0)
         ctx = mxc_cpu();
     MXC_CHECK(ctx.dev_type == MXC_CPU || ctx.dev_type == MXC_GPU || ctx.dev_type == MXC_CPU_PINNED,
-              MXC_EINVAL, "mxc_nd_create: unknown device type %d", ctx.dev_type);
+              MXC_EINVAL, "unknown device type %d", ctx.dev_type);
     MXC_CHECK(ctx.dev_type != MXC_GPU || (ctx.dev_id >= 0 && ctx.dev_id < mxc_gpu_count()),
-              MXC_ENODEV, "mxc_nd_create: gpu(%d) does not exist (%d usable)", ctx.dev_id,
-              mxc_gpu_count());
+              MXC_ENODEV, "gpu(%d) does not exist (%d usable)", ctx.dev_id, mxc_gpu_count());
     int64_t n = mxc_shape_size(shape);
-    char buf[128];
     MXC_CHECK((uint64_t)n <= SIZE_MAX / mxc_dtype_size(dtype), MXC_ENOMEM,
-              "mxc_nd_create: a %s %s array needs more bytes than a size_t holds",
+              "a %s %s array needs more bytes than a size_t holds",
               mxc__shape_str(shape, buf, sizeof buf), mxc_dtype_name(dtype));
-    MXC_TRY(chunk_create((size_t)n * mxc_dtype_size(dtype), ctx, delay_alloc != 0, &chunk));
+    MXC_TRY(chunk_create((size_t)n * mxc_dtype_size(dtype), ctx, delay_alloc, &chunk));
     rc = view_create(chunk, shape, dtype, 0, out);
     chunk_unref(chunk); /* the view holds it now, or nobody does */
-    return rc;
 fail:
-    return rc;
+    return mxc__in_call(fn, rc);
+}
+
+int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, int delay_alloc,
+                  mxc_ndarray **out) {
+    return mxc__nd_create(__func__, shape, dtype, ctx, delay_alloc != 0, out);
 }
 
 void mxc_nd_free(mxc_ndarray *a) {

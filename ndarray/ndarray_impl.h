@@ -72,6 +72,10 @@ struct mxc__nd_op {
                                       wait on an operation that writes no array) */
 };
 
+/* Room for any operator's parameter struct (check_operator's registry test proves every
+ * table's fits, which makes the MXC_ASSERTs on it unreachable). */
+#define MXC__ND_MAX_PARAM_BYTES 1024
+
 /* Most arrays one pushed operation reads, and most it writes: an operator's inputs plus
  * auxiliary states, or its outputs plus auxiliary states (mxc__nd_invoke). */
 #define MXC__ND_MAX_OPERANDS (2 * MXC__MAX_OP_ARGS)
@@ -94,6 +98,10 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
  * (the calling worker's) and complete before the worker retires the operation. */
 int mxc__copy_bytes(void *dst, mxc_context dst_ctx, const void *src, mxc_context src_ctx,
                     size_t nbytes, void *stream);
+
+/* mxc_nd_create for public function `fn`, whose name its messages carry. */
+int mxc__nd_create(const char *fn, const mxc_shape *shape, int dtype, mxc_context ctx,
+                   bool delay_alloc, mxc_ndarray **out);
 
 /* Checks an array handle; records MXC_EMISUSE naming `fn` and `what`. */
 int mxc__nd_check(const mxc_ndarray *a, const char *fn, const char *what);

@@ -365,7 +365,7 @@ fail:
     mxc__free(unk);
     mxc__free(s);
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_symbol_infer_type(mxc_symbol *sym, int num, const char *const *names, const int *dtypes,
@@ -409,5 +409,5 @@ int mxc_symbol_infer_type(mxc_symbol *sym, int num, const char *const *names, co
 fail:
     mxc__free(t);
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }

@@ -243,12 +243,14 @@ void mxc_symbol_free(mxc_symbol *sym) {
     mxc__free(sym);
 }
 
-#define CHECK_SYM(s)                                                       \
+/* Returns MXC_EMISUSE from public function `fn` unless `s` is a live symbol. */
+#define CHECK_SYM_IN(s, fn)                                                \
     do {                                                                   \
         if ((s) == NULL || (s)->magic != MXC__SYMBOL_MAGIC)                \
-            return mxc__error(MXC_EMISUSE, "%s: symbol is %s", __func__,   \
+            return mxc__error(MXC_EMISUSE, "%s: symbol is %s", (fn),       \
                               (s) == NULL ? "NULL" : "not a live handle"); \
     } while (0)
+#define CHECK_SYM(s) CHECK_SYM_IN(s, __func__)
 
 int mxc__symbol_take_text(mxc_symbol *sym, struct mxc__buf *b, const char **out) {
     if (b->failed || b->data == NULL) {
@@ -620,11 +622,11 @@ int mxc_symbol_variable(const char *name, mxc_symbol **out) {
     struct mxc__sym_node *n;
     int rc = mxc__sym_node_new(name, NULL, &n);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     struct mxc__sym_entry e = {n, 0, 0};
     rc = mxc__symbol_new(1, &e, out);
     mxc__sym_node_release(n);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* A new variable node "<node>_<arg>" for a missing argument, with the operator's
@@ -733,7 +735,7 @@ int mxc_symbol_create(const char *op_name, int num_params, const char *const *ke
     MXC_TRY(mxc__symbol_new(n->num_visible, heads, out));
 fail:
     mxc__sym_node_release(n);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* Rebuilds the graph of `sym`: variables found in `repl_names` (or, positionally, the
@@ -847,7 +849,7 @@ int mxc_symbol_compose(const mxc_symbol *sym, int num_args, const char *const *n
         if (names && names[i] == NULL)
             return mxc__error(MXC_EINVAL, "mxc_symbol_compose: name %d is NULL", i);
     }
-    return rebuild(sym, num_args, names, args, false, out);
+    return mxc__in_call(__func__, rebuild(sym, num_args, names, args, false, out));
 }
 
 int mxc_symbol_copy(const mxc_symbol *sym, mxc_symbol **out) {
@@ -855,7 +857,7 @@ int mxc_symbol_copy(const mxc_symbol *sym, mxc_symbol **out) {
         return mxc__error(MXC_EINVAL, "mxc_symbol_copy: out is NULL");
     *out = NULL;
     CHECK_SYM(sym);
-    return rebuild(sym, 0, NULL, NULL, true, out);
+    return mxc__in_call(__func__, rebuild(sym, 0, NULL, NULL, true, out));
 }
 
 int mxc_symbol_group(int num, mxc_symbol *const *syms, mxc_symbol **out) {
@@ -871,14 +873,14 @@ int mxc_symbol_group(int num, mxc_symbol *const *syms, mxc_symbol **out) {
     }
     struct mxc__sym_entry *e = mxc__calloc((size_t)total + 1, sizeof *e);
     if (e == NULL)
-        return mxc__error(MXC_ENOMEM, "out of memory grouping symbols");
+        return mxc__error(MXC_ENOMEM, "mxc_symbol_group: out of memory");
     int k = 0;
     for (int i = 0; i < num; i++)
         for (int j = 0; j < syms[i]->num_outputs; j++)
             e[k++] = syms[i]->outputs[j];
     int rc = mxc__symbol_new(total, e, out);
     mxc__free(e);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_symbol_get_output(const mxc_symbol *sym, int index, mxc_symbol **out) {
@@ -889,7 +891,7 @@ int mxc_symbol_get_output(const mxc_symbol *sym, int index, mxc_symbol **out) {
     if (index < 0 || index >= sym->num_outputs)
         return mxc__error(MXC_EINVAL, "mxc_symbol_get_output: index %d outside [0, %d)", index,
                           sym->num_outputs);
-    return mxc__symbol_new(1, &sym->outputs[index], out);
+    return mxc__in_call(__func__, mxc__symbol_new(1, &sym->outputs[index], out));
 }
 
 int mxc_symbol_get_internals(const mxc_symbol *sym, mxc_symbol **out) {
@@ -916,7 +918,7 @@ fail:
     mxc__free(e);
     mxc__free(order);
     ptrmap_free(&map);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- Listing ----------------------------------------------------------------------- */
@@ -945,15 +947,16 @@ int mxc_symbol_get_name(const mxc_symbol *sym, const char **name) {
 
 /* Fills `l` with the names of the variable nodes in `ids` (borrowed from the nodes,
  * which the symbol keeps alive). */
-static int list_vars(mxc_symbol *sym, bool aux, struct mxc__str_list *l, int *num,
+static int list_vars(const char *fn, mxc_symbol *sym, bool aux, int *num,
                      const char *const **names) {
-    CHECK_SYM(sym);
+    CHECK_SYM_IN(sym, fn);
     if (num == NULL || names == NULL)
-        return mxc__error(MXC_EINVAL, "listing a symbol: NULL out parameter");
+        return mxc__error(MXC_EINVAL, "%s: NULL out parameter", fn);
+    struct mxc__str_list *l = aux ? &sym->aux : &sym->args;
     struct mxc__graph *g;
     int rc = mxc__graph_build(sym, &g);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(fn, rc);
     int count = aux ? g->num_aux : g->num_args;
     rc = str_list_reset(l, count);
     if (rc == MXC_OK) {
@@ -963,15 +966,15 @@ static int list_vars(mxc_symbol *sym, bool aux, struct mxc__str_list *l, int *nu
         *names = l->view;
     }
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(fn, rc);
 }
 
 int mxc_symbol_list_arguments(mxc_symbol *sym, int *num, const char *const **names) {
-    return list_vars(sym, false, sym ? &sym->args : NULL, num, names);
+    return list_vars(__func__, sym, false, num, names);
 }
 
 int mxc_symbol_list_auxiliary_states(mxc_symbol *sym, int *num, const char *const **names) {
-    return list_vars(sym, true, sym ? &sym->aux : NULL, num, names);
+    return list_vars(__func__, sym, true, num, names);
 }
 
 int mxc_symbol_list_outputs(mxc_symbol *sym, int *num, const char *const **names) {
@@ -980,12 +983,12 @@ int mxc_symbol_list_outputs(mxc_symbol *sym, int *num, const char *const **names
         return mxc__error(MXC_EINVAL, "mxc_symbol_list_outputs: NULL out parameter");
     int rc = str_list_reset(&sym->outs, sym->num_outputs);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     for (int i = 0; i < sym->num_outputs; i++) {
         sym->outs.items[i] = mxc__sym_entry_name(&sym->outputs[i]);
         if (sym->outs.items[i] == NULL) {
             str_list_clear(&sym->outs);
-            return mxc__error(MXC_ENOMEM, "out of memory listing outputs");
+            return mxc__error(MXC_ENOMEM, "mxc_symbol_list_outputs: out of memory");
         }
         sym->outs.view[i] = sym->outs.items[i];
     }
@@ -1007,12 +1010,12 @@ int mxc_symbol_set_attr(mxc_symbol *sym, const char *key, const char *value) {
                           sym->num_outputs);
     struct mxc__sym_node *n = sym->outputs[0].node;
     if (n->op == NULL || strncmp(key, "__", 2) == 0)
-        return mxc__attrs_set(&n->attrs, key, value);
+        return mxc__in_call(__func__, mxc__attrs_set(&n->attrs, key, value));
     /* A parameter: parse the new set first so that a bad value changes nothing. */
     struct mxc__sym_node *probe;
     int rc = mxc__sym_node_new(n->name, n->op, &probe);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     rc = attrs_copy(&probe->attrs, &n->attrs);
     if (rc == MXC_OK)
         rc = mxc__attrs_set(&probe->attrs, key, value);
@@ -1032,7 +1035,7 @@ int mxc_symbol_set_attr(mxc_symbol *sym, const char *key, const char *value) {
         probe->params = p;
     }
     mxc__sym_node_release(probe);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_symbol_get_attr(const mxc_symbol *sym, const char *key, const char **value) {
@@ -1056,7 +1059,7 @@ int mxc_symbol_list_attrs(mxc_symbol *sym, int *num, const char *const **triples
     struct mxc__graph *g;
     int rc = mxc__graph_build(sym, &g);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     int count = 0;
     for (int i = 0; i < g->num_nodes; i++)
         count += g->nodes[i].src->attrs.num;
@@ -1075,7 +1078,7 @@ int mxc_symbol_list_attrs(mxc_symbol *sym, int *num, const char *const **triples
         *triples = sym->attrs.view;
     }
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* Used by infer.c to hand out the names of unknown arguments. */

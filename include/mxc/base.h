@@ -8,6 +8,15 @@
  *    On failure, mxc_last_error() describes what went wrong on the calling thread.
  *  - Constructors write the new handle through their last argument, which is set to
  *    NULL on failure. Destructors accept NULL.
+ *  - NULL arguments: a NULL handle (an array, symbol, executor, engine, iterator, ... the
+ *    function is to use) is MXC_EMISUSE, as a freed one is; a NULL for any other pointer
+ *    the function needs (an out parameter, a shape, a list, a string, a config) is
+ *    MXC_EINVAL. Functions that return a value instead of a status return their "bad
+ *    handle" value (-1, NULL, 0, NAN) as their comment says. Where NULL means something
+ *    (none, the default, not wanted) or a function departs from this rule, its comment
+ *    says so. No function dereferences a NULL it was given; tests/check_null_args.c calls
+ *    every function with NULL in each pointer argument and holds it to this.
+ *  - Messages start with the name of the public function that was called.
  */
 #ifndef MXC_BASE_H
 #define MXC_BASE_H
@@ -143,11 +152,13 @@ typedef struct mxc_shape {
     int64_t dims[MXC_MAX_NDIM];
 } mxc_shape;
 
-/** Makes a shape from `ndim` dimensions (ndim ≤ MXC_MAX_NDIM; extra are ignored). */
+/** Makes a shape from `ndim` dimensions (ndim ≤ MXC_MAX_NDIM; extra are ignored; a
+ * negative ndim is 0). `dims` NULL gives the empty shape (ndim 0). Thread-safe. */
 MXC_API mxc_shape mxc_shape_make(int ndim, const int64_t *dims);
 
-/** Number of elements of `shape` (0 for ndim 0, the empty shape), or -1 if a dimension is
- * negative or the product overflows. */
+/** Number of elements of `shape` (0 for ndim 0, the empty shape), or -1 if `shape` is
+ * NULL, its ndim is outside [0, MXC_MAX_NDIM], a dimension is negative or the product
+ * overflows. Thread-safe. */
 MXC_API int64_t mxc_shape_size(const mxc_shape *shape);
 
 /* ---- Hooks ------------------------------------------------------------------------- */
@@ -177,9 +188,10 @@ typedef enum mxc_log_level {
 /** A log sink: receives one formatted line (no trailing newline). */
 typedef void (*mxc_log_fn)(void *user, int level, const char *message);
 
-/** Sends log lines at `min_level` and above to `fn` (NULL: stderr, the default). The
- * default minimum level is MXC_LOG_WARN, or the value of MXC_LOG_LEVEL (debug, info,
- * warn, error). Thread-safe with respect to logging, not to another set_log call. */
+/** Sends log lines at `min_level` and above to `fn` (NULL: stderr, the default), which
+ * receives `user` (may be NULL) with each line. The default minimum level is
+ * MXC_LOG_WARN, or the value of MXC_LOG_LEVEL (debug, info, warn, error). Thread-safe
+ * with respect to logging, not to another set_log call. */
 MXC_API void mxc_set_log(mxc_log_fn fn, void *user, int min_level);
 
 #ifdef __cplusplus

@@ -169,7 +169,7 @@ MXC_API int mxc_engine_delete_operator(mxc_engine *engine, mxc_engine_opr *opr);
 
 /** Reports the end of an asynchronous function with `status` (MXC_OK or a negative code;
  * on failure the calling thread's last error is taken as the message). Call exactly once
- * per run, from any thread. */
+ * per run, from any thread. A NULL or already completed handle is logged and ignored. */
 MXC_API void mxc_engine_complete(mxc_engine_done *done, int status);
 
 /** Blocks until every operation pushed so far that reads or writes `var` has retired.

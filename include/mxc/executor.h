@@ -127,15 +127,17 @@ typedef struct mxc_exec_plan_info {
 MXC_API int mxc_executor_plan_info(const mxc_executor *exec, mxc_exec_plan_info *out);
 
 /** The block of entry `entry` (0 .. num_entries-1), or -1 when it has its own memory
- * (arguments, gradients, auxiliary states, outputs). */
+ * (arguments, gradients, auxiliary states, outputs), is out of range, or `exec` is NULL
+ * or freed. */
 MXC_API int mxc_executor_entry_block(const mxc_executor *exec, int entry);
 
 /** Called with each node output's name ("fc1_output", "fc1_backward_data" ...) and array
  * after the node ran, on the thread that called forward/backward. */
 typedef void (*mxc_executor_monitor)(const char *name, mxc_ndarray *array, void *user);
 
-/** Installs (or, with NULL, removes) a monitor. With a monitor, forward and backward wait
- * for each node before calling it (slow; for debugging numerics). */
+/** Installs (or, with `fn` NULL, removes) a monitor, called with `user` (may be NULL).
+ * With a monitor, forward and backward wait for each node before calling it (slow; for
+ * debugging numerics). Returns MXC_OK or MXC_EMISUSE. */
 MXC_API int mxc_executor_set_monitor(mxc_executor *exec, mxc_executor_monitor fn, void *user);
 
 /** A human-readable description of the plan and schedule (one line per node: kind,
