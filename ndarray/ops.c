@@ -243,7 +243,7 @@ static int invoke_default(const char *name, mxc_ndarray *const *inputs, int num_
     const struct mxc__op_def *def = mxc__op_find(name);
     MXC_ASSERT(def != NULL); /* the names used here are registered */
     _Alignas(16) unsigned char params[MXC__ND_MAX_PARAM_BYTES];
-    MXC_ASSERT(def->param_size <= sizeof params);
+    MXC_ASSERT(def->param_size <= sizeof params); /* every table's (see the macro) */
     int rc = mxc__op_parse_params(def, 0, NULL, NULL, params);
     if (rc == MXC_OK)
         rc = mxc__nd_invoke(def, params, num_inputs, inputs, 1, out, false);

@@ -508,6 +508,8 @@ int mxc__graph_build(const mxc_symbol *sym, struct mxc__graph **out) {
         gn->src = s;
         g->num_nodes = i + 1;
         for (int k = 0; k < s->num_inputs; k++) {
+            /* topo_order mapped every node reachable from the outputs, inputs first: a
+             * node's inputs exist before it and never change, so graphs have no cycles */
             int *id = ptrmap_find(&map, s->inputs[k].node);
             MXC_ASSERT(id != NULL && *id < i);
             gn->inputs[k] = (struct mxc__graph_entry){*id, s->inputs[k].index};
@@ -526,7 +528,7 @@ int mxc__graph_build(const mxc_symbol *sym, struct mxc__graph **out) {
             g->arg_nodes[g->num_args++] = i;
     }
     for (int h = 0; h < sym->num_outputs; h++) {
-        int *id = ptrmap_find(&map, sym->outputs[h].node);
+        int *id = ptrmap_find(&map, sym->outputs[h].node); /* a root of the walk */
         MXC_ASSERT(id != NULL);
         g->heads[h] = (struct mxc__graph_entry){*id, sym->outputs[h].index};
     }

@@ -178,6 +178,7 @@ START_TEST(test_registry_every_operator) {
         ck_assert_ptr_nonnull(def);
         /* what makes the MXC_ASSERTs on parameter buffers in ndarray/ unreachable */
         ck_assert_uint_le(def->param_size, MXC__ND_MAX_PARAM_BYTES);
+        ck_assert_int_le(def->num_params, 64); /* operator/params.c's given[64] */
         _Alignas(16) unsigned char params[1024];
         int rc = mxc__op_parse_params(def, 0, NULL, NULL, params);
         bool required = false;
