@@ -25,8 +25,9 @@ CUDA_HOME  ?= /usr/local/cuda
 PREFIX     ?= /usr/local
 
 # clang and GCC objects never share a folder: each compiler's sanitizer runtime and flags
-# differ, and `make check` builds with both.
-IS_CLANG := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),1)
+# differ, and `make check` builds with both. CC=clang is recognised by its name too, so a
+# fresh machine, where scripts/deps.sh has yet to install clang, picks the right folder.
+IS_CLANG := $(if $(findstring clang,$(CC) $(shell $(CC) --version 2>/dev/null | head -n 1)),1)
 BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(IS_CLANG),-clang)$(if $(filter 1,$(USE_CUDA)),-cuda)
 # V=1 prints whole command lines.
 Q := $(if $(filter 1,$(V)),,@)

@@ -19,7 +19,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#ifdef __linux__
 #include <sys/sysinfo.h>
+#endif
 
 #define EXEC_MAGIC    0x45584543u /* "EXEC" */
 #define MAX_CALL_ARGS (3 * MXC__MAX_OP_ARGS)
@@ -154,11 +156,15 @@ static int release_block(const mxc_run_ctx *rctx, void *arg) {
 /* Bytes of memory this machine could ever give: RAM plus swap (what Linux's overcommit
  * heuristic also refuses single allocations beyond). */
 static size_t system_memory(void) {
+#ifdef __linux__
     struct sysinfo si;
     if (sysinfo(&si) != 0 || si.mem_unit == 0)
         return SIZE_MAX;
     uint64_t units = (uint64_t)si.totalram + (uint64_t)si.totalswap;
     return units > SIZE_MAX / si.mem_unit ? SIZE_MAX : (size_t)(units * si.mem_unit);
+#else
+    return SIZE_MAX; /* unknown: only sizes that overflow are refused */
+#endif
 }
 
 /* Fails with MXC_ENOMEM when the executor's memory (its arrays, `bytes[e]` for the
