@@ -136,9 +136,26 @@ static mxc_fit_config *fit_config(void) {
     return &c;
 }
 
-/* A temporary file holding `text`; the path lives until the process ends. */
+/* Temporary files and folders of the row, removed (and their paths freed) at its end. */
+static char *temps[32];
+static int num_temps;
+
+static const char *temp_path(const char *prefix) {
+    ck_assert_int_lt(num_temps, (int)COUNT(temps));
+    return temps[num_temps++] = mxct_temp_file(prefix);
+}
+
+static void remove_temps(void) {
+    for (int i = num_temps - 1; i >= 0; i--) {
+        remove(temps[i]);
+        free(temps[i]);
+    }
+    num_temps = 0;
+}
+
+/* A temporary file holding `text`. */
 static const char *temp_with(const char *text) {
-    char *path = mxct_temp_file("mxc-null-");
+    const char *path = temp_path("mxc-null-");
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
     fputs(text, f);
@@ -147,12 +164,9 @@ static const char *temp_with(const char *text) {
 }
 
 static const char *temp_dir(void) {
-    static char *dir;
-    if (dir == NULL) {
-        dir = mxct_temp_file("mxc-null-dir-");
-        unlink(dir);
-        ck_assert_int_eq(mkdir(dir, 0700), 0);
-    }
+    const char *dir = temp_path("mxc-null-dir-");
+    unlink(dir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
     return dir;
 }
 
@@ -245,7 +259,7 @@ CALL(mxc_engine_get_config) {
 CALL(mxc_engine_profiler_start) { return mxc_engine_profiler_start(NULL); }
 CALL(mxc_engine_profiler_stop) { return mxc_engine_profiler_stop(NULL); }
 CALL(mxc_engine_profiler_dump) {
-    return mxc_engine_profiler_dump(P(0, engine()), P(1, mxct_temp_file("mxc-null-trace-")));
+    return mxc_engine_profiler_dump(P(0, engine()), P(1, temp_path("mxc-null-trace-")));
 }
 
 /* executor.h */
@@ -428,7 +442,7 @@ CALL(mxc_model_load) {
     return rc == MXC_EIO ? MXC_OK : rc; /* valid arguments, but no such checkpoint */
 }
 CALL(mxc_model_save) {
-    return mxc_model_save(P(0, model()), P(1, mxct_temp_file("mxc-null-model-")), 1);
+    return mxc_model_save(P(0, model()), P(1, temp_path("mxc-null-model-")), 1);
 }
 CALL(mxc_model_symbol) { return AS(mxc_model_symbol(NULL) == NULL); }
 CALL(mxc_model_param) { return AS(mxc_model_param(P(0, model()), P(1, "fc1_weight")) == NULL); }
@@ -585,11 +599,11 @@ CALL(mxc_nd_random_normal) { return mxc_nd_random_normal(NULL, 0, 1); }
 CALL(mxc_nd_save) {
     mxc_ndarray *a = array();
     const char *name = "a";
-    return mxc_nd_save(P(0, mxct_temp_file("mxc-null-nd-")), 1, P(1, &a), P(2, &name));
+    return mxc_nd_save(P(0, temp_path("mxc-null-nd-")), 1, P(1, &a), P(2, &name));
 }
 CALL(mxc_nd_load) {
     mxc_ndarray *a = array(), **arrays = NULL;
-    const char *path = mxct_temp_file("mxc-null-nd-");
+    const char *path = temp_path("mxc-null-nd-");
     CK_OK(mxc_nd_save(path, 1, &a, NULL));
     size_t n = 0;
     char **names = NULL;
@@ -740,7 +754,7 @@ CALL(mxc_symbol_load_json) {
     return made(mxc_symbol_load_json(P(0, json), P(1, &s)), s);
 }
 CALL(mxc_symbol_load) {
-    const char *path = mxct_temp_file("mxc-null-sym-");
+    const char *path = temp_path("mxc-null-sym-");
     CK_OK(mxc_symbol_save(symbol(), path));
     mxc_symbol *s = NULL;
     return made(mxc_symbol_load(P(0, path), P(1, &s)), s);
@@ -749,9 +763,7 @@ CALL(mxc_symbol_save_json) {
     const char *json;
     return mxc_symbol_save_json(P(0, symbol()), P(1, &json));
 }
-CALL(mxc_symbol_save) {
-    return mxc_symbol_save(P(0, symbol()), P(1, mxct_temp_file("mxc-null-sym-")));
-}
+CALL(mxc_symbol_save) { return mxc_symbol_save(P(0, symbol()), P(1, temp_path("mxc-null-sym-"))); }
 CALL(mxc_symbol_to_dot) {
     const char *dot;
     return mxc_symbol_to_dot(P(0, symbol()), 1, P(1, data_name), P(2, data_shape), 1, P(3, &dot));
@@ -961,6 +973,7 @@ START_TEST(test_null_arguments) {
                           r->name, k + 1, mxc_last_error());
     }
     CK_OK(mxc_nd_wait_all());
+    remove_temps();
 }
 END_TEST
 
