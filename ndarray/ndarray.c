@@ -98,9 +98,10 @@ void mxc__nd_release_memory(const mxc_ndarray *a) { mxc_storage_free(&a->chunk->
 /* Where the data of an array without elements points: a valid address that nothing
  * reads or writes. So every kernel may compute `data + 0` and pass it to memcpy / memset
  * with 0 bytes, which on NULL would be undefined behaviour (clang's UBSan stops there);
- * one place instead of an n == 0 test in every kernel. 64-byte aligned like the pool's
- * blocks, for kernels that assume it. */
-static _Alignas(64) char no_elements[64];
+ * one place instead of an n == 0 test in every kernel. Read-only, so a kernel that wrote
+ * to an empty output would fault at once instead of corrupting it quietly; 64-byte
+ * aligned like the pool's blocks, for kernels that assume it. */
+static const _Alignas(64) char no_elements[64];
 
 int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) {
     struct nd_chunk *c = a->chunk;
