@@ -3,6 +3,7 @@
 #   make                  library (build/lib/libmxc.a, libmxc.so), tools, examples, benchmarks
 #   make test             build and run every Check suite (tests/check_*.c)
 #   make check            make test in the normal, address(+undefined)- and thread-sanitizer builds
+#                         (GCC), then in clang's undefined-behaviour build
 #   make bench            build and run the benchmarks
 #   make train            README's main job: LeNet on Fashion-MNIST (TRAIN_ARGS=--resume)
 #   make demo             the engine demonstration
@@ -10,7 +11,8 @@
 #
 # Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=1 DEBUG=1
 #           SANITIZE=address|undefined|thread CUDA_ARCH=sm_80 (space-separated list allowed)
-# A sanitizer build lives in its own folder (build-address, ...) beside the normal one.
+# A sanitizer build lives in its own folder (build-address, ...) beside the normal one, and a
+# clang build in its own too (CC=clang: build-clang, build-undefined-clang, ...).
 
 USE_CUDA   ?= 0
 USE_CUDNN  ?= 0
@@ -21,7 +23,11 @@ CUDA_ARCH  ?= sm_80
 CUDA_HOME  ?= /usr/local/cuda
 PREFIX     ?= /usr/local
 
-BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(filter 1,$(USE_CUDA)),-cuda)
+# clang and GCC objects never share a folder: each compiler's sanitizer runtime and flags
+# differ, and `make check` builds with both. CC=clang is recognised by its name too, so a
+# fresh machine, where scripts/deps.sh has yet to install clang, picks the right folder.
+IS_CLANG := $(if $(findstring clang,$(CC) $(shell $(CC) --version 2>/dev/null | head -n 1)),1)
+BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(IS_CLANG),-clang)$(if $(filter 1,$(USE_CUDA)),-cuda)
 # V=1 prints whole command lines.
 Q := $(if $(filter 1,$(V)),,@)
 OBJ   := $(BUILD)/obj
@@ -61,6 +67,14 @@ ifneq ($(SANITIZE),)
   # builds cover all three; any undefined behaviour fails the test
   ifneq ($(filter $(SANITIZE),address undefined),)
     SANFLAGS += -fsanitize=undefined -fno-sanitize-recover=undefined
+  endif
+  # clang's UBSan sees what GCC's does not: pointer arithmetic on NULL, even of 0 bytes
+  # (pointer-overflow), and NULL passed where a _Nonnull parameter is declared
+  # (nullability); local-bounds checks indexing of local arrays it can size.
+  ifeq ($(IS_CLANG),1)
+    ifneq ($(filter $(SANITIZE),address undefined),)
+      SANFLAGS += -fsanitize=nullability,local-bounds -fno-sanitize-recover=all
+    endif
   endif
   CFLAGS  += $(SANFLAGS)
   LDFLAGS += $(SANFLAGS)
@@ -102,7 +116,7 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsu
 all: features lib tools examples benches tests
 
 features:
-	@echo "mxc build: dir=$(BUILD) debug=$(DEBUG) sanitize=$(or $(SANITIZE),none) cuda=$(USE_CUDA)$(if $(filter 1,$(USE_CUDA)), (arch $(CUDA_ARCH))) cudnn=$(USE_CUDNN) mpi=$(USE_MPI)"
+	@echo "mxc build: dir=$(BUILD) cc=$(CC)$(if $(IS_CLANG), (clang)) debug=$(DEBUG) sanitize=$(or $(SANITIZE),none) cuda=$(USE_CUDA)$(if $(filter 1,$(USE_CUDA)), (arch $(CUDA_ARCH))) cudnn=$(USE_CUDNN) mpi=$(USE_MPI)"
 
 # Installs (as root, with apt-get) the Debian packages the build and tests need.
 deps: $(BUILD)/.deps-ok
@@ -167,11 +181,13 @@ test: features $(TEST_BINS) $(TOOL_BINS)
 	@bash scripts/run_tests.sh $(BIN) $(TESTS)
 
 # README's test command: the suites in the normal build, then under AddressSanitizer and
-# ThreadSanitizer (the engine must be clean under both).
+# ThreadSanitizer (the engine must be clean under both), then clang's undefined-behaviour
+# build, which also stops on what GCC's UBSan lets through (NULL + 0, see SANFLAGS).
 check:
 	$(MAKE) -j2 test
 	$(MAKE) -j2 test SANITIZE=address
 	$(MAKE) -j2 test SANITIZE=thread
+	$(MAKE) -j2 test SANITIZE=undefined CC=clang
 
 # bench-deps: the benchmarks' baselines (PyTorch for bench_train), installed when missing.
 bench-deps:
@@ -203,6 +219,7 @@ install: lib
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' scripts/mxc.pc.in > $(PREFIX)/lib/pkgconfig/mxc.pc
 
 clean:
-	rm -rf build build-address build-undefined build-thread build-cuda build-*-cuda
+	rm -rf build build-address build-undefined build-thread build-cuda build-*-cuda build-clang \
+	    build-*-clang
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -33,6 +33,19 @@ int mxc__error(int code, const char *fmt, ...) MXC_PRINTF(2, 3);
 /* Records a message that was produced elsewhere (e.g. on another thread). */
 int mxc__error_set(int code, const char *message);
 
+/* Re-records the calling thread's last error, which an inner step recorded, as
+ * "<prefix>: <message>" (the prefix printf-formatted) unless the message already starts
+ * with "<prefix>:". Public functions call it once on their way out with their own name,
+ * so a message names the call the user made once however deep the failure was; inner
+ * steps use it to add context (a node's name). Returns `code`. */
+int mxc__error_wrap(int code, const char *fmt, ...) MXC_PRINTF(2, 3);
+
+/* `rc` as public function `fn` returns it: a failure (negative) gets `fn` named in front
+ * of its message (mxc__error_wrap), MXC_OK and positive results pass unchanged. */
+static inline int mxc__in_call(const char *fn, int rc) {
+    return rc >= 0 ? rc : mxc__error_wrap(rc, "%s", fn);
+}
+
 /* Functions with cleanup declare `int rc = MXC_OK;` and end with a `fail:` label.
  * MXC_CHECK records the message and jumps there when `cond` is false. */
 #define MXC_CHECK(cond, code, ...)                \

@@ -60,6 +60,21 @@ int mxc__error_set(int code, const char *message) {
     return code;
 }
 
+int mxc__error_wrap(int code, const char *fmt, ...) {
+    char prefix[256], why[ERROR_MESSAGE_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(prefix);
+    if (strncmp(last_error.message, prefix, n) == 0 && last_error.message[n] == ':') {
+        last_error.code = code; /* already says it */
+        return code;
+    }
+    snprintf(why, sizeof why, "%s", last_error.message);
+    return mxc__error(code, "%s: %s", prefix, why);
+}
+
 void mxc__assert_fail(const char *expr, const char *file, int line) {
     fprintf(stderr, "mxc: internal invariant broken: %s (%s:%d)\n", expr, file, line);
     abort();

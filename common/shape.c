@@ -8,6 +8,8 @@
 
 mxc_shape mxc_shape_make(int ndim, const int64_t *dims) {
     mxc_shape s = {0};
+    if (dims == NULL)
+        return s; /* the empty shape */
     s.ndim = ndim < 0 ? 0 : ndim > MXC_MAX_NDIM ? MXC_MAX_NDIM : ndim;
     for (int i = 0; i < s.ndim; i++)
         s.dims[i] = dims[i];
@@ -15,6 +17,8 @@ mxc_shape mxc_shape_make(int ndim, const int64_t *dims) {
 }
 
 int64_t mxc_shape_size(const mxc_shape *s) {
+    if (s == NULL || s->ndim < 0 || s->ndim > MXC_MAX_NDIM)
+        return -1;
     if (s->ndim == 0)
         return 0; /* the empty shape, as in MXNet's NDArray files */
     int64_t n = 1;

@@ -20,6 +20,9 @@
 
 #include <stdio.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/sysinfo.h>
+#endif
 
 #define EXEC_MAGIC    0x45584543u /* "EXEC" */
 #define EXEC_DEAD     0x45584546u /* "EXEF": freed (common/handle.h) */
@@ -52,6 +55,7 @@ struct mxc_executor {
     int num_args, num_aux, num_outputs;
     int grad_req; /* what simple_bind asked for, for reshape */
     bool has_backward;
+    bool can_backward; /* a forward(is_train = 1) was pushed since the last backward */
     mxc_executor_monitor monitor;
     void *monitor_user;
     char *text;
@@ -107,7 +111,7 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
     if (rc == MXC_OK)
         rc = tensors(x, n->aux, n->num_aux, false, NULL, aux);
     if (rc != MXC_OK)
-        return mxc__error(rc, "node %s: %s", n->name, mxc_last_error());
+        return mxc__error_wrap(rc, "node %s", n->name);
     if (n->kind == MXC__X_ZEROS) {
         if (n->req[0] != MXC__REQ_ADD && out[0].data)
             memset(out[0].data, 0, (size_t)out[0].size * mxc_dtype_size(out[0].dtype));
@@ -138,8 +142,8 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
         rc = n->op->backward_cpu(&call);
     }
     if (rc != MXC_OK)
-        return mxc__error(rc, "node %s (%s%s): %s", n->name, n->op->name,
-                          n->kind == MXC__X_BACKWARD ? " backward" : "", mxc_last_error());
+        return mxc__error_wrap(rc, "node %s (%s%s)", n->name, n->op->name,
+                               n->kind == MXC__X_BACKWARD ? " backward" : "");
     return MXC_OK;
 }
 
@@ -151,6 +155,40 @@ static int release_block(const mxc_run_ctx *rctx, void *arg) {
 
 /* ---- Building ----------------------------------------------------------------------- */
 
+/* Bytes of memory this machine could ever give: RAM plus swap (what Linux's overcommit
+ * heuristic also refuses single allocations beyond). */
+static size_t system_memory(void) {
+#ifdef __linux__
+    struct sysinfo si;
+    if (sysinfo(&si) != 0 || si.mem_unit == 0)
+        return SIZE_MAX;
+    uint64_t units = (uint64_t)si.totalram + (uint64_t)si.totalswap;
+    return units > SIZE_MAX / si.mem_unit ? SIZE_MAX : (size_t)(units * si.mem_unit);
+#else
+    return SIZE_MAX; /* unknown: only sizes that overflow are refused */
+#endif
+}
+
+/* Fails with MXC_ENOMEM when the executor's memory (its arrays, `bytes[e]` for the
+ * external entries, plus the plan's blocks) cannot exist on this machine. Why bind
+ * compares with the system's total instead of reserving the plan once through the
+ * storage pool: with Linux's overcommit a reservation of untouched pages succeeds far
+ * beyond RAM, and the process is killed at the first pass that touches them; memory that
+ * exists but is taken by others still fails cleanly (MXC_ENOMEM) at the first wait. */
+static int check_memory(const mxc_executor *x, const size_t *bytes, const bool *ext) {
+    size_t need = x->plan.planned_bytes;
+    for (int e = 0; e < x->g.num_entries; e++)
+        if (ext[e])
+            need = bytes[e] > SIZE_MAX - need ? SIZE_MAX : need + bytes[e];
+    size_t have = system_memory();
+    if (need > have)
+        return mxc__error(MXC_ENOMEM,
+                          "the executor needs %zu bytes (arrays and a memory plan of %zu), "
+                          "more than this machine's %zu bytes of memory and swap",
+                          need, x->plan.planned_bytes, have);
+    return MXC_OK;
+}
+
 /* Marks the entries with their own memory and plans the rest. */
 static int make_plan(mxc_executor *x) {
     int rc = MXC_OK;
@@ -161,7 +199,7 @@ static int make_plan(mxc_executor *x) {
     struct mxc__plan_node *pn = mxc__calloc((size_t)g->num_nodes + 1, sizeof *pn);
     int *lists =
         mxc__malloc(sizeof(int) * (size_t)(2 * MAX_CALL_ARGS) * ((size_t)g->num_nodes + 1));
-    MXC_CHECK(ext && bytes && pn && lists, MXC_ENOMEM, "executor: out of memory");
+    MXC_CHECK(ext && bytes && pn && lists, MXC_ENOMEM, "out of memory");
     for (int i = 0; i < g->num_args; i++) {
         ext[g->arg_entry[i]] = true;
         if (g->grad_entry[i] >= 0)
@@ -174,9 +212,16 @@ static int make_plan(mxc_executor *x) {
         if (g->head_grad_entry[h] >= 0)
             ext[g->head_grad_entry[h]] = true;
     }
-    for (int e = 0; e < ne; e++)
-        bytes[e] =
-            (size_t)mxc_shape_size(&g->entries[e].shape) * mxc_dtype_size(g->entries[e].dtype);
+    for (int e = 0; e < ne; e++) {
+        const struct mxc__xentry *xe = &g->entries[e];
+        int64_t n = mxc_shape_size(&xe->shape);
+        size_t size = mxc_dtype_size(xe->dtype);
+        char b[128];
+        MXC_CHECK(n >= 0 && (size == 0 || (uint64_t)n <= SIZE_MAX / size), MXC_ENOMEM,
+                  "an array of shape %s (%s) needs more bytes than a size_t holds",
+                  mxc__shape_str(&xe->shape, b, sizeof b), mxc_dtype_name(xe->dtype));
+        bytes[e] = (size_t)n * size;
+    }
     /* the planner sees only the entries a node really passes, in place indices remapped */
     for (int k = 0; k < g->num_nodes; k++) {
         const struct mxc__xnode *n = &g->nodes[k];
@@ -201,6 +246,7 @@ static int make_plan(mxc_executor *x) {
     }
     struct mxc__plan_graph pg = {ne, bytes, ext, pn, g->num_nodes};
     MXC_TRY(mxc__plan_make(&pg, &x->plan));
+    MXC_TRY(check_memory(x, bytes, ext));
 fail:
     mxc__free(ext);
     mxc__free(bytes);
@@ -221,7 +267,7 @@ static int make_arrays(mxc_executor *x, mxc_ndarray *const *args, mxc_ndarray *c
     x->aux = mxc__calloc((size_t)g->num_aux + 1, sizeof *x->aux);
     x->outputs = mxc__calloc((size_t)g->num_heads + 1, sizeof *x->outputs);
     MXC_CHECK(x->entry && x->blocks && x->args && x->grads && x->aux && x->outputs, MXC_ENOMEM,
-              "executor: out of memory");
+              "out of memory");
     x->num_args = g->num_args;
     x->num_aux = g->num_aux;
     x->num_outputs = g->num_heads;
@@ -312,13 +358,8 @@ static int make_ops(mxc_executor *x) {
     x->release_start = mxc__calloc((size_t)g->num_nodes + 2, sizeof(int));
     x->release_list = mxc__malloc(sizeof(int) * ((size_t)nb + 1));
     MXC_CHECK(x->train_ops && x->infer_ops && x->release && x->release_start && x->release_list,
-              MXC_ENOMEM, "executor: out of memory");
+              MXC_ENOMEM, "out of memory");
     for (int k = 0; k < g->num_nodes; k++) {
-        const struct mxc__op_def *op = g->nodes[k].op;
-        MXC_CHECK(op == NULL ||
-                      (g->nodes[k].kind == MXC__X_BACKWARD ? op->backward_cpu : op->forward_cpu),
-                  MXC_ENOTSUP, "node %s: operator %s has no CPU kernel", g->nodes[k].name,
-                  op->name);
         MXC_TRY(make_node_op(x, k, true, &x->train_ops[k]));
         if (k < g->num_forward)
             MXC_TRY(make_node_op(x, k, false, &x->infer_ops[k]));
@@ -339,7 +380,7 @@ static int make_ops(mxc_executor *x) {
         x->release_start[k + 1] += x->release_start[k];
     {
         int *fill = mxc__malloc(sizeof(int) * ((size_t)g->num_nodes + 1));
-        MXC_CHECK(fill != NULL, MXC_ENOMEM, "executor: out of memory");
+        MXC_CHECK(fill != NULL, MXC_ENOMEM, "out of memory");
         memcpy(fill, x->release_start, sizeof(int) * (size_t)g->num_nodes);
         for (int b = 0; b < nb; b++)
             x->release_list[fill[x->plan.last_use[b]]++] = b;
@@ -349,34 +390,90 @@ fail:
     return rc;
 }
 
+/* The dtype the symbol declares for each argument and auxiliary state: its __dtype__
+ * hint or what type inference deduces from the hints, else float32 (MXNet's default, and
+ * the type every operator computes in). */
+static int declared_types(const struct mxc__graph *fg, int *arg_t, int *aux_t) {
+    int *t = mxc__malloc(sizeof(int) * ((size_t)fg->num_entries + 1));
+    if (t == NULL)
+        return mxc__error(MXC_ENOMEM, "out of memory");
+    for (int e = 0; e < fg->num_entries; e++)
+        t[e] = -1;
+    int rc = mxc__graph_infer_type(fg, t, NULL);
+    for (int i = 0; rc == MXC_OK && i < fg->num_args + fg->num_aux; i++) {
+        bool is_arg = i < fg->num_args;
+        int v = t[fg->entry_ptr[is_arg ? fg->arg_nodes[i] : fg->aux_nodes[i - fg->num_args]]];
+        *(is_arg ? &arg_t[i] : &aux_t[i - fg->num_args]) = v < 0 ? MXC_FLOAT32 : v;
+    }
+    mxc__free(t);
+    return rc;
+}
+
+/* Array `a`, bound as `what` `name`, has the dtype `want`: else MXC_ETYPE naming both. */
+static int check_dtype(const mxc_ndarray *a, const char *what, const char *name, int want,
+                       const char *whose) {
+    if (a->dtype == want)
+        return MXC_OK;
+    return mxc__error(MXC_ETYPE, "%s %s is %s but %s %s", what, name, mxc_dtype_name(a->dtype),
+                      whose, mxc_dtype_name(want));
+}
+
+/* Every operator node computes in its inputs' dtype on ctx. */
+static int check_kernels(const mxc_executor *x) {
+    for (int k = 0; k < x->g.num_nodes; k++) {
+        const struct mxc__xnode *n = &x->g.nodes[k];
+        if (n->op == NULL)
+            continue;
+        int t = n->num_in > 0 && n->in[0] >= 0 ? x->g.entries[n->in[0]].dtype : MXC_FLOAT32;
+        /* backward kernels exist where a gradient is needed (mxc__xgraph_build checks) */
+        if (!mxc_op_supports(n->op->name, x->ctx, t))
+            return mxc__error(MXC_ENOTSUP, "node %s: %s has no %s kernel for %s", n->name,
+                              n->op->name, x->ctx.dev_type == MXC_GPU ? "GPU" : "CPU",
+                              mxc_dtype_name(t));
+    }
+    return MXC_OK;
+}
+
+/* Binds arrays already checked against the symbol's lists (counts, handles, shapes of
+ * gradients); checks their dtypes against the declared ones. */
 static int bind_arrays(mxc_symbol *sym, mxc_context ctx, mxc_ndarray *const *args,
                        mxc_ndarray *const *grads, const int *reqs, mxc_ndarray *const *aux,
                        mxc_executor **out) {
     int rc = MXC_OK;
     mxc_shape *arg_s = NULL, *aux_s = NULL;
-    int *arg_t = NULL;
+    int *arg_t = NULL, *aux_t = NULL;
     mxc_executor *x = mxc__handle_alloc(&exec_kind);
-    MXC_CHECK(x != NULL, MXC_ENOMEM, "executor: out of memory");
+    MXC_CHECK(x != NULL, MXC_ENOMEM, "out of memory");
     mxc__handle_publish(&exec_kind, x); /* mxc_executor_free cleans up a partial one */
     x->ctx = ctx;
     MXC_TRY(mxc_engine_get_default(&x->engine));
     MXC_TRY(mxc_symbol_copy(sym, &x->sym));
     MXC_TRY(mxc__graph_build(sym, &x->fg));
-    int na = x->fg->num_args, nx = x->fg->num_aux;
+    const struct mxc__graph *fg = x->fg;
+    int na = fg->num_args, nx = fg->num_aux;
     arg_s = mxc__malloc(sizeof *arg_s * ((size_t)na + 1));
     arg_t = mxc__malloc(sizeof *arg_t * ((size_t)na + 1));
     aux_s = mxc__malloc(sizeof *aux_s * ((size_t)nx + 1));
-    MXC_CHECK(arg_s && arg_t && aux_s, MXC_ENOMEM, "executor: out of memory");
+    aux_t = mxc__malloc(sizeof *aux_t * ((size_t)nx + 1));
+    MXC_CHECK(arg_s && arg_t && aux_s && aux_t, MXC_ENOMEM, "out of memory");
+    MXC_TRY(declared_types(fg, arg_t, aux_t));
     bool any_grad = false;
     for (int i = 0; i < na; i++) {
+        const char *name = fg->nodes[fg->arg_nodes[i]].name;
+        MXC_TRY(check_dtype(args[i], "argument", name, arg_t[i], "the symbol declares"));
+        if (reqs[i] != MXC_GRAD_NULL)
+            MXC_TRY(check_dtype(grads[i], "the gradient of", name, arg_t[i], "the argument is"));
         arg_s[i] = args[i]->shape;
-        arg_t[i] = args[i]->dtype;
-        any_grad |= reqs && reqs[i] != MXC_GRAD_NULL;
+        any_grad |= reqs[i] != MXC_GRAD_NULL;
     }
-    for (int i = 0; i < nx; i++)
+    for (int i = 0; i < nx; i++) {
+        MXC_TRY(check_dtype(aux[i], "auxiliary state", fg->nodes[fg->aux_nodes[i]].name, aux_t[i],
+                            "the symbol declares"));
         aux_s[i] = aux[i]->shape;
-    MXC_TRY(mxc__xgraph_build(x->fg, arg_s, arg_t, aux_s, any_grad ? reqs : NULL, &x->g));
+    }
+    MXC_TRY(mxc__xgraph_build(fg, arg_s, arg_t, aux_s, any_grad ? reqs : NULL, &x->g));
     x->has_backward = x->g.num_nodes > x->g.num_forward;
+    MXC_TRY(check_kernels(x));
     MXC_TRY(make_plan(x));
     MXC_TRY(make_arrays(x, args, grads, aux));
     MXC_TRY(make_ops(x));
@@ -385,9 +482,15 @@ fail:
     mxc__free(arg_s);
     mxc__free(arg_t);
     mxc__free(aux_s);
+    mxc__free(aux_t);
     if (rc != MXC_OK)
         mxc_executor_free(x);
     return rc;
+}
+
+static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
+    return a->ndim == b->ndim &&
+           memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)(a->ndim > 0 ? a->ndim : 0)) == 0;
 }
 
 /* Checks the caller's arrays against the symbol's lists. */
@@ -403,44 +506,55 @@ static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *ar
         return rc;
     if (num_args != n_args || num_aux != n_aux)
         return mxc__error(MXC_EINVAL,
-                          "mxc_executor_bind: the symbol has %d arguments and %d "
-                          "auxiliary states, %d and %d given",
+                          "the symbol has %d arguments and %d auxiliary states, %d and %d given",
                           n_args, n_aux, num_args, num_aux);
     if ((num_args > 0 && args == NULL) || (num_aux > 0 && aux == NULL))
-        return mxc__error(MXC_EINVAL, "mxc_executor_bind: NULL array list");
+        return mxc__error(MXC_EINVAL, "NULL array list");
+    const char *fn = "mxc_executor_bind";
     for (int i = 0; i < num_args; i++) {
-        rc = mxc__nd_check(args[i], "mxc_executor_bind", arg_names[i]);
+        rc = mxc__nd_check(args[i], fn, arg_names[i]);
         if (rc != MXC_OK)
             return rc;
         int req = reqs ? reqs[i] : grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
         if (req != MXC_GRAD_NULL && req != MXC_GRAD_WRITE && req != MXC_GRAD_ADD)
-            return mxc__error(MXC_EINVAL,
-                              "mxc_executor_bind: grad_req %d of %s is not "
-                              "null (0), write (1) or add (3)",
+            return mxc__error(MXC_EINVAL, "grad_req %d of %s is not null (0), write (1) or add (3)",
                               req, arg_names[i]);
         if (req == MXC_GRAD_NULL)
             continue;
         if (grads == NULL)
-            return mxc__error(MXC_EINVAL,
-                              "mxc_executor_bind: %s wants a gradient but no "
-                              "gradient arrays are given",
+            return mxc__error(MXC_EINVAL, "%s wants a gradient but no gradient arrays are given",
                               arg_names[i]);
-        rc = mxc__nd_check(grads[i], "mxc_executor_bind", "gradient");
+        rc = mxc__nd_check(grads[i], fn, "gradient");
         if (rc != MXC_OK)
             return rc;
         char b1[128], b2[128];
-        if (grads[i]->shape.ndim != args[i]->shape.ndim ||
-            mxc_shape_size(&grads[i]->shape) != mxc_shape_size(&args[i]->shape) ||
-            memcmp(grads[i]->shape.dims, args[i]->shape.dims,
-                   sizeof(int64_t) * (size_t)args[i]->shape.ndim) != 0)
-            return mxc__error(MXC_ESHAPE,
-                              "mxc_executor_bind: the gradient of %s is %s, the "
-                              "argument %s",
-                              arg_names[i], mxc__shape_str(&grads[i]->shape, b1, sizeof b1),
+        if (!same_shape(&grads[i]->shape, &args[i]->shape))
+            return mxc__error(MXC_ESHAPE, "the gradient of %s is %s, the argument %s", arg_names[i],
+                              mxc__shape_str(&grads[i]->shape, b1, sizeof b1),
                               mxc__shape_str(&args[i]->shape, b2, sizeof b2));
     }
     for (int i = 0; i < num_aux && rc == MXC_OK; i++)
-        rc = mxc__nd_check(aux[i], "mxc_executor_bind", aux_names[i]);
+        rc = mxc__nd_check(aux[i], fn, aux_names[i]);
+    return rc;
+}
+
+static int bind(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarray *const *args,
+                mxc_ndarray *const *arg_grads, const int *grad_reqs, int num_aux,
+                mxc_ndarray *const *aux, mxc_executor **out) {
+    if (ctx.dev_type != MXC_CPU)
+        return mxc__error(MXC_ENOTSUP, "only CPU contexts so far");
+    int rc = mxc__symbol_check(sym, "mxc_executor_bind", "symbol");
+    if (rc == MXC_OK)
+        rc = check_bind_args(sym, num_args, args, arg_grads, grad_reqs, num_aux, aux);
+    if (rc != MXC_OK)
+        return rc;
+    int *reqs = mxc__malloc(sizeof(int) * ((size_t)num_args + 1));
+    if (reqs == NULL)
+        return mxc__error(MXC_ENOMEM, "out of memory");
+    for (int i = 0; i < num_args; i++)
+        reqs[i] = grad_reqs ? grad_reqs[i] : arg_grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
+    rc = bind_arrays(sym, ctx, args, arg_grads, reqs, aux, out);
+    mxc__free(reqs);
     return rc;
 }
 
@@ -450,27 +564,16 @@ int mxc_executor_bind(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarra
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_executor_bind: out is NULL");
     *out = NULL;
-    if (ctx.dev_type != MXC_CPU)
-        return mxc__error(MXC_ENOTSUP, "mxc_executor_bind: only CPU contexts so far");
-    int rc = mxc__symbol_check(sym, __func__, "symbol");
-    if (rc == MXC_OK)
-        rc = check_bind_args(sym, num_args, args, arg_grads, grad_reqs, num_aux, aux);
-    if (rc != MXC_OK)
-        return rc;
-    int *reqs = mxc__malloc(sizeof(int) * ((size_t)num_args + 1));
-    if (reqs == NULL)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
-    for (int i = 0; i < num_args; i++)
-        reqs[i] = grad_reqs ? grad_reqs[i] : arg_grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
-    rc = bind_arrays(sym, ctx, args, arg_grads, reqs, aux, out);
-    mxc__free(reqs);
-    return rc;
+    int rc = bind(sym, ctx, num_args, args, arg_grads, grad_reqs, num_aux, aux, out);
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- simple_bind and reshape -------------------------------------------------------- */
 
 /* Creates every argument (taking `keep[i]` when its shape matches), gradient and aux
- * state from the shapes inferred from the named inputs, then binds. */
+ * state from the shapes inferred from the named inputs, in the declared dtypes, then
+ * binds. Created arrays are zeroed only once bound, so memory that cannot exist is
+ * refused by bind before anything touches it. */
 static int bind_shapes(mxc_symbol *sym, mxc_context ctx, int num, const char *const *names,
                        const mxc_shape *shapes, int grad_req, const mxc_executor *keep,
                        mxc_executor **out) {
@@ -478,56 +581,67 @@ static int bind_shapes(mxc_symbol *sym, mxc_context ctx, int num, const char *co
     struct mxc__graph *fg = NULL;
     mxc_shape *es = NULL;
     mxc_ndarray **arrays = NULL;
-    int *reqs = NULL;
+    int *reqs = NULL, *types = NULL;
+    bool *created = NULL;
     MXC_TRY(mxc__graph_build(sym, &fg));
     int na = fg->num_args, nx = fg->num_aux;
     es = mxc__calloc((size_t)fg->num_entries + 1, sizeof *es);
     arrays = mxc__calloc((size_t)(2 * na + nx) + 1, sizeof *arrays);
+    created = mxc__calloc((size_t)(2 * na + nx) + 1, sizeof *created);
     reqs = mxc__calloc((size_t)na + 1, sizeof *reqs);
-    MXC_CHECK(es && arrays && reqs, MXC_ENOMEM, "executor: out of memory");
+    types = mxc__calloc((size_t)(na + nx) + 1, sizeof *types);
+    MXC_CHECK(es && arrays && created && reqs && types, MXC_ENOMEM, "out of memory");
+    MXC_TRY(declared_types(fg, types, types + na));
     for (int i = 0; i < na; i++)
         reqs[i] = grad_req;
     for (int j = 0; j < num; j++) {
+        MXC_CHECK(names[j] != NULL, MXC_EINVAL, "names[%d] is NULL", j);
         int found = -1;
         for (int i = 0; i < na && found < 0; i++)
             if (strcmp(fg->nodes[fg->arg_nodes[i]].name, names[j]) == 0)
                 found = i;
-        MXC_CHECK(found >= 0, MXC_EINVAL, "simple_bind: %s is not an argument of the symbol",
-                  names[j]);
+        MXC_CHECK(found >= 0, MXC_EINVAL, "%s is not an argument of the symbol", names[j]);
         es[fg->entry_ptr[fg->arg_nodes[found]]] = shapes[j];
         reqs[found] = MXC_GRAD_NULL;
     }
-    int unknown = 0;
-    MXC_TRY(mxc__graph_infer_shape(fg, es, &unknown));
+    MXC_TRY(mxc__graph_infer_shape(fg, es, NULL));
     for (int i = 0; i < na + nx; i++) {
         int node = i < na ? fg->arg_nodes[i] : fg->aux_nodes[i - na];
         const mxc_shape *s = &es[fg->entry_ptr[node]];
         MXC_CHECK(s->ndim > 0, MXC_ESHAPE,
-                  "simple_bind: the shape of %s cannot be inferred "
-                  "from the given input shapes",
+                  "the shape of %s cannot be inferred from the given input shapes",
                   fg->nodes[node].name);
         mxc_ndarray *old = NULL;
-        if (keep && i < na)
-            old = keep->args[i];
-        else if (keep)
-            old = keep->aux[i - na];
-        mxc_ndarray **slot = i < na ? &arrays[i] : &arrays[2 * na + (i - na)];
-        if (old && old->shape.ndim == s->ndim &&
-            memcmp(old->shape.dims, s->dims, sizeof(int64_t) * (size_t)s->ndim) == 0)
-            MXC_TRY(retain(old, slot));
-        else
-            MXC_TRY(mxc_nd_zeros(s, MXC_FLOAT32, ctx, slot));
-        if (i < na && reqs[i] != MXC_GRAD_NULL)
-            MXC_TRY(mxc_nd_zeros(s, MXC_FLOAT32, ctx, &arrays[na + i]));
+        if (keep)
+            old = i < na ? keep->args[i] : keep->aux[i - na];
+        int slot = i < na ? i : 2 * na + (i - na);
+        if (old && old->dtype == types[i] && same_shape(&old->shape, s)) {
+            MXC_TRY(retain(old, &arrays[slot]));
+        } else {
+            MXC_TRY(mxc_nd_create(s, types[i], ctx, 1, &arrays[slot]));
+            created[slot] = true;
+        }
+        if (i < na && reqs[i] != MXC_GRAD_NULL) {
+            MXC_TRY(mxc_nd_create(s, types[i], ctx, 1, &arrays[na + i]));
+            created[na + i] = true;
+        }
     }
-    rc = bind_arrays(sym, ctx, arrays, arrays + na, reqs, arrays + 2 * na, out);
-    if (rc == MXC_OK)
-        (*out)->grad_req = grad_req;
+    MXC_TRY(bind_arrays(sym, ctx, arrays, arrays + na, reqs, arrays + 2 * na, out));
+    (*out)->grad_req = grad_req;
+    for (int i = 0; i < 2 * na + nx; i++)
+        if (created[i])
+            MXC_TRY(mxc_nd_fill(arrays[i], 0));
 fail:
+    if (rc != MXC_OK && out && *out) {
+        mxc_executor_free(*out);
+        *out = NULL;
+    }
     for (int i = 0; arrays && i < 2 * na + nx; i++)
         mxc_nd_free(arrays[i]);
     mxc__free(arrays);
+    mxc__free(created);
     mxc__free(reqs);
+    mxc__free(types);
     mxc__free(es);
     mxc__graph_free(fg);
     return rc;
@@ -538,19 +652,17 @@ int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num, const ch
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: out is NULL");
     *out = NULL;
+    int rc = MXC_OK;
     if (num < 0 || (num > 0 && (names == NULL || shapes == NULL)))
-        return mxc__error(MXC_EINVAL, "mxc_executor_simple_bind: bad input shape lists");
-    if (grad_req != MXC_GRAD_NULL && grad_req != MXC_GRAD_WRITE && grad_req != MXC_GRAD_ADD)
-        return mxc__error(MXC_EINVAL,
-                          "mxc_executor_simple_bind: grad_req %d is not null "
-                          "(0), write (1) or add (3)",
-                          grad_req);
-    if (ctx.dev_type != MXC_CPU)
-        return mxc__error(MXC_ENOTSUP, "mxc_executor_simple_bind: only CPU contexts so far");
-    int rc = mxc__symbol_check(sym, __func__, "symbol");
-    if (rc != MXC_OK)
-        return rc;
-    return bind_shapes(sym, ctx, num, names, shapes, grad_req, NULL, out);
+        rc = mxc__error(MXC_EINVAL, "bad input shape lists (num %d, names %s, shapes %s)", num,
+                        names ? "given" : "NULL", shapes ? "given" : "NULL");
+    else if (grad_req != MXC_GRAD_NULL && grad_req != MXC_GRAD_WRITE && grad_req != MXC_GRAD_ADD)
+        rc = mxc__error(MXC_EINVAL, "grad_req %d is not null (0), write (1) or add (3)", grad_req);
+    else if (ctx.dev_type != MXC_CPU)
+        rc = mxc__error(MXC_ENOTSUP, "only CPU contexts so far");
+    else if ((rc = mxc__symbol_check(sym, __func__, "symbol")) == MXC_OK)
+        rc = bind_shapes(sym, ctx, num, names, shapes, grad_req, NULL, out);
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_executor_reshape(mxc_executor *x, int num, const char *const *names,
@@ -561,7 +673,12 @@ int mxc_executor_reshape(mxc_executor *x, int num, const char *const *names,
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_executor_reshape: out is NULL");
     *out = NULL;
-    return bind_shapes(x->sym, x->ctx, num, names, shapes, x->grad_req, x, out);
+    if (num < 0 || (num > 0 && (names == NULL || shapes == NULL)))
+        rc = mxc__error(MXC_EINVAL, "bad input shape lists (num %d, names %s, shapes %s)", num,
+                        names ? "given" : "NULL", shapes ? "given" : "NULL");
+    else
+        rc = bind_shapes(x->sym, x->ctx, num, names, shapes, x->grad_req, x, out);
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- Running ------------------------------------------------------------------------ */
@@ -604,7 +721,13 @@ int mxc_executor_forward(mxc_executor *x, int is_train) {
     int rc = check_exec(x, __func__);
     if (rc != MXC_OK)
         return rc;
-    return push_range(x, 0, x->g.num_forward, is_train != 0);
+    /* an inference pass overwrites what the backward pass would read */
+    x->can_backward = false;
+    rc = push_range(x, 0, x->g.num_forward, is_train != 0);
+    if (rc != MXC_OK)
+        return mxc__error_wrap(rc, "%s", __func__);
+    x->can_backward = is_train != 0;
+    return MXC_OK;
 }
 
 int mxc_executor_backward(mxc_executor *x, int num, mxc_ndarray *const *head_grads) {
@@ -614,6 +737,13 @@ int mxc_executor_backward(mxc_executor *x, int num, mxc_ndarray *const *head_gra
     struct mxc__xgraph *g = &x->g;
     if (!x->has_backward)
         return mxc__error(MXC_EINVAL, "mxc_executor_backward: no gradients were bound");
+    /* The backward nodes read what the last training forward wrote, and their pass
+     * releases it: without a new forward(is_train = 1) they would read released or
+     * never-written memory and fail at a later, unrelated wait. */
+    if (!x->can_backward)
+        return mxc__error(MXC_EMISUSE,
+                          "mxc_executor_backward: no forward(is_train = 1) since the executor "
+                          "was bound or since the last backward or inference forward");
     for (int h = 0; h < g->num_heads; h++) {
         int e = g->head_grad_entry[h];
         if (e < 0)
@@ -626,10 +756,11 @@ int mxc_executor_backward(mxc_executor *x, int num, mxc_ndarray *const *head_gra
                               h);
         rc = mxc_nd_copy_to(src, x->entry[e]);
         if (rc != MXC_OK)
-            return mxc__error(rc, "mxc_executor_backward: head gradient %d: %s", h,
-                              mxc_last_error());
+            return mxc__error_wrap(rc, "mxc_executor_backward: head gradient %d", h);
     }
-    return push_range(x, g->num_forward, g->num_nodes, true);
+    x->can_backward = false;
+    rc = push_range(x, g->num_forward, g->num_nodes, true);
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- Inspection --------------------------------------------------------------------- */

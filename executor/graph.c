@@ -97,7 +97,7 @@ static struct mxc__xnode *add_node(struct builder *b, int kind, int num_in, int 
 static int add_contrib(struct builder *b, int entry, int grad) {
     int *c = mxc__realloc(b->contrib[entry], sizeof(int) * (size_t)(b->num_contrib[entry] + 1));
     if (c == NULL)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+        return mxc__error(MXC_ENOMEM, "out of memory");
     c[b->num_contrib[entry]++] = grad;
     b->contrib[entry] = c;
     return MXC_OK;
@@ -135,11 +135,11 @@ static int infer_node(struct builder *b, int k, mxc_shape *out_s, int *out_t, in
     }
     int rc = op->infer_shape(fn->params, in_s, n_in, out_s, n_out, aux_s, n_aux);
     if (rc != MXC_OK)
-        return mxc__error(rc, "node %s: %s", fn->name, mxc_last_error());
+        return mxc__error_wrap(rc, "node %s", fn->name);
     if (op->infer_type) {
         rc = op->infer_type(fn->params, in_t, n_in, out_t, n_out, aux_t, n_aux);
         if (rc != MXC_OK)
-            return mxc__error(rc, "node %s: %s", fn->name, mxc_last_error());
+            return mxc__error_wrap(rc, "node %s", fn->name);
     } else {
         for (int o = 0; o < n_out; o++)
             out_t[o] = in_t[0];
@@ -157,7 +157,7 @@ static int build_forward(struct builder *b, const mxc_shape *arg_shapes, const i
     struct mxc__xgraph *g = b->g;
     int *var_index = mxc__malloc(sizeof(int) * (size_t)(fg->num_nodes + 1));
     if (var_index == NULL)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+        return mxc__error(MXC_ENOMEM, "out of memory");
     for (int k = 0; k < fg->num_nodes; k++)
         var_index[k] = -1;
     for (int i = 0; i < fg->num_args; i++)
@@ -177,7 +177,7 @@ static int build_forward(struct builder *b, const mxc_shape *arg_shapes, const i
             bool is_arg = v < fg->num_args;
             const mxc_shape *s = is_arg ? &arg_shapes[v] : &aux_shapes[v - fg->num_args];
             int id = add_entry(b, *s, is_arg ? arg_types[v] : arg_types[0], -1);
-            MXC_CHECK(id >= 0, MXC_ENOMEM, "executor: out of memory");
+            MXC_CHECK(id >= 0, MXC_ENOMEM, "out of memory");
             b->num_outputs[k] = 1;
             if (is_arg) {
                 g->arg_entry[v] = id;
@@ -198,7 +198,7 @@ static int build_forward(struct builder *b, const mxc_shape *arg_shapes, const i
         int out_t[MXC__MAX_OP_ARGS];
         MXC_TRY(infer_node(b, k, out_s, out_t, n_out));
         struct mxc__xnode *xn = add_node(b, MXC__X_FORWARD, n_in, n_out, n_aux);
-        MXC_CHECK(xn != NULL, MXC_ENOMEM, "executor: out of memory");
+        MXC_CHECK(xn != NULL, MXC_ENOMEM, "out of memory");
         xn->op = fn->op;
         xn->params = fn->params;
         xn->name = fn->name;
@@ -212,7 +212,7 @@ static int build_forward(struct builder *b, const mxc_shape *arg_shapes, const i
             xn->aux[i] = fentry_id(b, fn->inputs[n_in + i]);
         for (int o = 0; o < n_out; o++) {
             int id = add_entry(b, out_s[o], out_t[o], g->num_nodes - 1);
-            MXC_CHECK(id >= 0, MXC_ENOMEM, "executor: out of memory");
+            MXC_CHECK(id >= 0, MXC_ENOMEM, "out of memory");
             g->nodes[g->num_nodes - 1].out[o] = id;
             g->nodes[g->num_nodes - 1].req[o] = MXC__REQ_WRITE;
             b->needs[id] = needs;
@@ -234,7 +234,7 @@ static int set_single_output(struct builder *b, int like, int into, int req, int
     const struct mxc__xentry *e = &b->g->entries[like];
     int id = into >= 0 ? into : add_entry(b, e->shape, e->dtype, node);
     if (id < 0)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+        return mxc__error(MXC_ENOMEM, "out of memory");
     b->g->entries[id].node = node;
     b->g->nodes[node].out[0] = id;
     b->g->nodes[node].req[0] = into >= 0 ? req : MXC__REQ_WRITE;
@@ -242,23 +242,16 @@ static int set_single_output(struct builder *b, int like, int into, int req, int
     return MXC_OK;
 }
 
-/* Sums the contributions of `entry` into a new entry (or `into` if >= 0, with `req`);
- * one contribution is returned as is. -1 if there are none. */
-static int gradient_of(struct builder *b, int entry, int into, int req, int *out) {
-    int n = b->num_contrib[entry];
-    *out = -1;
-    if (n == 0)
-        return MXC_OK;
-    if (n == 1 && into < 0) {
-        *out = b->contrib[entry][0];
-        return MXC_OK;
-    }
+/* A SUM node of the n (<= MXC__MAX_OP_ARGS) entries `ins` writing `into` (or a new entry
+ * shaped like `like`), its id through `out`. */
+static int sum_node(struct builder *b, const int *ins, int n, int like, int into, int req,
+                    int *out) {
     const struct mxc__op_def *sum = mxc__op_find("ElementWiseSum");
     if (sum == NULL)
-        return mxc__error(MXC_ENOTSUP, "executor: summing gradients needs ElementWiseSum");
+        return mxc__error(MXC_ENOTSUP, "summing gradients needs ElementWiseSum");
     void *params = mxc__malloc(sum->param_size ? sum->param_size : 1);
     if (params == NULL)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+        return mxc__error(MXC_ENOMEM, "out of memory");
     char num[16];
     snprintf(num, sizeof num, "%d", n);
     const char *keys[] = {"num_args"}, *vals[] = {num};
@@ -266,21 +259,45 @@ static int gradient_of(struct builder *b, int entry, int into, int req, int *out
     struct mxc__xnode *xn = rc == MXC_OK ? add_node(b, MXC__X_SUM, n, 1, 0) : NULL;
     if (xn == NULL) {
         mxc__free(params);
-        return rc != MXC_OK ? rc : mxc__error(MXC_ENOMEM, "executor: out of memory");
+        return rc != MXC_OK ? rc : mxc__error(MXC_ENOMEM, "out of memory");
     }
     xn->op = sum;
     xn->params = params;
     xn->name = "_grad_sum";
-    memcpy(xn->in, b->contrib[entry], sizeof(int) * (size_t)n);
+    memcpy(xn->in, ins, sizeof(int) * (size_t)n);
     mxc__inplace_get(sum->inplace, &xn->inplace_in, &xn->inplace_out);
-    return set_single_output(b, entry, into, req, out);
+    return set_single_output(b, like, into, req, out);
+}
+
+/* Sums the contributions of `entry` into a new entry (or `into` if >= 0, with `req`);
+ * one contribution is returned as is. -1 if there are none. More contributions than one
+ * ElementWiseSum takes (an entry read by many nodes) are summed in parts first. */
+static int gradient_of(struct builder *b, int entry, int into, int req, int *out) {
+    int *c = b->contrib[entry], n = b->num_contrib[entry];
+    *out = -1;
+    if (n == 0)
+        return MXC_OK;
+    if (n == 1 && into < 0) {
+        *out = c[0];
+        return MXC_OK;
+    }
+    while (n > MXC__MAX_OP_ARGS) {
+        int part = -1,
+            rc = sum_node(b, c + n - MXC__MAX_OP_ARGS, MXC__MAX_OP_ARGS, entry, -1, 0, &part);
+        if (rc != MXC_OK)
+            return rc;
+        n -= MXC__MAX_OP_ARGS - 1;
+        c[n - 1] = part;
+        b->num_contrib[entry] = n;
+    }
+    return sum_node(b, c, n, entry, into, req, out);
 }
 
 /* A ZEROS node writing `into` (or a new entry shaped like `like`). */
 static int zeros_like(struct builder *b, int like, int into, int req, int *out) {
     struct mxc__xnode *xn = add_node(b, MXC__X_ZEROS, 0, 1, 0);
     if (xn == NULL)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+        return mxc__error(MXC_ENOMEM, "out of memory");
     xn->name = "zeros";
     return set_single_output(b, like, into, req, out);
 }
@@ -323,7 +340,7 @@ static int backward_of(struct builder *b, int k) {
     struct mxc__xnode *xn =
         add_node(b, MXC__X_BACKWARD, n_vis + fwd.num_in + fwd.num_out, fwd.num_in, fwd.num_aux);
     if (xn == NULL)
-        return mxc__error(MXC_ENOMEM, "executor: out of memory");
+        return mxc__error(MXC_ENOMEM, "out of memory");
     int id = g->num_nodes - 1;
     xn->op = op;
     xn->params = fwd.params;
@@ -351,7 +368,7 @@ static int backward_of(struct builder *b, int k) {
         const struct mxc__xentry *e = &g->entries[fwd.in[i]];
         int gid = add_entry(b, e->shape, e->dtype, id);
         if (gid < 0)
-            return mxc__error(MXC_ENOMEM, "executor: out of memory");
+            return mxc__error(MXC_ENOMEM, "out of memory");
         g->nodes[id].out[i] = gid;
         g->nodes[id].req[i] = MXC__REQ_WRITE;
         int rc = add_contrib(b, fwd.in[i], gid);
@@ -372,7 +389,7 @@ static int build_backward(struct builder *b, const int *grad_req) {
             continue; /* a loss starts its own chain; a variable head needs nothing */
         int id = add_entry(b, g->entries[e].shape, g->entries[e].dtype, -1);
         if (id < 0)
-            return mxc__error(MXC_ENOMEM, "executor: out of memory");
+            return mxc__error(MXC_ENOMEM, "out of memory");
         g->head_grad_entry[h] = id;
         int rc = add_contrib(b, e, id);
         if (rc != MXC_OK)
@@ -400,7 +417,7 @@ static int build_backward(struct builder *b, const int *grad_req) {
         }
         int id = add_entry(b, g->entries[e].shape, g->entries[e].dtype, -1);
         if (id < 0)
-            return mxc__error(MXC_ENOMEM, "executor: out of memory");
+            return mxc__error(MXC_ENOMEM, "out of memory");
         rc = n == 0 ? zeros_like(b, e, id, grad_req[i], &g->grad_entry[i])
                     : gradient_of(b, e, id, grad_req[i], &g->grad_entry[i]);
         if (rc != MXC_OK)
@@ -428,7 +445,7 @@ int mxc__xgraph_build(const struct mxc__graph *fg, const mxc_shape *arg_shapes,
     out->head_grad_entry = mxc__malloc(sizeof(int) * ((size_t)fg->num_heads + 1));
     MXC_CHECK(b.first_entry && b.num_outputs && out->arg_entry && out->grad_entry &&
                   out->aux_entry && out->head_entry && out->head_grad_entry,
-              MXC_ENOMEM, "executor: out of memory");
+              MXC_ENOMEM, "out of memory");
     MXC_TRY(build_forward(&b, arg_shapes, arg_types, aux_shapes, grad_req));
     for (int h = 0; h < fg->num_heads; h++) {
         struct mxc__graph_entry fe = fg->heads[h];

@@ -135,6 +135,10 @@ static int plan_node(struct planner *s, int k) {
     return MXC_OK;
 }
 
+/* a + b, or SIZE_MAX when that does not fit: a plan of huge entries is reported as too
+ * big by its caller, never wrapped around to a small total */
+static size_t add_sat(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+
 int mxc__plan_make(const struct mxc__plan_graph *g, struct mxc__plan *out) {
     int rc = MXC_OK;
     int ne = g->num_entries;
@@ -160,9 +164,9 @@ int mxc__plan_make(const struct mxc__plan_graph *g, struct mxc__plan *out) {
         MXC_TRY(plan_node(&s, k));
     for (int e = 0; e < ne; e++)
         if (out->block_of[e] >= 0)
-            out->naive_bytes += g->bytes[e];
+            out->naive_bytes = add_sat(out->naive_bytes, g->bytes[e]);
     for (int b = 0; b < out->num_blocks; b++)
-        out->planned_bytes += out->block_bytes[b];
+        out->planned_bytes = add_sat(out->planned_bytes, out->block_bytes[b]);
 fail:
     mxc__free(s.readers);
     mxc__free(s.moved);

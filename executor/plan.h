@@ -49,8 +49,8 @@ struct mxc__plan {
     int num_blocks;
     size_t *block_bytes;  /* per block */
     int *last_use;        /* per block: index of the last node that reads or writes it */
-    size_t planned_bytes; /* sum of block_bytes */
-    size_t naive_bytes;   /* sum of the planned entries' bytes (each its own block) */
+    size_t planned_bytes; /* sum of block_bytes (SIZE_MAX if it does not fit) */
+    size_t naive_bytes;   /* sum of the planned entries' bytes, each its own block (same) */
 };
 
 /* Plans `g` into `*out` (free it with mxc__plan_free). Returns MXC_OK, MXC_EINVAL for an

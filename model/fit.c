@@ -528,6 +528,9 @@ static void format_duration(double s, char *buf, size_t size) {
 
 void mxc_fit_print_progress(const mxc_fit_progress *p, void *user) {
     (void)user;
+    if (p == NULL)
+        return; /* nothing to report */
+    const char *metric = p->metric_name ? p->metric_name : "metric";
     char left[32], took[32];
     format_duration(p->seconds_left, left, sizeof left);
     format_duration(p->seconds, took, sizeof took);
@@ -535,14 +538,14 @@ void mxc_fit_print_progress(const mxc_fit_progress *p, void *user) {
         fprintf(stderr,
                 "Epoch[%d] Batch [%lld/%lld]\tSpeed: %.1f samples/sec\t%s=%.6f\t"
                 "(%s left)\n",
-                p->epoch, (long long)p->batch, (long long)p->num_batches, p->samples_per_s,
-                p->metric_name, p->train_metric, left);
+                p->epoch, (long long)p->batch, (long long)p->num_batches, p->samples_per_s, metric,
+                p->train_metric, left);
         return;
     }
-    fprintf(stderr, "Epoch[%d] Train-%s=%.6f\tSpeed: %.1f samples/sec\n", p->epoch, p->metric_name,
+    fprintf(stderr, "Epoch[%d] Train-%s=%.6f\tSpeed: %.1f samples/sec\n", p->epoch, metric,
             p->train_metric, p->samples_per_s);
     if (!isnan(p->eval_metric))
-        fprintf(stderr, "Epoch[%d] Validation-%s=%.6f\n", p->epoch, p->metric_name, p->eval_metric);
+        fprintf(stderr, "Epoch[%d] Validation-%s=%.6f\n", p->epoch, metric, p->eval_metric);
     fprintf(stderr, "Epoch[%d] Time so far %s, %s left%s%s\n", p->epoch, took, left,
             p->checkpoint ? "; saved " : "", p->checkpoint ? p->checkpoint : "");
 }

@@ -8,7 +8,7 @@
 
 #include <string.h>
 
-#define MAX_PARAM_BYTES 1024
+#define MAX_PARAM_BYTES MXC__ND_MAX_PARAM_BYTES
 
 /* What the pushed operation carries: the operator, the call's shape, then its params. */
 struct invoke_params {
@@ -51,15 +51,15 @@ int mxc_imperative_invoke(const char *name, int num_params, const char *const *k
     const struct mxc__op_def *def;
     _Alignas(16) unsigned char params[MAX_PARAM_BYTES];
     int rc = mxc__op_lookup(name, &def);
-    if (rc != MXC_OK)
-        return rc;
-    MXC_ASSERT(def->param_size <= MAX_PARAM_BYTES);
-    if (num_params < 0 || (num_params > 0 && (keys == NULL || vals == NULL)))
-        return mxc__error(MXC_EINVAL, "%s: bad parameter arrays", name);
-    rc = mxc__op_parse_params(def, num_params, keys, vals, params);
-    if (rc != MXC_OK)
-        return rc;
-    return mxc__nd_invoke(def, params, num_inputs, inputs, num_outputs, outputs, is_train != 0);
+    MXC_ASSERT(rc != MXC_OK || def->param_size <= MAX_PARAM_BYTES);
+    if (rc == MXC_OK && (num_params < 0 || (num_params > 0 && (keys == NULL || vals == NULL))))
+        rc = mxc__error(MXC_EINVAL, "%s: %d parameters, keys %s, vals %s", name, num_params,
+                        keys ? "given" : "NULL", vals ? "given" : "NULL");
+    if (rc == MXC_OK)
+        rc = mxc__op_parse_params(def, num_params, keys, vals, params);
+    if (rc == MXC_OK)
+        rc = mxc__nd_invoke(def, params, num_inputs, inputs, num_outputs, outputs, is_train != 0);
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_inputs,
@@ -81,6 +81,12 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
     const char *out_names[MXC__MAX_OP_ARGS];
     n_out = mxc__op_num_outputs(def, p->params, out_names);
     int n_visible = mxc__op_num_visible_outputs(def, p->params);
+    /* the parameter tables bound variadic counts by MXC__MAX_OP_ARGS (the name lists above
+     * hold that many); a table that did not would be the library's bug */
+    MXC_CHECK(n_in <= MXC__MAX_OP_ARGS && n_aux <= MXC__MAX_OP_ARGS && n_out <= MXC__MAX_OP_ARGS,
+              MXC_EINTERNAL,
+              "%s: %d inputs, %d auxiliary states and %d outputs, at most %d supported", name, n_in,
+              n_aux, n_out, MXC__MAX_OP_ARGS);
     MXC_CHECK(num_inputs == n_in + n_aux, MXC_EINVAL,
               "%s: takes %d inputs (%d arguments and %d auxiliary states), %d given", name,
               n_in + n_aux, n_in, n_aux, num_inputs);

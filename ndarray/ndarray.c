@@ -101,6 +101,14 @@ mxc_var *mxc__nd_var(const mxc_ndarray *a) { return a->chunk->var; }
 
 void mxc__nd_release_memory(const mxc_ndarray *a) { mxc_storage_free(&a->chunk->block); }
 
+/* Where the data of an array without elements points: a valid address that nothing
+ * reads or writes. So every kernel may compute `data + 0` and pass it to memcpy / memset
+ * with 0 bytes, which on NULL would be undefined behaviour (clang's UBSan stops there);
+ * one place instead of an n == 0 test in every kernel. Read-only, so a kernel that wrote
+ * to an empty output would fault at once instead of corrupting it quietly; 64-byte
+ * aligned like the pool's blocks, for kernels that assume it. */
+static const _Alignas(64) char no_elements[64];
+
 int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) {
     struct nd_chunk *c = a->chunk;
     if (!written && c->block.ptr == NULL && c->nbytes > 0)
@@ -108,8 +116,9 @@ int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) 
     int rc = chunk_alloc_memory(c); /* delayed memory is taken now */
     if (rc != MXC_OK)
         return rc;
-    *out = (struct mxc__tensor){(char *)c->block.ptr + a->offset, a->shape, a->dtype, c->ctx,
-                                mxc_shape_size(&a->shape)};
+    int64_t n = mxc_shape_size(&a->shape);
+    void *data = n == 0 ? (void *)no_elements : (char *)c->block.ptr + a->offset;
+    *out = (struct mxc__tensor){data, a->shape, a->dtype, c->ctx, n};
     return MXC_OK;
 }
 
@@ -127,29 +136,35 @@ static int check_shape(const mxc_shape *shape, const char *fn) {
     return MXC_OK;
 }
 
-int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, int delay_alloc,
-                  mxc_ndarray **out) {
+int mxc__nd_create(const char *fn, const mxc_shape *shape, int dtype, mxc_context ctx,
+                   bool delay_alloc, mxc_ndarray **out) {
     int rc = MXC_OK;
     struct nd_chunk *chunk = NULL;
-    if (out == NULL)
-        return mxc__error(MXC_EINVAL, "mxc_nd_create: out is NULL");
+    char buf[128];
+    MXC_CHECK(out != NULL, MXC_EINVAL, "out is NULL");
     *out = NULL;
-    MXC_TRY(check_shape(shape, __func__));
-    MXC_CHECK(mxc_dtype_size(dtype) != 0, MXC_EINVAL, "mxc_nd_create: unknown dtype %d", dtype);
+    MXC_TRY(check_shape(shape, fn));
+    MXC_CHECK(mxc_dtype_size(dtype) != 0, MXC_EINVAL, "unknown dtype %d", dtype);
     if (ctx.dev_type == 0)
         ctx = mxc_cpu();
     MXC_CHECK(ctx.dev_type == MXC_CPU || ctx.dev_type == MXC_GPU || ctx.dev_type == MXC_CPU_PINNED,
-              MXC_EINVAL, "mxc_nd_create: unknown device type %d", ctx.dev_type);
+              MXC_EINVAL, "unknown device type %d", ctx.dev_type);
     MXC_CHECK(ctx.dev_type != MXC_GPU || (ctx.dev_id >= 0 && ctx.dev_id < mxc_gpu_count()),
-              MXC_ENODEV, "mxc_nd_create: gpu(%d) does not exist (%d usable)", ctx.dev_id,
-              mxc_gpu_count());
-    size_t nbytes = (size_t)mxc_shape_size(shape) * mxc_dtype_size(dtype);
-    MXC_TRY(chunk_create(nbytes, ctx, delay_alloc != 0, &chunk));
+              MXC_ENODEV, "gpu(%d) does not exist (%d usable)", ctx.dev_id, mxc_gpu_count());
+    int64_t n = mxc_shape_size(shape);
+    MXC_CHECK((uint64_t)n <= SIZE_MAX / mxc_dtype_size(dtype), MXC_ENOMEM,
+              "a %s %s array needs more bytes than a size_t holds",
+              mxc__shape_str(shape, buf, sizeof buf), mxc_dtype_name(dtype));
+    MXC_TRY(chunk_create((size_t)n * mxc_dtype_size(dtype), ctx, delay_alloc, &chunk));
     rc = view_create(chunk, shape, dtype, 0, out);
     chunk_unref(chunk); /* the view holds it now, or nobody does */
-    return rc;
 fail:
-    return rc;
+    return mxc__in_call(fn, rc);
+}
+
+int mxc_nd_create(const mxc_shape *shape, int dtype, mxc_context ctx, int delay_alloc,
+                  mxc_ndarray **out) {
+    return mxc__nd_create(__func__, shape, dtype, ctx, delay_alloc != 0, out);
 }
 
 void mxc_nd_free(mxc_ndarray *a) {
@@ -271,10 +286,8 @@ struct nd_closure {
 
 static void closure_free(void *arg) { mxc__free(arg); }
 
-#define ND_MAX_OPERANDS 16
-
 static int closure_call(struct nd_closure *c, const mxc_run_ctx *rctx) {
-    struct mxc__tensor tensors[ND_MAX_OPERANDS];
+    struct mxc__tensor tensors[2 * MXC__ND_MAX_OPERANDS];
     int n = c->num_inputs + c->num_outputs;
     for (int i = 0; i < n; i++) {
         struct nd_view *v = &c->views[i];
@@ -310,9 +323,14 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
                  mxc_ndarray *const *outputs, int num_outputs) {
     int rc = MXC_OK;
     int n = num_inputs + num_outputs;
-    MXC_ASSERT(n > 0 && n <= ND_MAX_OPERANDS && op->num_resources <= ND_MAX_OPERANDS);
-    mxc_var *reads[ND_MAX_OPERANDS], *writes[2 * ND_MAX_OPERANDS];
-    struct mxc__resource *res[ND_MAX_OPERANDS];
+    const int max = MXC__ND_MAX_OPERANDS;
+    MXC_CHECK(n > 0 && num_inputs >= 0 && num_inputs <= max && num_outputs >= 0 &&
+                  num_outputs <= max && op->num_resources >= 0 && op->num_resources <= max,
+              MXC_EINTERNAL,
+              "%s: %d inputs, %d outputs and %d resources (at most %d of each, one array at least)",
+              op->name, num_inputs, num_outputs, op->num_resources, max);
+    mxc_var *reads[MXC__ND_MAX_OPERANDS], *writes[2 * MXC__ND_MAX_OPERANDS];
+    struct mxc__resource *res[MXC__ND_MAX_OPERANDS];
     for (int i = 0; i < op->num_resources; i++)
         MXC_TRY(mxc__resource_get(op->run_ctx, op->resources[i], &res[i]));
 

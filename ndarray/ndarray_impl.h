@@ -73,9 +73,19 @@ struct mxc__nd_op {
                                       wait on an operation that writes no array) */
 };
 
+/* Room for any operator's parameter struct (check_operator's registry test proves every
+ * table's fits, which makes the MXC_ASSERTs on it unreachable). */
+#define MXC__ND_MAX_PARAM_BYTES 1024
+
+/* Most arrays one pushed operation reads, and most it writes: an operator's inputs plus
+ * auxiliary states, or its outputs plus auxiliary states (mxc__nd_invoke). */
+#define MXC__ND_MAX_OPERANDS (2 * MXC__MAX_OP_ARGS)
+
 /* Pushes `op` reading `inputs` and writing `outputs` (whose memory is allocated when it
  * runs, if still delayed). The arrays may be freed right after: their chunks outlive the
- * operation because a chunk's delete is ordered after it on the chunk's variable. */
+ * operation because a chunk's delete is ordered after it on the chunk's variable.
+ * At least one array, at most MXC__ND_MAX_OPERANDS of each kind and of resources, else
+ * MXC_EINTERNAL (a library caller's bug, never reached from user input). */
 int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, int num_inputs,
                  mxc_ndarray *const *outputs, int num_outputs);
 
@@ -89,6 +99,10 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
  * (the calling worker's) and complete before the worker retires the operation. */
 int mxc__copy_bytes(void *dst, mxc_context dst_ctx, const void *src, mxc_context src_ctx,
                     size_t nbytes, void *stream);
+
+/* mxc_nd_create for public function `fn`, whose name its messages carry. */
+int mxc__nd_create(const char *fn, const mxc_shape *shape, int dtype, mxc_context ctx,
+                   bool delay_alloc, mxc_ndarray **out);
 
 /* Checks an array handle (NULL, stale, not an array); records MXC_EMISUSE naming `fn`
  * and `what`. */
@@ -106,7 +120,8 @@ int mxc__nd_view(const mxc_ndarray *base, size_t offset, const mxc_shape *shape,
 mxc_var *mxc__nd_var(const mxc_ndarray *a);
 
 /* What a kernel sees of `a`, inside an operation that declared `a`'s variable. Delayed
- * memory is taken now; reading (`written` false) memory nothing wrote is MXC_EINVAL. */
+ * memory is taken now; reading (`written` false) memory nothing wrote is MXC_EINVAL. An
+ * array without elements gets a valid, never-touched data pointer, never NULL. */
 int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out);
 
 /* Gives `a`'s memory back to the storage pool; the next operation that writes the chunk

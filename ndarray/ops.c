@@ -66,7 +66,8 @@ static int elemwise(const char *op_name, const mxc_ndarray *a, const mxc_ndarray
     MXC_ASSERT(def != NULL); /* the names below are registered */
     struct mxc__scalar_param p = {scalar};
     mxc_ndarray *inputs[2] = {(mxc_ndarray *)a, (mxc_ndarray *)b};
-    return mxc__nd_invoke(def, scalar_rhs ? &p : NULL, scalar_rhs ? 1 : 2, inputs, 1, out, false);
+    return mxc__in_call(
+        fn, mxc__nd_invoke(def, scalar_rhs ? &p : NULL, scalar_rhs ? 1 : 2, inputs, 1, out, false));
 }
 
 int mxc_nd_add(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
@@ -207,24 +208,30 @@ int mxc_nd_fill(mxc_ndarray *a, double value) {
     return mxc__nd_push(&op, NULL, 0, &a, 1);
 }
 
-int mxc_nd_full(const mxc_shape *shape, int dtype, mxc_context ctx, double value,
+/* mxc_nd_full for public function `fn`. */
+static int full(const char *fn, const mxc_shape *shape, int dtype, mxc_context ctx, double value,
                 mxc_ndarray **out) {
-    int rc = mxc_nd_create(shape, dtype, ctx, 1, out);
+    int rc = mxc__nd_create(fn, shape, dtype, ctx, true, out);
     if (rc == MXC_OK)
         rc = mxc_nd_fill(*out, value);
-    if (rc != MXC_OK && *out) {
+    if (rc != MXC_OK && out && *out) {
         mxc_nd_free(*out);
         *out = NULL;
     }
-    return rc;
+    return mxc__in_call(fn, rc);
+}
+
+int mxc_nd_full(const mxc_shape *shape, int dtype, mxc_context ctx, double value,
+                mxc_ndarray **out) {
+    return full(__func__, shape, dtype, ctx, value, out);
 }
 
 int mxc_nd_zeros(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out) {
-    return mxc_nd_full(shape, dtype, ctx, 0.0, out);
+    return full(__func__, shape, dtype, ctx, 0.0, out);
 }
 
 int mxc_nd_ones(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_ndarray **out) {
-    return mxc_nd_full(shape, dtype, ctx, 1.0, out);
+    return full(__func__, shape, dtype, ctx, 1.0, out);
 }
 
 /* ---- dot and sum ------------------------------------------------------------------- */
@@ -235,8 +242,8 @@ static int invoke_default(const char *name, mxc_ndarray *const *inputs, int num_
                           mxc_ndarray **out, bool created) {
     const struct mxc__op_def *def = mxc__op_find(name);
     MXC_ASSERT(def != NULL); /* the names used here are registered */
-    _Alignas(16) unsigned char params[256];
-    MXC_ASSERT(def->param_size <= sizeof params);
+    _Alignas(16) unsigned char params[MXC__ND_MAX_PARAM_BYTES];
+    MXC_ASSERT(def->param_size <= sizeof params); /* every table's (see the macro) */
     int rc = mxc__op_parse_params(def, 0, NULL, NULL, params);
     if (rc == MXC_OK)
         rc = mxc__nd_invoke(def, params, num_inputs, inputs, 1, out, false);
@@ -279,7 +286,7 @@ int mxc_nd_dot(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
         return mxc__error(MXC_EINVAL, "%s: *out shares memory with an input", fn);
     }
     mxc_ndarray *inputs[2] = {(mxc_ndarray *)a, (mxc_ndarray *)b};
-    return invoke_default("dot", inputs, 2, out, created);
+    return mxc__in_call(fn, invoke_default("dot", inputs, 2, out, created));
 }
 
 int mxc_nd_sum(const mxc_ndarray *a, mxc_ndarray **out) {
@@ -297,7 +304,7 @@ int mxc_nd_sum(const mxc_ndarray *a, mxc_ndarray **out) {
     if (rc != MXC_OK)
         return rc;
     mxc_ndarray *input = (mxc_ndarray *)a;
-    return invoke_default("sum", &input, 1, out, created);
+    return mxc__in_call(__func__, invoke_default("sum", &input, 1, out, created));
 }
 
 /* ---- Random ------------------------------------------------------------------------ */
@@ -339,7 +346,7 @@ static int random_fill(mxc_ndarray *a, bool normal, float x, float y, const char
                             .run_ctx = a->chunk->ctx,
                             .resources = kinds,
                             .num_resources = 1};
-    return mxc__nd_push(&op, NULL, 0, &a, 1);
+    return mxc__in_call(fn, mxc__nd_push(&op, NULL, 0, &a, 1));
 }
 
 int mxc_nd_random_uniform(mxc_ndarray *a, float low, float high) {

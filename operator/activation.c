@@ -285,7 +285,6 @@ static int leaky_backward(const struct mxc__op_call *c) {
         for (int64_t o = 0; o < outer; o++)
             for (int64_t k = 0; k < ch; k++) {
                 const float *xr = x + (o * ch + k) * inner, *gr = g + (o * ch + k) * inner;
-                float *dr = dx + (o * ch + k) * inner;
                 const float gk = gamma[k * gs];
                 if (greq != MXC__REQ_NULL) {
                     float s = 0.0f;
@@ -293,6 +292,9 @@ static int leaky_backward(const struct mxc__op_call *c) {
                         s += xr[i] > 0.0f ? 0.0f : xr[i] * gr[i];
                     dgamma[k * gs] += s;
                 }
+                if (req == MXC__REQ_NULL)
+                    continue; /* dx is not wanted: it has no memory */
+                float *dr = dx + (o * ch + k) * inner;
                 STORE(req, dr, inner, xr[i] > 0.0f ? gr[i] : gk * gr[i]);
             }
         break;

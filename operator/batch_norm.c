@@ -212,8 +212,10 @@ static int bn_backward(const struct mxc__op_call *c) {
                     dr[i] = (gr[i] - gmean - (xr[i] - mu) * kk) * iw;
         }
         const float dg = p->fix_gamma ? 0.0f : (float)dot * is, db = (float)sg;
-        store(c->req[1], dgamma + k, &dg, 1);
-        store(c->req[2], dbeta + k, &db, 1);
+        if (c->req[1] != MXC__REQ_NULL) /* an unwanted gradient has no memory */
+            store(c->req[1], dgamma + k, &dg, 1);
+        if (c->req[2] != MXC__REQ_NULL)
+            store(c->req[2], dbeta + k, &db, 1);
     }
     return MXC_OK;
 }

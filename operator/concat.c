@@ -49,14 +49,15 @@ static void copy_parts(float *big, const struct mxc__tensor *parts, const int64_
                        int64_t outer, int64_t total, bool to_big, const int *req) {
     for (int64_t o = 0; o < outer; o++) {
         int64_t off = 0;
-        for (int k = 0; k < n; k++) {
+        for (int k = 0; k < n; off += width[k], k++) {
+            if (req[to_big ? 0 : k] == MXC__REQ_NULL)
+                continue; /* an unwanted output has no memory */
             float *row = big + o * total + off;
             float *part = (float *)parts[k].data + o * width[k];
             if (to_big)
                 mxc__copy_req(row, part, width[k], req[0]);
             else
                 mxc__copy_req(part, row, width[k], req[k]);
-            off += width[k];
         }
     }
 }

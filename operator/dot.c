@@ -189,14 +189,17 @@ static int products_backward(const struct mxc__op_call *c, const struct gemm_dim
     int64_t m = g->m, n = g->n, k = g->k;
     for (int64_t i = 0; i < g->batch; i++) {
         const float *ai = a + i * m * k, *bi = b + i * k * n, *dci = dc + i * m * n;
+        /* an unwanted gradient has no memory: no address into it */
+        float *dai = c->req[0] != MXC__REQ_NULL ? da + i * m * k : NULL;
+        float *dbi = c->req[1] != MXC__REQ_NULL ? db + i * k * n : NULL;
         if (!ta)
-            gemm(false, !tb, m, k, n, dci, bi, da + i * m * k, c->req[0]);
+            gemm(false, !tb, m, k, n, dci, bi, dai, c->req[0]);
         else
-            gemm(tb, true, k, m, n, bi, dci, da + i * m * k, c->req[0]);
+            gemm(tb, true, k, m, n, bi, dci, dai, c->req[0]);
         if (!tb)
-            gemm(!ta, false, k, n, m, ai, dci, db + i * k * n, c->req[1]);
+            gemm(!ta, false, k, n, m, ai, dci, dbi, c->req[1]);
         else
-            gemm(true, ta, n, k, m, dci, ai, db + i * k * n, c->req[1]);
+            gemm(true, ta, n, k, m, dci, ai, dbi, c->req[1]);
     }
     return MXC_OK;
 }

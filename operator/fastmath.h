@@ -17,8 +17,10 @@
  * by a degree-6 polynomial, 2^n put into the exponent. */
 static inline float mxc__expf(float x) {
     const float hi = 88.7228391f, lo = -86.6f; /* ln(FLT_MAX); e^lo ~ 2.6e-38 */
-    float c = x > hi ? hi : x;
-    c = c < lo ? lo : c;
+    /* clamped so that NaN becomes hi (every comparison with NaN is false): n must stay a
+     * number, converting NaN to int32 is undefined behaviour; NaN is returned below */
+    float c = x < hi ? x : hi;
+    c = c > lo ? c : lo;
     /* round to nearest by adding and removing 1.5 * 2^23 (SSE2 has no round
      * instruction, and a call would stop the vectoriser); n in [-125, 128] */
     const float shifter = 12582912.0f;

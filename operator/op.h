@@ -4,12 +4,15 @@
  * options, resource requests and kernels, plus one line in operator/op_list.h.
  *
  * Kernels see tensors (contiguous, row-major) and a write request per output:
- *   MXC__REQ_NULL     do not write (the output is not needed)
+ *   MXC__REQ_NULL     do not write (the output is not needed: it may have no memory, its
+ *                     data NULL, so compute no address into it either)
  *   MXC__REQ_WRITE    overwrite
  *   MXC__REQ_INPLACE  overwrite; the output shares memory with an input
  *   MXC__REQ_ADD      add to what is there (gradient accumulation)
  * An output may share an input's memory under WRITE too (see "In place" below): a kernel
  * treats WRITE and INPLACE alike and never uses the request to detect sharing.
+ * A tensor without elements (a dimension is 0) has a valid data pointer that must not be
+ * dereferenced, so `data + 0` and memcpy / memset of 0 bytes need no test.
  * Internal to the library; the public view is include/mxc/op.h.
  */
 #ifndef MXC_OPERATOR_OP_H

@@ -160,7 +160,7 @@ int mxc_op_get_info(const char *name, mxc_op_info *out) {
         return mxc__error(MXC_EINVAL, "mxc_op_get_info: out is NULL");
     int rc = mxc__op_lookup(name, &def);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     size_t idx = 0;
     while (sorted[idx] != def)
         idx++;

@@ -7,6 +7,9 @@
 set -euo pipefail
 
 packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fashion-mnist)
+# `make check`'s clang build: the compiler and its sanitizer runtimes; libomp for the
+# benchmarks' OpenMP baselines when they are built with CC=clang.
+packages+=(clang libclang-rt-14-dev libomp-14-dev)
 # --bench: the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages).
 if [ "${1:-}" = "--bench" ]; then
     packages+=(python3-torch python3-numpy)

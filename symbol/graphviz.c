@@ -139,5 +139,5 @@ fail:
     mxc__free(b.data);
     mxc__free(s);
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }

@@ -61,11 +61,13 @@ static bool shape_eq(const mxc_shape *a, const mxc_shape *b) {
     return true;
 }
 
-/* Re-records the operator's message with the node named in front. */
+/* Re-records the operator's message with the node named in front, and the operator's
+ * name too unless its message starts with it. */
 static int node_error(int rc, const struct mxc__graph_node *n) {
-    char msg[768];
-    snprintf(msg, sizeof msg, "%s", mxc_last_error());
-    return mxc__error(rc, "node '%s' (%s): %s", n->name, n->op->name, msg);
+    size_t len = strlen(n->op->name);
+    if (strncmp(mxc_last_error(), n->op->name, len) == 0 && mxc_last_error()[len] == ':')
+        return mxc__error_wrap(rc, "node '%s'", n->name);
+    return mxc__error_wrap(rc, "node '%s' (%s)", n->name, n->op->name);
 }
 
 static int apply_hints_shape(const struct mxc__graph *g, mxc_shape *shapes) {
@@ -363,7 +365,7 @@ fail:
     mxc__free(unk);
     mxc__free(s);
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_symbol_infer_type(mxc_symbol *sym, int num, const char *const *names, const int *dtypes,
@@ -407,5 +409,5 @@ int mxc_symbol_infer_type(mxc_symbol *sym, int num, const char *const *names, co
 fail:
     mxc__free(t);
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }

@@ -251,12 +251,14 @@ void mxc_symbol_free(mxc_symbol *sym) {
     mxc__handle_free(&symbol_kind, sym);
 }
 
-#define CHECK_SYM(s)                                                \
-    do {                                                            \
-        int check_rc_ = mxc__symbol_check((s), __func__, "symbol"); \
-        if (check_rc_ != MXC_OK)                                    \
-            return check_rc_;                                       \
+/* Returns MXC_EMISUSE from public function `fn` unless `s` is a live symbol. */
+#define CHECK_SYM_IN(s, fn)                                     \
+    do {                                                        \
+        int check_rc_ = mxc__symbol_check((s), (fn), "symbol"); \
+        if (check_rc_ != MXC_OK)                                \
+            return check_rc_;                                   \
     } while (0)
+#define CHECK_SYM(s) CHECK_SYM_IN(s, __func__)
 
 int mxc__symbol_take_text(mxc_symbol *sym, struct mxc__buf *b, const char **out) {
     if (b->failed || b->data == NULL) {
@@ -514,6 +516,8 @@ int mxc__graph_build(const mxc_symbol *sym, struct mxc__graph **out) {
         gn->src = s;
         g->num_nodes = i + 1;
         for (int k = 0; k < s->num_inputs; k++) {
+            /* topo_order mapped every node reachable from the outputs, inputs first: a
+             * node's inputs exist before it and never change, so graphs have no cycles */
             int *id = ptrmap_find(&map, s->inputs[k].node);
             MXC_ASSERT(id != NULL && *id < i);
             gn->inputs[k] = (struct mxc__graph_entry){*id, s->inputs[k].index};
@@ -532,7 +536,7 @@ int mxc__graph_build(const mxc_symbol *sym, struct mxc__graph **out) {
             g->arg_nodes[g->num_args++] = i;
     }
     for (int h = 0; h < sym->num_outputs; h++) {
-        int *id = ptrmap_find(&map, sym->outputs[h].node);
+        int *id = ptrmap_find(&map, sym->outputs[h].node); /* a root of the walk */
         MXC_ASSERT(id != NULL);
         g->heads[h] = (struct mxc__graph_entry){*id, sym->outputs[h].index};
     }
@@ -628,11 +632,11 @@ int mxc_symbol_variable(const char *name, mxc_symbol **out) {
     struct mxc__sym_node *n;
     int rc = mxc__sym_node_new(name, NULL, &n);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     struct mxc__sym_entry e = {n, 0, 0};
     rc = mxc__symbol_new(1, &e, out);
     mxc__sym_node_release(n);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* A new variable node "<node>_<arg>" for a missing argument, with the operator's
@@ -741,7 +745,7 @@ int mxc_symbol_create(const char *op_name, int num_params, const char *const *ke
     MXC_TRY(mxc__symbol_new(n->num_visible, heads, out));
 fail:
     mxc__sym_node_release(n);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* Rebuilds the graph of `sym`: variables found in `repl_names` (or, positionally, the
@@ -855,7 +859,7 @@ int mxc_symbol_compose(const mxc_symbol *sym, int num_args, const char *const *n
         if (names && names[i] == NULL)
             return mxc__error(MXC_EINVAL, "mxc_symbol_compose: name %d is NULL", i);
     }
-    return rebuild(sym, num_args, names, args, false, out);
+    return mxc__in_call(__func__, rebuild(sym, num_args, names, args, false, out));
 }
 
 int mxc_symbol_copy(const mxc_symbol *sym, mxc_symbol **out) {
@@ -863,7 +867,7 @@ int mxc_symbol_copy(const mxc_symbol *sym, mxc_symbol **out) {
         return mxc__error(MXC_EINVAL, "mxc_symbol_copy: out is NULL");
     *out = NULL;
     CHECK_SYM(sym);
-    return rebuild(sym, 0, NULL, NULL, true, out);
+    return mxc__in_call(__func__, rebuild(sym, 0, NULL, NULL, true, out));
 }
 
 int mxc_symbol_group(int num, mxc_symbol *const *syms, mxc_symbol **out) {
@@ -879,14 +883,14 @@ int mxc_symbol_group(int num, mxc_symbol *const *syms, mxc_symbol **out) {
     }
     struct mxc__sym_entry *e = mxc__calloc((size_t)total + 1, sizeof *e);
     if (e == NULL)
-        return mxc__error(MXC_ENOMEM, "out of memory grouping symbols");
+        return mxc__error(MXC_ENOMEM, "mxc_symbol_group: out of memory");
     int k = 0;
     for (int i = 0; i < num; i++)
         for (int j = 0; j < syms[i]->num_outputs; j++)
             e[k++] = syms[i]->outputs[j];
     int rc = mxc__symbol_new(total, e, out);
     mxc__free(e);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_symbol_get_output(const mxc_symbol *sym, int index, mxc_symbol **out) {
@@ -897,7 +901,7 @@ int mxc_symbol_get_output(const mxc_symbol *sym, int index, mxc_symbol **out) {
     if (index < 0 || index >= sym->num_outputs)
         return mxc__error(MXC_EINVAL, "mxc_symbol_get_output: index %d outside [0, %d)", index,
                           sym->num_outputs);
-    return mxc__symbol_new(1, &sym->outputs[index], out);
+    return mxc__in_call(__func__, mxc__symbol_new(1, &sym->outputs[index], out));
 }
 
 int mxc_symbol_get_internals(const mxc_symbol *sym, mxc_symbol **out) {
@@ -924,7 +928,7 @@ fail:
     mxc__free(e);
     mxc__free(order);
     ptrmap_free(&map);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* ---- Listing ----------------------------------------------------------------------- */
@@ -970,7 +974,7 @@ static int list_vars(mxc_symbol *sym, bool aux, int *num, const char *const **na
     struct mxc__graph *g;
     rc = mxc__graph_build(sym, &g);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(fn, rc);
     int count = aux ? g->num_aux : g->num_args;
     rc = str_list_reset(l, count);
     if (rc == MXC_OK) {
@@ -980,7 +984,7 @@ static int list_vars(mxc_symbol *sym, bool aux, int *num, const char *const **na
         *names = l->view;
     }
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(fn, rc);
 }
 
 int mxc_symbol_list_arguments(mxc_symbol *sym, int *num, const char *const **names) {
@@ -1002,12 +1006,12 @@ int mxc_symbol_list_outputs(mxc_symbol *sym, int *num, const char *const **names
     }
     int rc = str_list_reset(&sym->outs, sym->num_outputs);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     for (int i = 0; i < sym->num_outputs; i++) {
         sym->outs.items[i] = mxc__sym_entry_name(&sym->outputs[i]);
         if (sym->outs.items[i] == NULL) {
             str_list_clear(&sym->outs);
-            return mxc__error(MXC_ENOMEM, "out of memory listing outputs");
+            return mxc__error(MXC_ENOMEM, "mxc_symbol_list_outputs: out of memory");
         }
         sym->outs.view[i] = sym->outs.items[i];
     }
@@ -1029,12 +1033,12 @@ int mxc_symbol_set_attr(mxc_symbol *sym, const char *key, const char *value) {
                           sym->num_outputs);
     struct mxc__sym_node *n = sym->outputs[0].node;
     if (n->op == NULL || strncmp(key, "__", 2) == 0)
-        return mxc__attrs_set(&n->attrs, key, value);
+        return mxc__in_call(__func__, mxc__attrs_set(&n->attrs, key, value));
     /* A parameter: parse the new set first so that a bad value changes nothing. */
     struct mxc__sym_node *probe;
     int rc = mxc__sym_node_new(n->name, n->op, &probe);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     rc = attrs_copy(&probe->attrs, &n->attrs);
     if (rc == MXC_OK)
         rc = mxc__attrs_set(&probe->attrs, key, value);
@@ -1054,7 +1058,7 @@ int mxc_symbol_set_attr(mxc_symbol *sym, const char *key, const char *value) {
         probe->params = p;
     }
     mxc__sym_node_release(probe);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 int mxc_symbol_get_attr(const mxc_symbol *sym, const char *key, const char **value) {
@@ -1078,7 +1082,7 @@ int mxc_symbol_list_attrs(mxc_symbol *sym, int *num, const char *const **triples
     struct mxc__graph *g;
     int rc = mxc__graph_build(sym, &g);
     if (rc != MXC_OK)
-        return rc;
+        return mxc__in_call(__func__, rc);
     int count = 0;
     for (int i = 0; i < g->num_nodes; i++)
         count += g->nodes[i].src->attrs.num;
@@ -1097,7 +1101,7 @@ int mxc_symbol_list_attrs(mxc_symbol *sym, int *num, const char *const **triples
         *triples = sym->attrs.view;
     }
     mxc__graph_free(g);
-    return rc;
+    return mxc__in_call(__func__, rc);
 }
 
 /* Used by infer.c to hand out the names of unknown arguments. */

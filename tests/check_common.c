@@ -103,6 +103,32 @@ static void *error_thread_main(void *arg) {
     return NULL;
 }
 
+/* A failure deep in a call is re-recorded once with the public call's name in front
+ * (and context such as a node's), never twice; status codes pass through. */
+START_TEST(test_error_wrap_names_the_call_once) {
+    mxc__error(MXC_ESHAPE, "FullyConnected: weight has shape (5, 7) but (5, 6) is expected");
+    ck_assert_int_eq(mxc__error_wrap(MXC_ESHAPE, "node %s", "fc1"), MXC_ESHAPE);
+    ck_assert_int_eq(mxc__in_call("mxc_executor_bind", MXC_ESHAPE), MXC_ESHAPE);
+    ck_assert_int_eq(mxc__in_call("mxc_executor_bind", MXC_ESHAPE), MXC_ESHAPE);
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: node fc1: FullyConnected: weight has "
+                                       "shape (5, 7) but (5, 6) is expected");
+    ck_assert_int_eq(mxc_last_error_code(), MXC_ESHAPE);
+    /* a prefix that only starts like the call's name is not the call's */
+    mxc__error(MXC_EINVAL, "mxc_executor_bind_x: no");
+    mxc__in_call("mxc_executor_bind", MXC_EINVAL);
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: mxc_executor_bind_x: no");
+    mxc_clear_error();
+    ck_assert_int_eq(mxc__in_call("f", MXC_OK), MXC_OK);
+    ck_assert_int_eq(mxc__in_call("f", 1), 1);
+    ck_assert_str_eq(mxc_last_error(), "");
+    /* NULL shapes: the empty shape, and no size */
+    ck_assert_int_eq(mxc_shape_make(3, NULL).ndim, 0);
+    ck_assert_int_eq(mxc_shape_size(NULL), -1);
+    mxc_shape bad = {MXC_MAX_NDIM + 1, {1}};
+    ck_assert_int_eq(mxc_shape_size(&bad), -1);
+}
+END_TEST
+
 START_TEST(test_last_error_thread_local) {
     mxc__error(MXC_EFORMAT, "set on the main thread");
     struct error_thread t;
@@ -708,6 +734,7 @@ static Suite *common_suite(void) {
     TCase *tc = tcase_create("errors");
     tcase_add_test(tc, test_status_names);
     tcase_add_test(tc, test_last_error_basics);
+    tcase_add_test(tc, test_error_wrap_names_the_call_once);
     tcase_add_test(tc, test_last_error_thread_local);
     suite_add_tcase(s, tc);
 

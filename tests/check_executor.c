@@ -297,6 +297,67 @@ struct labels {
     const float *labels;
     int n, classes;
 };
+/* x read by 41 nodes (y = x + x + ... + x): more gradient contributions than one
+ * ElementWiseSum takes are summed in parts, dy/dx = 41. */
+START_TEST(test_many_gradients_are_summed_in_parts) {
+    mxc_symbol *x = var("x"), *y = NULL;
+    CK_OK(mxc_symbol_get_output(x, 0, &y));
+    for (int k = 0; k < 40; k++) {
+        mxc_symbol *x2 = NULL;
+        CK_OK(mxc_symbol_get_output(x, 0, &x2));
+        y = apply2("_plus", NULL, y, x2);
+    }
+    mxc_ndarray *xa = NULL, *ga = NULL, *ha = NULL;
+    CK_OK(mxc_nd_ones(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), &xa));
+    CK_OK(mxc_nd_zeros(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), &ga));
+    CK_OK(mxc_nd_full(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 0.5, &ha));
+    mxc_executor *e = NULL;
+    CK_OK(mxc_executor_bind(y, mxc_cpu(), 1, &xa, &ga, NULL, 0, NULL, &e));
+    CK_OK(mxc_executor_forward(e, 1));
+    CK_OK(mxc_executor_backward(e, 1, &ha));
+    const float want[3] = {20.5f, 20.5f, 20.5f};
+    expect_close(ga, want, 1e-6, "d(x + ... + x)/dx");
+    mxc_executor_free(e);
+    mxc_nd_free(xa);
+    mxc_nd_free(ga);
+    mxc_nd_free(ha);
+    mxc_symbol_free(x);
+    mxc_symbol_free(y);
+}
+END_TEST
+
+/* A training step on a batch of 0 samples (LeNet, and a ResNet with BatchNorm's
+ * fix_gamma): forward, backward and the optimizer's updates all succeed, with nothing for
+ * the kernels to do on the batch; the UBSan builds stop on NULL arithmetic in any of them. */
+START_TEST(test_batch_of_zero_trains) {
+    mxc_symbol *nets[2] = {NULL};
+    CK_OK(mxc_net_lenet(10, &nets[0]));
+    CK_OK(mxc_net_resnet(1, 10, &nets[1]));
+    mxc_optimizer *opt = NULL;
+    mxc_optimizer_config oc = {.kind = MXC_OPT_SGD, .lr = 0.1f, .momentum = 0.9f};
+    CK_OK(mxc_optimizer_create(&oc, &opt));
+    for (int k = 0; k < 2; k++) {
+        mxc_executor *x = NULL;
+        const char *names[] = {"data", "softmax_label"};
+        const mxc_shape shapes[] = {SHAPE(0, 1, 28, 28), SHAPE(0)};
+        CK_OK(mxc_executor_simple_bind(nets[k], mxc_cpu(), 2, names, shapes, MXC_GRAD_WRITE, &x));
+        int na;
+        mxc_ndarray *const *args, *const *grads;
+        CK_OK(mxc_executor_arrays(x, &na, &args, &grads, NULL, NULL));
+        for (int step = 0; step < 2; step++) {
+            CK_OK(mxc_executor_forward(x, 1));
+            CK_OK(mxc_executor_backward(x, 0, NULL));
+            for (int i = 0; i < na; i++)
+                if (grads[i])
+                    CK_OK(mxc_optimizer_update(opt, 1000 * k + i, "w", args[i], grads[i]));
+        }
+        CK_OK(mxc_nd_wait_all());
+        mxc_executor_free(x);
+        mxc_symbol_free(nets[k]);
+    }
+    mxc_optimizer_free(opt);
+}
+END_TEST
 
 /* -sum log p[label] of the bound LeNet's softmax output, in double. */
 static double softmax_loss(mxc_executor *x, const void *arg) {
@@ -735,21 +796,42 @@ END_TEST
 
 /* ---- Misuse ------------------------------------------------------------------------- */
 
+static const mxc_shape mlp_shapes[5] = {SHAPE(4, 6), SHAPE(5, 6), SHAPE(5), SHAPE(3, 5), SHAPE(3)};
+
+/* The MLP's five arguments (data, fc1_weight, fc1_bias, fc2_weight, fc2_bias) for a (4, 6)
+ * batch: zero float32 arrays. */
+static void mlp_zeros(mxc_ndarray **a) {
+    for (int i = 0; i < 5; i++)
+        CK_OK(mxc_nd_zeros(&mlp_shapes[i], MXC_FLOAT32, mxc_cpu(), &a[i]));
+}
+
+static void free_all(mxc_ndarray **a, int n) {
+    for (int i = 0; i < n; i++)
+        mxc_nd_free(a[i]);
+}
+
 START_TEST(test_misuse) {
     mxc_symbol *sym = mlp();
     mxc_executor *x = NULL;
     mxc_ndarray *a[5] = {NULL};
-    const mxc_shape shapes[] = {SHAPE(4, 6), SHAPE(5, 6), SHAPE(5), SHAPE(3, 5), SHAPE(3)};
-    for (int i = 0; i < 5; i++)
-        CK_OK(mxc_nd_zeros(&shapes[i], MXC_FLOAT32, mxc_cpu(), &a[i]));
+    const mxc_shape *shapes = mlp_shapes;
+    mlp_zeros(a);
     CK_ERR(MXC_EINVAL, mxc_executor_bind(sym, mxc_cpu(), 4, a, NULL, NULL, 0, NULL, &x));
     ck_assert_ptr_null(x);
-    /* fc2_weight of the wrong shape: the message names the node */
+    /* fc2_weight of the wrong shape: a failure deep inside bind names the public call
+     * once, then the node, then the operator's own words */
     mxc_ndarray *bad = NULL;
     CK_OK(mxc_nd_zeros(&SHAPE(3, 4), MXC_FLOAT32, mxc_cpu(), &bad));
     mxc_ndarray *b[5] = {a[0], a[1], a[2], bad, a[4]};
     CK_ERR(MXC_ESHAPE, mxc_executor_bind(sym, mxc_cpu(), 5, b, NULL, NULL, 0, NULL, &x));
-    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "fc2"));
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: node fc2: FullyConnected: weight "
+                                       "has shape (3, 4) but (3, 5) is expected");
+    const mxc_shape given[] = {SHAPE(4, 6), SHAPE(3, 4)};
+    CK_ERR(MXC_ESHAPE,
+           mxc_executor_simple_bind(sym, mxc_cpu(), 2, (const char *[]){"data", "fc2_weight"},
+                                    given, MXC_GRAD_WRITE, &x));
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_simple_bind: node 'fc2': FullyConnected: "
+                                       "weight has shape (3, 4) but (3, 5) is expected");
     /* no gradients bound: backward is an error */
     CK_OK(mxc_executor_bind(sym, mxc_cpu(), 5, a, NULL, NULL, 0, NULL, &x));
     CK_OK(mxc_executor_forward(x, 1));
@@ -764,9 +846,111 @@ START_TEST(test_misuse) {
     CK_ERR(MXC_EINVAL, mxc_executor_simple_bind(sym, mxc_cpu(), 1, (const char *[]){"nope"}, shapes,
                                                 MXC_GRAD_WRITE, &x));
     CK_ERR(MXC_EMISUSE, mxc_executor_forward(NULL, 0));
-    for (int i = 0; i < 5; i++)
-        mxc_nd_free(a[i]);
+    free_all(a, 5);
     mxc_nd_free(bad);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* A NULL or freed symbol is refused at the call, naming it, never dereferenced. */
+START_TEST(test_bind_refuses_a_bad_symbol) {
+    mxc_executor *x = (mxc_executor *)1;
+    const char *names[] = {"data"};
+    mxc_shape shapes[] = {SHAPE(4, 6)};
+    CK_ERR(MXC_EMISUSE,
+           mxc_executor_simple_bind(NULL, mxc_cpu(), 1, names, shapes, MXC_GRAD_WRITE, &x));
+    ck_assert_ptr_null(x);
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_simple_bind: symbol is NULL");
+    CK_ERR(MXC_EMISUSE, mxc_executor_bind(NULL, mxc_cpu(), 0, NULL, NULL, NULL, 0, NULL, &x));
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: symbol is NULL");
+    CK_ERR(MXC_EMISUSE, mxc_executor_reshape(NULL, 1, names, shapes, &x));
+    ck_assert_ptr_null(x);
+}
+END_TEST
+
+/* Arrays whose dtype differs from what the symbol declares are MXC_ETYPE at bind, naming
+ * the argument and both types; a declared dtype no kernel computes in is MXC_ENOTSUP. */
+START_TEST(test_bind_checks_dtypes) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = NULL;
+    mxc_ndarray *a[5] = {NULL}, *g[5] = {NULL}, *d32 = NULL, *g64 = NULL;
+    const mxc_shape *shapes = mlp_shapes;
+    mlp_zeros(a);
+    mlp_zeros(g);
+    CK_OK(mxc_nd_zeros(&shapes[0], MXC_INT32, mxc_cpu(), &d32));
+    mxc_ndarray *b[5] = {d32, a[1], a[2], a[3], a[4]};
+    CK_ERR(MXC_ETYPE, mxc_executor_bind(sym, mxc_cpu(), 5, b, NULL, NULL, 0, NULL, &x));
+    ck_assert_ptr_null(x);
+    ck_assert_str_eq(mxc_last_error(),
+                     "mxc_executor_bind: argument data is int32 but the symbol declares float32");
+    /* a gradient of another dtype than its argument */
+    CK_OK(mxc_nd_zeros(&shapes[1], MXC_FLOAT64, mxc_cpu(), &g64));
+    mxc_ndarray *gb[5] = {g[0], g64, g[2], g[3], g[4]};
+    CK_ERR(MXC_ETYPE, mxc_executor_bind(sym, mxc_cpu(), 5, a, gb, NULL, 0, NULL, &x));
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: the gradient of fc1_weight is "
+                                       "float64 but the argument is float32");
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), 5, a, g, NULL, 0, NULL, &x));
+    mxc_executor_free(x);
+    /* declared float64 (a __dtype__ hint): simple_bind makes float64 arrays, and no
+     * operator computes in float64 */
+    mxc_symbol *data = var("data");
+    CK_OK(mxc_symbol_set_attr(data, "__dtype__", "float64"));
+    mxc_symbol *fc = apply("FullyConnected", "fc", data, "num_hidden", "3", NULL, NULL);
+    CK_ERR(MXC_ENOTSUP, mxc_executor_simple_bind(fc, mxc_cpu(), 1, (const char *[]){"data"}, shapes,
+                                                 MXC_GRAD_WRITE, &x));
+    ck_assert_ptr_null(x);
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_simple_bind: node fc: FullyConnected has "
+                                       "no CPU kernel for float64");
+    free_all(a, 5);
+    free_all(g, 5);
+    mxc_nd_free(d32);
+    mxc_nd_free(g64);
+    mxc_symbol_free(fc);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* backward reads what the last forward(is_train = 1) wrote, and its pass releases that
+ * memory: without one it is MXC_EMISUSE at the call, not a failure at a later wait. */
+START_TEST(test_backward_needs_a_training_forward) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_ones(&SHAPE(4, 3), MXC_FLOAT32, mxc_cpu(), &head));
+    CK_ERR(MXC_EMISUSE, mxc_executor_backward(x, 1, &head));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "mxc_executor_backward: no forward"));
+    CK_OK(mxc_executor_forward(x, 0));
+    CK_ERR(MXC_EMISUSE, mxc_executor_backward(x, 1, &head));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    CK_ERR(MXC_EMISUSE, mxc_executor_backward(x, 1, &head)); /* its memory was released */
+    CK_OK(mxc_nd_wait_all());
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    CK_OK(mxc_nd_wait_all());
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* A batch whose memory cannot exist (more than the machine's memory and swap, or more
+ * bytes than a size_t holds) is MXC_ENOMEM at bind; nothing runs. */
+START_TEST(test_bind_refuses_memory_that_cannot_exist) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = NULL;
+    const char *names[] = {"data"};
+    const mxc_shape huge[] = {SHAPE((int64_t)1 << 40, 6), SHAPE((int64_t)1 << 60, 1),
+                              SHAPE((int64_t)1 << 62, 1)};
+    for (int i = 0; i < 3; i++) {
+        CK_ERR(MXC_ENOMEM,
+               mxc_executor_simple_bind(sym, mxc_cpu(), 1, names, &huge[i], MXC_GRAD_WRITE, &x));
+        ck_assert_ptr_null(x);
+        ck_assert_msg(strncmp(mxc_last_error(), "mxc_executor_simple_bind: ", 26) == 0, "%s",
+                      mxc_last_error());
+    }
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "size_t"));
+    CK_OK(mxc_nd_wait_all());
     mxc_symbol_free(sym);
 }
 END_TEST
@@ -779,6 +963,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_backward_equals_finite_differences);
     tcase_add_test(tc, test_add_to_accumulates_across_passes);
     tcase_add_test(tc, test_fan_out_gradients_are_summed);
+    tcase_add_test(tc, test_many_gradients_are_summed_in_parts);
+    tcase_add_test(tc, test_batch_of_zero_trains);
     tcase_add_test(tc, test_lenet_backward_equals_finite_differences);
     tcase_add_loop_test(tc, test_computed_operands_gradients, 0,
                         (int)(sizeof computed_cases / sizeof computed_cases[0]));
@@ -789,6 +975,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_gating_gradients_equal_mxnet);
     tcase_add_test(tc, test_monitor_sees_every_output);
     tcase_add_test(tc, test_misuse);
+    tcase_add_test(tc, test_bind_refuses_a_bad_symbol);
+    tcase_add_test(tc, test_bind_checks_dtypes);
+    tcase_add_test(tc, test_backward_needs_a_training_forward);
+    tcase_add_test(tc, test_bind_refuses_memory_that_cannot_exist);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *fixture(const char *name) {
@@ -176,6 +177,116 @@ START_TEST(test_bad_files_and_paths) {
 }
 END_TEST
 
+/* A path that is not a regular file is MXC_EIO naming it, before anything is read or
+ * allocated for it: a directory (whose size used to be read as 2^63 - 1 bytes), a FIFO
+ * (which must not block the load) and /dev/zero (which never ends). */
+START_TEST(test_load_refuses_what_is_not_a_regular_file) {
+    char *dir = mxct_temp_file("mxc-nd-dir-");
+    unlink(dir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    char *fifo = mxct_temp_file("mxc-nd-fifo-");
+    unlink(fifo);
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    const char *paths[] = {dir, fifo, "/dev/zero"};
+    const char *kinds[] = {"a directory", "a FIFO", "a character device"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = 99;
+        mxc_ndarray **arrays = NULL;
+        char **names = NULL;
+        mxc_clear_error();
+        expect_code(mxc_nd_load(paths[i], mxc_cpu(), &n, &arrays, &names), MXC_EIO, paths[i]);
+        char want[512];
+        snprintf(want, sizeof want, "mxc_nd_load: %s is %s, not a regular file", paths[i],
+                 kinds[i]);
+        ck_assert_str_eq(mxc_last_error(), want);
+        ck_assert_uint_eq(n, 0);
+        ck_assert_ptr_null(arrays);
+    }
+    rmdir(dir);
+    unlink(fifo);
+    free(dir);
+    free(fifo);
+}
+END_TEST
+
+/* Allocations seen by the size-tracking allocator below. */
+static _Atomic size_t largest_alloc;
+
+static void *track_malloc(void *user, size_t size) {
+    (void)user;
+    if (size > largest_alloc)
+        largest_alloc = size;
+    return malloc(size);
+}
+
+static void *track_realloc(void *user, void *p, size_t size) {
+    (void)user;
+    if (size > largest_alloc)
+        largest_alloc = size;
+    return realloc(p, size);
+}
+
+static void track_free(void *user, void *p) {
+    (void)user;
+    free(p);
+}
+
+/* Headers claiming far more than the file holds (2^40 arrays; one array of 2^40
+ * elements) fail with MXC_EFORMAT, and no allocation is larger than the file. */
+START_TEST(test_load_checks_sizes_against_the_file) {
+    /* list magic, reserved, count; then a v2 record: magic, storage type 0, ndim 2, dims,
+     * context (cpu, 0), type flag float32, and 8 data bytes */
+    const uint64_t many[] = {0x112, 0, (uint64_t)1 << 40};
+    uint8_t big[128];
+    size_t len = 0;
+#define PUT(v)                             \
+    do {                                   \
+        __typeof__(v) v_ = (v);            \
+        memcpy(big + len, &v_, sizeof v_); \
+        len += sizeof v_;                  \
+    } while (0)
+    PUT((uint64_t)0x112);
+    PUT((uint64_t)0);
+    PUT((uint64_t)1);
+    PUT((uint32_t)0xF993FAC9u);
+    PUT((int32_t)0);
+    PUT((uint32_t)2);
+    PUT((int64_t)1 << 20);
+    PUT((int64_t)1 << 20);
+    PUT((int32_t)1);
+    PUT((int32_t)0);
+    PUT((int32_t)0);
+    PUT((uint64_t)0);
+#undef PUT
+    const struct {
+        const void *bytes;
+        size_t len;
+    } files[] = {{many, sizeof many}, {big, len}};
+    mxc_storage_shutdown();
+    mxc_allocator tracker = {track_malloc, track_realloc, track_free, NULL};
+    for (int i = 0; i < 2; i++) {
+        char *path = mxct_temp_file("mxc-nd-size-");
+        FILE *f = fopen(path, "wb");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_uint_eq(fwrite(files[i].bytes, 1, files[i].len, f), files[i].len);
+        fclose(f);
+        size_t n;
+        mxc_ndarray **arrays;
+        char **names;
+        largest_alloc = 0;
+        mxc_set_allocator(&tracker);
+        int rc = mxc_nd_load(path, mxc_cpu(), &n, &arrays, &names);
+        mxc_set_allocator(NULL);
+        expect_code(rc, MXC_EFORMAT, path);
+        ck_assert_msg(strstr(mxc_last_error(), path), "no path in: %s", mxc_last_error());
+        ck_assert_msg(largest_alloc <= 4096, "an allocation of %zu bytes for a %zu-byte file",
+                      (size_t)largest_alloc, files[i].len);
+        unlink(path);
+        free(path);
+    }
+}
+END_TEST
+
 static struct mxct_alloc_counts counts; /* outlives the test: the engine ends at exit */
 
 /* Allocator blocks live once everything has retired and pooled memory and freed
@@ -266,6 +377,8 @@ static Suite *nd_io_suite(void) {
     tcase_add_test(tc, test_worked_example_values);
     tcase_add_test(tc, test_dtypes_survive_a_round_trip);
     tcase_add_test(tc, test_bad_files_and_paths);
+    tcase_add_test(tc, test_load_refuses_what_is_not_a_regular_file);
+    tcase_add_test(tc, test_load_checks_sizes_against_the_file);
     tcase_add_test(tc, test_load_allocation_failures);
     tcase_add_test(tc, test_save_allocation_failures);
     suite_add_tcase(s, tc);

@@ -1,11 +1,15 @@
 /*
  * tests/check_operator.c — the operator framework: the parameter parser (every type,
  * defaults, bounds, unknown and missing keys, printing back), the registry and its
- * introspection, mxc_imperative_invoke (inference, created and given outputs, misuse),
- * the element-wise family: values and finite-difference gradients of every member, and
- * every operator that declares an in-place option run under it by the harness.
+ * introspection, mxc_imperative_invoke (inference, created and given outputs, misuse,
+ * every variadic operator at both ends of its count parameter), the element-wise family:
+ * values and finite-difference gradients of every member, and every operator that
+ * declares an in-place option run under it by the harness.
  */
+#include "mxc/executor.h"
 #include "mxc/op.h"
+#include "mxc/symbol.h"
+#include "ndarray/ndarray_impl.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
 #include "tests/util/test_util.h"
@@ -173,6 +177,9 @@ START_TEST(test_registry_every_operator) {
             ck_assert_msg(strcmp(names[i - 1], names[i]) < 0, "list not sorted at %s", names[i]);
         const struct mxc__op_def *def = mxc__op_find(names[i]);
         ck_assert_ptr_nonnull(def);
+        /* what makes the MXC_ASSERTs on parameter buffers in ndarray/ unreachable */
+        ck_assert_uint_le(def->param_size, MXC__ND_MAX_PARAM_BYTES);
+        ck_assert_int_le(def->num_params, 64); /* operator/params.c's given[64] */
         _Alignas(16) unsigned char params[1024];
         int rc = mxc__op_parse_params(def, 0, NULL, NULL, params);
         bool required = false;
@@ -481,6 +488,387 @@ START_TEST(test_invoke) {
 }
 END_TEST
 
+/* ---- Variadic operators at the ends of their count parameter ----------------------- */
+
+/* Each variadic operator and the parameter that sets its number of inputs or outputs. */
+static const struct {
+    const char *op, *param;
+} variadic_cases[] = {
+    {"Concat", "num_args"},
+    {"ElementWiseSum", "num_args"},
+    {"SliceChannel", "num_outputs"},
+};
+
+/* A float32 array of `shape` holding base, base + 1, ... */
+static mxc_ndarray *counting(mxc_shape shape, float base) {
+    mxc_ndarray *a = NULL;
+    CK_OK(mxc_nd_create(&shape, MXC_FLOAT32, mxc_cpu(), 1, &a));
+    int64_t n = mxc_shape_size(&shape);
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        v[i] = base + (float)i;
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, v, sizeof(float) * (size_t)n));
+    free(v);
+    return a;
+}
+
+/* Asserts that a holds want(i) at every element i. */
+static void expect_values(mxc_ndarray *a, float (*want)(int64_t i, int k, int v), int k, int v,
+                          const char *what) {
+    int64_t n = mxc_nd_size(a);
+    float *got = malloc(sizeof(float) * (size_t)n);
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, got, sizeof(float) * (size_t)n));
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(got[i] == want(i, k, v), "%s (v = %d, part %d): element %lld is %g, not %g",
+                      what, v, k, (long long)i, (double)got[i], (double)want(i, k, v));
+    free(got);
+}
+
+/* The cases below: v inputs (2, 1) holding 10 k + row, joined into (2, v); v inputs (3)
+ * holding k + i, summed; one input (2, v) holding v row + column, cut into v parts. */
+static float want_concat(int64_t i, int k, int v) { return (float)(10 * (i % v) + i / v); }
+static float want_sum(int64_t i, int k, int v) { return (float)(v * (v - 1) / 2 + v * i); }
+static float want_part(int64_t i, int k, int v) { return (float)(v * i + k); }
+static float want_one(int64_t i, int k, int v) { return 1; }
+
+/* Runs case `c` with count `v` imperatively, then bound (forward and backward with head
+ * gradients of ones: every input's gradient is ones). */
+static void run_variadic(int c, int v) {
+    const char *op = variadic_cases[c].op;
+    bool slice = strcmp(op, "SliceChannel") == 0, concat = strcmp(op, "Concat") == 0;
+    char count[16];
+    snprintf(count, sizeof count, "%d", v);
+    const char *keys[] = {variadic_cases[c].param}, *vals[] = {count};
+    int n_in = slice ? 1 : v, n_out = slice ? v : 1;
+    mxc_ndarray *in[MXC__MAX_OP_ARGS] = {NULL}, *out[MXC__MAX_OP_ARGS] = {NULL};
+    for (int k = 0; k < n_in; k++)
+        in[k] = slice    ? counting(SHAPE(2, v), 0)
+                : concat ? counting(SHAPE(2, 1), 10.0f * k)
+                         : counting(SHAPE(3), (float)k);
+    CK_OK(mxc_imperative_invoke(op, 1, keys, vals, n_in, in, n_out, out, 0));
+    for (int k = 0; k < n_out; k++) {
+        expect_values(out[k], slice ? want_part : concat ? want_concat : want_sum, k, v, op);
+        mxc_nd_free(out[k]);
+    }
+
+    mxc_symbol *vars[MXC__MAX_OP_ARGS], *sym = NULL;
+    mxc_shape shapes[MXC__MAX_OP_ARGS];
+    for (int k = 0; k < n_in; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "x%d", k);
+        CK_OK(mxc_nd_get_shape(in[k], &shapes[k]));
+        CK_OK(mxc_symbol_variable(name, &vars[k]));
+    }
+    CK_OK(mxc_symbol_create(op, 1, keys, vals, "v", n_in, NULL, vars, &sym));
+    mxc_executor *x = NULL;
+    mxc_ndarray *grads[MXC__MAX_OP_ARGS] = {NULL}, *heads[MXC__MAX_OP_ARGS] = {NULL};
+    for (int k = 0; k < n_in; k++)
+        CK_OK(mxc_nd_zeros(&shapes[k], MXC_FLOAT32, mxc_cpu(), &grads[k]));
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), n_in, in, grads, NULL, 0, NULL, &x));
+    CK_OK(mxc_executor_forward(x, 1));
+    int nout;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &nout, &outs));
+    ck_assert_int_eq(nout, n_out);
+    for (int k = 0; k < n_out; k++) {
+        expect_values(outs[k], slice ? want_part : concat ? want_concat : want_sum, k, v, op);
+        mxc_shape s;
+        CK_OK(mxc_nd_get_shape(outs[k], &s));
+        CK_OK(mxc_nd_ones(&s, MXC_FLOAT32, mxc_cpu(), &heads[k]));
+    }
+    CK_OK(mxc_executor_backward(x, n_out, heads));
+    for (int k = 0; k < n_in; k++)
+        expect_values(grads[k], want_one, k, v, "gradient");
+    mxc_executor_free(x);
+    for (int k = 0; k < MXC__MAX_OP_ARGS; k++) {
+        mxc_nd_free(in[k]);
+        mxc_nd_free(grads[k]);
+        mxc_nd_free(heads[k]);
+        if (k < n_in)
+            mxc_symbol_free(vars[k]);
+    }
+    mxc_symbol_free(sym);
+}
+
+/* Every value a variadic operator's count parameter accepts runs, imperatively and bound:
+ * both ends of its table's range (num_args=16 used to reach an internal assertion). Every
+ * variadic operator has a case, so a new one needs one here. */
+START_TEST(test_variadic_extremes) {
+    size_t n;
+    const char *const *ops;
+    CK_OK(mxc_op_list(&n, &ops));
+    for (size_t i = 0; i < n; i++) {
+        /* MXNet names a variadic operator's count num_args or num_outputs */
+        const struct mxc__op_def *def = mxc__op_find(ops[i]);
+        bool variadic = false, listed = false;
+        for (int k = 0; k < def->num_params; k++)
+            variadic |= strcmp(def->params[k].name, "num_args") == 0 ||
+                        strcmp(def->params[k].name, "num_outputs") == 0;
+        for (size_t c = 0; c < MXC_ARRAY_SIZE(variadic_cases); c++)
+            listed |= strcmp(variadic_cases[c].op, ops[i]) == 0;
+        ck_assert_msg(listed || !variadic, "variadic operator %s has no case here", ops[i]);
+    }
+    for (int c = 0; c < (int)MXC_ARRAY_SIZE(variadic_cases); c++) {
+        const struct mxc__op_def *def = mxc__op_find(variadic_cases[c].op);
+        const struct mxc__param *p = NULL;
+        for (int k = 0; k < def->num_params; k++)
+            if (strcmp(def->params[k].name, variadic_cases[c].param) == 0)
+                p = &def->params[k];
+        ck_assert_ptr_nonnull(p);
+        ck_assert_msg(p->min >= 1 && p->max <= MXC__MAX_OP_ARGS, "%s.%s: range [%g, %g]", def->name,
+                      p->name, p->min, p->max);
+        run_variadic(c, (int)p->min);
+        run_variadic(c, (int)p->max);
+    }
+    CK_OK(mxc_nd_wait_all());
+}
+END_TEST
+
+/* ---- Arrays without elements --------------------------------------------------------- */
+
+/* An operator applied to inputs whose first axis (the batch) is 0: parameters as
+ * alternating keys and values, then the named inputs' shapes; the other arguments and
+ * auxiliary states are inferred. */
+struct zero_case {
+    const char *op;
+    const char *kv[8];
+    int num;
+    const char *names[3];
+    mxc_shape shapes[3];
+};
+
+#define UNARY(op, ...)                                  \
+    {                                                   \
+        op, {__VA_ARGS__}, 1, {"data"}, { SHAPE(0, 3) } \
+    }
+#define BINARY(op)                                                  \
+    {                                                               \
+        op, {NULL}, 2, {"lhs", "rhs"}, { SHAPE(0, 3), SHAPE(0, 3) } \
+    }
+#define BROADCAST(op)                                               \
+    {                                                               \
+        op, {NULL}, 2, {"lhs", "rhs"}, { SHAPE(0, 3), SHAPE(1, 3) } \
+    }
+#define LOSS(op)                                                       \
+    {                                                                  \
+        op, {NULL}, 2, {"data", "label"}, { SHAPE(0, 3), SHAPE(0, 3) } \
+    }
+static const struct zero_case zero_cases[] = {
+    UNARY("negative"),
+    UNARY("abs"),
+    UNARY("sign"),
+    UNARY("square"),
+    UNARY("sqrt"),
+    UNARY("rsqrt"),
+    UNARY("exp"),
+    UNARY("log"),
+    UNARY("sin"),
+    UNARY("cos"),
+    UNARY("relu"),
+    UNARY("sigmoid"),
+    UNARY("tanh"),
+    UNARY("smooth_l1"),
+    UNARY("_plus_scalar"),
+    UNARY("_minus_scalar"),
+    UNARY("_rminus_scalar"),
+    UNARY("_mul_scalar"),
+    UNARY("_div_scalar"),
+    UNARY("_rdiv_scalar"),
+    UNARY("_maximum_scalar"),
+    UNARY("_minimum_scalar"),
+    UNARY("_power_scalar"),
+    BINARY("_plus"),
+    BINARY("_minus"),
+    BINARY("_mul"),
+    BINARY("_div"),
+    BINARY("_maximum"),
+    BINARY("_minimum"),
+    BINARY("_power"),
+    UNARY("FullyConnected", "num_hidden", "4"),
+    {"Convolution", {"kernel", "(3, 3)", "num_filter", "2"}, 1, {"data"}, {SHAPE(0, 1, 5, 5)}},
+    {"Deconvolution", {"kernel", "(3, 3)", "num_filter", "2"}, 1, {"data"}, {SHAPE(0, 1, 5, 5)}},
+    {"Pooling", {"kernel", "(2, 2)", "stride", "(2, 2)"}, 1, {"data"}, {SHAPE(0, 1, 4, 4)}},
+    {"Pooling",
+     {"kernel", "(2, 2)", "pool_type", "avg", "global_pool", "True"},
+     1,
+     {"data"},
+     {SHAPE(0, 1, 4, 4)}},
+    UNARY("Activation", "act_type", "relu"),
+    UNARY("LeakyReLU"),
+    {"LeakyReLU", {"act_type", "prelu"}, 1, {"data"}, {SHAPE(0, 3, 2)}},
+    {"BatchNorm", {NULL}, 1, {"data"}, {SHAPE(0, 3, 2, 2)}},
+    {"BatchNorm", {"fix_gamma", "False"}, 1, {"data"}, {SHAPE(0, 3, 2, 2)}},
+    UNARY("Dropout"),
+    UNARY("softmax"),
+    UNARY("log_softmax"),
+    {"SoftmaxOutput", {NULL}, 2, {"data", "label"}, {SHAPE(0, 3), SHAPE(0)}},
+    LOSS("LinearRegressionOutput"),
+    LOSS("LogisticRegressionOutput"),
+    LOSS("MAERegressionOutput"),
+    {"Flatten", {NULL}, 1, {"data"}, {SHAPE(0, 2, 3)}},
+    {"Reshape", {"shape", "(-1, 6)"}, 1, {"data"}, {SHAPE(0, 2, 3)}},
+    UNARY("transpose"),
+    UNARY("expand_dims", "axis", "0"),
+    {"Concat", {"num_args", "2"}, 2, {"arg0", "arg1"}, {SHAPE(0, 2), SHAPE(0, 3)}},
+    UNARY("SliceChannel", "num_outputs", "3"),
+    {"ElementWiseSum", {"num_args", "2"}, 2, {"arg0", "arg1"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"Embedding", {"input_dim", "5", "output_dim", "3"}, 1, {"data"}, {SHAPE(0)}},
+    UNARY("sum"),
+    UNARY("mean"),
+    UNARY("max"),
+    UNARY("sum", "axis", "1"),
+    UNARY("mean", "axis", "0"),
+    UNARY("max", "axis", "1"),
+    BROADCAST("broadcast_add"),
+    BROADCAST("broadcast_sub"),
+    BROADCAST("broadcast_mul"),
+    BROADCAST("broadcast_div"),
+    {"dot", {NULL}, 2, {"lhs", "rhs"}, {SHAPE(0, 3), SHAPE(3, 4)}},
+    {"batch_dot", {NULL}, 2, {"lhs", "rhs"}, {SHAPE(0, 2, 3), SHAPE(0, 3, 4)}},
+    UNARY("clip", "a_min", "-1", "a_max", "1"),
+    {"sgd_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"sgd_mom_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"adam_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    UNARY("_sleep", "seconds", "0"),
+};
+
+/* Which arguments want a gradient: all, the first only, all but the first (as data in
+ * training). Kernels must leave the others alone: they have no data. */
+enum grad_set { ALL_GRADS, FIRST_GRAD, NOT_FIRST_GRAD };
+
+/* Binds case `c` with its batch axis set to `batch` (0, or 2 for comparison) and
+ * gradients for `grads`, and runs forward (training) and, for differentiable operators,
+ * backward; all must succeed. */
+static void run_zero_case(const struct zero_case *c, int64_t batch, enum grad_set wanted) {
+    int np = 0;
+    while (np < 8 && c->kv[np])
+        np++;
+    const char *keys[4], *vals[4];
+    for (int k = 0; k < np / 2; k++) {
+        keys[k] = c->kv[2 * k];
+        vals[k] = c->kv[2 * k + 1];
+    }
+    mxc_symbol *sym = NULL;
+    CK_OK(mxc_symbol_create(c->op, np / 2, keys, vals, "z", 0, NULL, NULL, &sym));
+    int na, nx, unknown;
+    const char *const *names;
+    CK_OK(mxc_symbol_list_arguments(sym, &na, &names));
+    CK_OK(mxc_symbol_list_auxiliary_states(sym, &nx, &names));
+    char var_names[3][32]; /* the node is "z": its inputs are the variables z_<name> */
+    const char *given[3];
+    mxc_shape shapes[3];
+    for (int k = 0; k < c->num; k++) {
+        snprintf(var_names[k], sizeof var_names[k], "z_%s", c->names[k]);
+        given[k] = var_names[k];
+        shapes[k] = c->shapes[k];
+        if (shapes[k].dims[0] == 0)
+            shapes[k].dims[0] = batch;
+    }
+    mxc_shape arg_s[8], aux_s[4];
+    CK_OK(mxc_symbol_infer_shape(sym, c->num, given, shapes, arg_s, NULL, aux_s, &unknown, NULL));
+    ck_assert_int_eq(unknown, 0);
+    mxc_ndarray *args[8] = {NULL}, *grads[8] = {NULL}, *aux[4] = {NULL};
+    int reqs[8];
+    bool any = false;
+    for (int i = 0; i < na; i++) {
+        CK_OK(mxc_nd_ones(&arg_s[i], MXC_FLOAT32, mxc_cpu(), &args[i]));
+        CK_OK(mxc_nd_zeros(&arg_s[i], MXC_FLOAT32, mxc_cpu(), &grads[i]));
+        bool want = wanted == ALL_GRADS || (wanted == FIRST_GRAD) == (i == 0);
+        reqs[i] = want ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
+        any |= want;
+    }
+    for (int i = 0; i < nx; i++)
+        CK_OK(mxc_nd_ones(&aux_s[i], MXC_FLOAT32, mxc_cpu(), &aux[i]));
+    mxc_op_info info;
+    CK_OK(mxc_op_get_info(mxc__op_find(c->op)->name, &info));
+    mxc_executor *x = NULL;
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), na, args, info.differentiable ? grads : NULL,
+                            info.differentiable ? reqs : NULL, nx, aux, &x));
+    CK_OK(mxc_executor_forward(x, 1));
+    int nout;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &nout, &outs));
+    mxc_ndarray *heads[MXC__MAX_OP_ARGS] = {NULL};
+    for (int k = 0; k < nout; k++) {
+        mxc_shape s;
+        CK_OK(mxc_nd_get_shape(outs[k], &s));
+        CK_OK(mxc_nd_ones(&s, MXC_FLOAT32, mxc_cpu(), &heads[k]));
+    }
+    if (info.differentiable && any)
+        CK_OK(mxc_executor_backward(x, nout, heads));
+    CK_OK(mxc_nd_wait_all());
+    mxc_executor_free(x);
+    for (int k = 0; k < MXC__MAX_OP_ARGS; k++)
+        mxc_nd_free(heads[k]);
+    for (int i = 0; i < 8; i++) {
+        mxc_nd_free(args[i]);
+        mxc_nd_free(grads[i]);
+    }
+    for (int i = 0; i < 4; i++)
+        mxc_nd_free(aux[i]);
+    mxc_symbol_free(sym);
+}
+
+/* Every operator on batch-0 inputs, and on batch 2 for comparison, with every set of
+ * wanted gradients. The UBSan builds (GCC's in the address build, clang's) fail the test
+ * on any pointer arithmetic on NULL or memset / memcpy of NULL. Every operator has a
+ * case. */
+START_TEST(test_zero_size_every_operator) {
+    for (int batch = 0; batch <= 2; batch += 2)
+        for (int g = ALL_GRADS; g <= NOT_FIRST_GRAD; g++)
+            run_zero_case(&zero_cases[_i], batch, g);
+}
+END_TEST
+
+START_TEST(test_zero_size_cases_cover_every_operator) {
+    size_t n;
+    const char *const *ops;
+    CK_OK(mxc_op_list(&n, &ops));
+    for (size_t i = 0; i < n; i++) {
+        bool found = false;
+        for (size_t c = 0; c < MXC_ARRAY_SIZE(zero_cases) && !found; c++)
+            found = strcmp(zero_cases[c].op, ops[i]) == 0;
+        ck_assert_msg(found, "operator %s has no zero-size case", ops[i]);
+    }
+}
+END_TEST
+
+/* A 0 on an inner axis, imperatively: the results of sums and products over nothing. */
+START_TEST(test_zero_size_inner_axis) {
+    mxc_ndarray *e = NULL, *w = NULL, *out = NULL;
+    float got[8];
+    CK_OK(mxc_nd_zeros(&SHAPE(2, 0), MXC_FLOAT32, mxc_cpu(), &e));
+    const char *ax[] = {"axis"}, *one[] = {"1"};
+    CK_OK(mxc_imperative_invoke("sum", 1, ax, one, 1, &e, 1, &out, 0));
+    CK_OK(mxc_nd_sync_copy_to_cpu(out, got, 2 * sizeof(float)));
+    ck_assert(got[0] == 0 && got[1] == 0);
+    mxc_nd_free(out);
+    out = NULL;
+    CK_OK(mxc_nd_zeros(&SHAPE(0, 4), MXC_FLOAT32, mxc_cpu(), &w));
+    mxc_ndarray *ew[] = {e, w};
+    CK_OK(mxc_imperative_invoke("dot", 0, NULL, NULL, 2, ew, 1, &out, 0));
+    CK_OK(mxc_nd_sync_copy_to_cpu(out, got, 8 * sizeof(float)));
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq(got[i], 0);
+    mxc_nd_free(out);
+    out = NULL;
+    const char *sk[] = {"shape"}, *sv[] = {"(-1, 0)"};
+    int rc = mxc_imperative_invoke("Reshape", 1, sk, sv, 1, &e, 1, &out, 0);
+    ck_assert_msg(rc == MXC_OK || (rc == MXC_EINVAL || rc == MXC_ESHAPE), "%s", mxc_last_error());
+    mxc_nd_free(out);
+    out = NULL;
+    const char *un[] = {"relu", "softmax", "log_softmax", "mean", "max", "sum"};
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(un); i++) {
+        CK_OK(mxc_imperative_invoke(un[i], 0, NULL, NULL, 1, &e, 1, &out, 1));
+        mxc_nd_free(out);
+        out = NULL;
+    }
+    CK_OK(mxc_nd_wait_all());
+    mxc_nd_free(e);
+    mxc_nd_free(w);
+}
+END_TEST
+
 static Suite *operator_suite(void) {
     Suite *s = suite_create("operator");
     TCase *tc = tcase_create("params");
@@ -507,6 +895,14 @@ static Suite *operator_suite(void) {
     tc = tcase_create("invoke");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_test(tc, test_invoke);
+    tcase_add_test(tc, test_variadic_extremes);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("zero_size");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_loop_test(tc, test_zero_size_every_operator, 0, (int)MXC_ARRAY_SIZE(zero_cases));
+    tcase_add_test(tc, test_zero_size_cases_cover_every_operator);
+    tcase_add_test(tc, test_zero_size_inner_axis);
     suite_add_tcase(s, tc);
     return s;
 }

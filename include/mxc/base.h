@@ -17,6 +17,15 @@
  *    harmless. A freed handle's memory is reused only after at least 4096 more handles
  *    of its type were freed, and then only for a handle of the same type (docs/c-api.md,
  *    "Handle lifetimes").
+ *  - NULL arguments: a NULL handle (an array, symbol, executor, engine, iterator, ... the
+ *    function is to use) is MXC_EMISUSE, as a freed one is; a NULL for any other pointer
+ *    the function needs (an out parameter, a shape, a list, a string, a config) is
+ *    MXC_EINVAL. Functions that return a value instead of a status return their "bad
+ *    handle" value (-1, NULL, 0, NAN) as their comment says. Where NULL means something
+ *    (none, the default, not wanted) or a function departs from this rule, its comment
+ *    says so. No function dereferences a NULL it was given; tests/check_null_args.c calls
+ *    every function with NULL in each pointer argument and holds it to this.
+ *  - Messages start with the name of the public function that was called.
  */
 #ifndef MXC_BASE_H
 #define MXC_BASE_H
@@ -152,11 +161,13 @@ typedef struct mxc_shape {
     int64_t dims[MXC_MAX_NDIM];
 } mxc_shape;
 
-/** Makes a shape from `ndim` dimensions (ndim ≤ MXC_MAX_NDIM; extra are ignored). */
+/** Makes a shape from `ndim` dimensions (ndim ≤ MXC_MAX_NDIM; extra are ignored; a
+ * negative ndim is 0). `dims` NULL gives the empty shape (ndim 0). Thread-safe. */
 MXC_API mxc_shape mxc_shape_make(int ndim, const int64_t *dims);
 
-/** Number of elements of `shape` (0 for ndim 0, the empty shape), or -1 if a dimension is
- * negative or the product overflows. */
+/** Number of elements of `shape` (0 for ndim 0, the empty shape), or -1 if `shape` is
+ * NULL, its ndim is outside [0, MXC_MAX_NDIM], a dimension is negative or the product
+ * overflows. Thread-safe. */
 MXC_API int64_t mxc_shape_size(const mxc_shape *shape);
 
 /* ---- Hooks ------------------------------------------------------------------------- */
@@ -189,9 +200,10 @@ typedef enum mxc_log_level {
 /** A log sink: receives one formatted line (no trailing newline). */
 typedef void (*mxc_log_fn)(void *user, int level, const char *message);
 
-/** Sends log lines at `min_level` and above to `fn` (NULL: stderr, the default). The
- * default minimum level is MXC_LOG_WARN, or the value of MXC_LOG_LEVEL (debug, info,
- * warn, error). Thread-safe with respect to logging, not to another set_log call. */
+/** Sends log lines at `min_level` and above to `fn` (NULL: stderr, the default), which
+ * receives `user` (may be NULL) with each line. The default minimum level is
+ * MXC_LOG_WARN, or the value of MXC_LOG_LEVEL (debug, info, warn, error). Thread-safe
+ * with respect to logging, not to another set_log call. */
 MXC_API void mxc_set_log(mxc_log_fn fn, void *user, int min_level);
 
 #ifdef __cplusplus

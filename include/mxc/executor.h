@@ -49,10 +49,24 @@ enum mxc_grad_req {
  * arg_grads is given) or one mxc_grad_req per argument; aux: num_aux arrays, one per
  * list_auxiliary_states entry. The executor keeps references to every array (the caller
  * may free its handles; the arrays stay alive until mxc_executor_free).
+ * Dtypes: each argument and auxiliary state must have the dtype the symbol declares (its
+ * __dtype__ hint, or what type inference deduces from the hints, else float32), and each
+ * gradient its argument's.
+ * Memory: bind adds up what the executor needs (its arrays and the memory plan) and fails
+ * with MXC_ENOMEM when that exceeds this machine's memory plus swap, i.e. cannot exist.
+ * (Reserving it instead would prove nothing under Linux's overcommit, which grants
+ * untouched pages far beyond RAM and kills the process when a pass touches them.) Memory
+ * that exists but is in use elsewhere fails at the first wait, with MXC_ENOMEM.
+ * NULL: `sym` NULL is MXC_EMISUSE; `out` NULL, and `args` / `aux` NULL with a non-zero
+ * count, are MXC_EINVAL; NULL entries of `args` or `aux`, or of `arg_grads` where a
+ * gradient is wanted, are MXC_EMISUSE.
  * Returns MXC_OK; MXC_EINVAL (wrong counts, a gradient through an operator without a
- * backward, NULL arguments), MXC_EMISUSE (bad handle), MXC_ESHAPE / MXC_ETYPE (an array
- * disagrees with inference; the message names the node, operator, argument and shapes),
- * MXC_ENOTSUP (an operator has no kernel for ctx), MXC_ENOMEM. */
+ * backward, NULL arguments), MXC_EMISUSE (bad handle), MXC_ESHAPE (an array disagrees
+ * with inference), MXC_ETYPE (a dtype differs from the declared one), MXC_ENOTSUP (an
+ * operator has no kernel for ctx or the declared dtype), MXC_ENOMEM. Every message starts
+ * with "mxc_executor_bind: " and names the node, operator, argument and the values
+ * involved ("mxc_executor_bind: node fc1: FullyConnected: weight has shape (5, 7) but
+ * (5, 6) is expected"). */
 MXC_API int mxc_executor_bind(mxc_symbol *sym, mxc_context ctx, int num_args,
                               mxc_ndarray *const *args, mxc_ndarray *const *arg_grads,
                               const int *grad_reqs, int num_aux, mxc_ndarray *const *aux,
@@ -60,10 +74,13 @@ MXC_API int mxc_executor_bind(mxc_symbol *sym, mxc_context ctx, int num_args,
 
 /** Binds `sym` from input shapes alone: `names[i]` (an argument, e.g. "data") has shape
  * `shapes[i]`; every other argument's shape is inferred. The executor creates the
- * arguments (zero), their gradients and the auxiliary states (zero); read them with
- * mxc_executor_arrays to initialise weights. The arguments named in `names` (the inputs)
- * get no gradient; the others get `grad_req`. Returns the codes of mxc_executor_bind,
- * and MXC_ESHAPE when some argument's shape stays unknown (the message lists them). */
+ * arguments (zero), their gradients and the auxiliary states (zero), in the dtypes the
+ * symbol declares (see mxc_executor_bind); read them with mxc_executor_arrays to
+ * initialise weights. The arguments named in `names` (the inputs) get no gradient; the
+ * others get `grad_req`. NULL: `sym` NULL is MXC_EMISUSE; `out` NULL, `names` or `shapes`
+ * NULL with num > 0, or a NULL name, are MXC_EINVAL. Returns the codes of
+ * mxc_executor_bind (messages start with "mxc_executor_simple_bind: "), and MXC_ESHAPE
+ * when some argument's shape stays unknown (the message names it). */
 MXC_API int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num,
                                      const char *const *names, const mxc_shape *shapes,
                                      int grad_req, mxc_executor **out);
@@ -79,12 +96,15 @@ MXC_API int mxc_executor_reshape(mxc_executor *exec, int num, const char *const 
  * MXC_EMISUSE (bad handle); failures while running surface when the outputs are read. */
 MXC_API int mxc_executor_forward(mxc_executor *exec, int is_train);
 
-/** Pushes the backward pass of the last forward(is_train = 1). `head_grads` holds one
- * array per output whose operator takes a head gradient (NULL entries, or a NULL array,
- * for loss outputs such as SoftmaxOutput, which start the chain themselves); the arrays
- * are copied, so the caller may change them afterwards. Returns without waiting: MXC_OK,
- * MXC_EINVAL (no gradients were bound, or a needed head gradient is missing or has the
- * wrong shape), MXC_EMISUSE. */
+/** Pushes the backward pass of the last forward(is_train = 1), which must come after the
+ * bind, the previous backward and any forward(is_train = 0): the backward nodes read what
+ * that forward wrote, and their pass gives that memory back to the pool. `head_grads`
+ * holds one array per output whose operator takes a head gradient (NULL entries, or a
+ * NULL array, for loss outputs such as SoftmaxOutput, which start the chain themselves);
+ * the arrays are copied, so the caller may change them afterwards. Returns without
+ * waiting: MXC_OK, MXC_EINVAL (no gradients were bound, or a needed head gradient is
+ * missing or has the wrong shape), MXC_EMISUSE (bad handle, or no forward(is_train = 1)
+ * as said above). */
 MXC_API int mxc_executor_backward(mxc_executor *exec, int num_head_grads,
                                   mxc_ndarray *const *head_grads);
 
@@ -118,8 +138,9 @@ MXC_API int mxc_executor_entry_block(const mxc_executor *exec, int entry);
  * after the node ran, on the thread that called forward/backward. */
 typedef void (*mxc_executor_monitor)(const char *name, mxc_ndarray *array, void *user);
 
-/** Installs (or, with NULL, removes) a monitor. With a monitor, forward and backward wait
- * for each node before calling it (slow; for debugging numerics). */
+/** Installs (or, with `fn` NULL, removes) a monitor, called with `user` (may be NULL).
+ * With a monitor, forward and backward wait for each node before calling it (slow; for
+ * debugging numerics). Returns MXC_OK or MXC_EMISUSE. */
 MXC_API int mxc_executor_set_monitor(mxc_executor *exec, mxc_executor_monitor fn, void *user);
 
 /** A human-readable description of the plan and schedule (one line per node: kind,

@@ -214,7 +214,8 @@ typedef void (*mxc_fit_callback)(const mxc_fit_progress *progress, void *user);
 
 /** Prints MXNet Speedometer-style lines to stderr ("Epoch[0] Batch [100/600] Speed:
  * 5123.4 samples/sec accuracy=0.812 (1m02s left)", and per epoch the train and
- * validation metrics and the time taken). The default callback. */
+ * validation metrics and the time taken). The default callback. `user` is not used (may
+ * be NULL); `progress` NULL prints nothing. */
 MXC_API void mxc_fit_print_progress(const mxc_fit_progress *progress, void *user);
 
 typedef struct mxc_fit_config {
@@ -252,19 +253,21 @@ typedef struct mxc_fit_result {
  * binds the symbol for the iterator's shapes, initialises missing parameters, then per
  * batch runs forward, backward and the optimizer on every parameter; per epoch computes
  * the training metric, scores `eval` (may be NULL), reports progress and checkpoints.
- * `result` may be NULL. Returns MXC_OK, MXC_EINVAL (bad config), MXC_ESHAPE (the
+ * `result` may be NULL. NULL: `model` is MXC_EMISUSE; `train` or `cfg` is MXC_EINVAL.
+ * Returns MXC_OK, MXC_EINVAL (bad config), MXC_ESHAPE (the
  * iterator's shapes do not fit the symbol), MXC_EIO (a checkpoint cannot be written), or
  * the failure of a batch (the message names the operation). */
 MXC_API int mxc_model_fit(mxc_model *model, mxc_data_iter *train, mxc_data_iter *eval,
                           const mxc_fit_config *cfg, mxc_fit_result *result);
 
-/** The metric `metric` ("acc", ...) of the model over one epoch of `it` (from its start;
- * the iterator is reset first). Returns MXC_OK or as mxc_model_fit. */
+/** The metric `metric` ("acc", ...; NULL: "acc") of the model over one epoch of `it`
+ * (from its start; the iterator is reset first). NULL: `model` is MXC_EMISUSE; `it` or
+ * `value` is MXC_EINVAL. Returns MXC_OK or as mxc_model_fit. */
 MXC_API int mxc_model_score(mxc_model *model, mxc_data_iter *it, const char *metric, double *value);
 
 /** The model's first output for every sample of one epoch of `it` (padding rows left
- * out), stacked into a new array `*out` of shape (samples, ...). Returns as
- * mxc_model_score. */
+ * out), stacked into a new array `*out` of shape (samples, ...). NULL as for
+ * mxc_model_score. Returns as mxc_model_score. */
 MXC_API int mxc_model_predict(mxc_model *model, mxc_data_iter *it, mxc_ndarray **out);
 
 #ifdef __cplusplus

@@ -171,9 +171,13 @@ MXC_API int mxc_nd_save(const char *path, size_t count, mxc_ndarray *const *arra
 
 /** Loads the arrays of an MXNet NDArray list file (versions 1, 2, 3 and legacy) onto
  * `ctx`. On success `*arrays` holds `*count` new arrays and `*names` their names (NULL
- * for an unnamed list); free both with mxc_nd_list_free. Returns MXC_OK, MXC_EINVAL,
- * MXC_EIO (cannot read, with the path), MXC_EFORMAT (malformed, with the byte offset),
- * MXC_ENOTSUP (sparse storage, unknown dtype), MXC_ENODEV, MXC_ENOMEM. */
+ * for an unnamed list); free both with mxc_nd_list_free. `path` must name a regular
+ * file: a directory, FIFO or device is MXC_EIO before anything is read. Every count and
+ * size in the file is checked against the bytes it really has before anything is
+ * allocated for it. NULL: any pointer argument NULL is MXC_EINVAL. Returns MXC_OK,
+ * MXC_EINVAL, MXC_EIO (cannot read, not a regular file; the message names the path),
+ * MXC_EFORMAT (malformed, with the byte offset), MXC_ENOTSUP (sparse storage, unknown
+ * dtype), MXC_ENODEV, MXC_ENOMEM. */
 MXC_API int mxc_nd_load(const char *path, mxc_context ctx, size_t *count, mxc_ndarray ***arrays,
                         char ***names);
 
