@@ -441,6 +441,13 @@ CALL(mxc_model_load) {
     mxc_model_free(m);
     return rc == MXC_EIO ? MXC_OK : rc; /* valid arguments, but no such checkpoint */
 }
+CALL(mxc_model_load_latest) {
+    mxc_model *m = NULL;
+    int epoch = -1;
+    int rc = mxc_model_load_latest(P(0, "/nonexistent/prefix"), P(1, &epoch), P(2, &m));
+    mxc_model_free(m);
+    return rc; /* valid arguments: no checkpoint there is MXC_OK with no model */
+}
 CALL(mxc_model_save) {
     return mxc_model_save(P(0, model()), P(1, temp_path("mxc-null-model-")), 1);
 }
@@ -858,6 +865,7 @@ static const struct row rows[] = {
     ROW(mxc_metric_free, OK),
     ROW(mxc_model_create, MIS, INV),
     ROW(mxc_model_load, INV, INV),
+    ROW(mxc_model_load_latest, INV, INV, INV),
     ROW(mxc_model_save, MIS, INV),
     ROW(mxc_model_symbol, OK),
     ROW(mxc_model_param, OK, OK),
