@@ -41,6 +41,51 @@ static int invoke_kernel(const struct mxc__nd_call *nd) {
     return k(&call);
 }
 
+/* Whether a and b share any byte of memory. */
+static bool overlap(const mxc_ndarray *a, const mxc_ndarray *b) {
+    return a->chunk == b->chunk && a->offset < b->offset + mxc__nd_nbytes(b) &&
+           b->offset < a->offset + mxc__nd_nbytes(a);
+}
+
+static bool same_memory(const mxc_ndarray *a, const mxc_ndarray *b) {
+    return a->chunk == b->chunk && a->offset == b->offset && mxc__nd_nbytes(a) == mxc__nd_nbytes(b);
+}
+
+/* The write request of given output `o` (index i) after checking how it shares memory
+ * with the inputs (arguments then auxiliary states, n_in + n_aux of them) and the
+ * outputs before it. A kernel may write an output over an input only where the operator
+ * declares that pair in place (the same rule the executor's planner follows) — over that
+ * input, the output may also be any other argument passed as the same array — or over
+ * any argument of an element-wise operator. Any other sharing would read what the kernel
+ * already overwrote: MXC_EINVAL. */
+static int output_request(const struct mxc__op_def *def, int i, const mxc_ndarray *o,
+                          mxc_ndarray *const *inputs, int n_in, int n_aux,
+                          mxc_ndarray *const *outputs, const char *const *in_names,
+                          const char *const *out_names, int *req) {
+    int pair_in, pair_out;
+    bool declared =
+        def->elementwise || (mxc__inplace_get(def->inplace, &pair_in, &pair_out) && pair_out == i &&
+                             pair_in < n_in && same_memory(inputs[pair_in], o));
+    *req = MXC__REQ_WRITE;
+    for (int j = 0; j < n_in + n_aux; j++) {
+        if (!overlap(inputs[j], o))
+            continue;
+        const char *what = j < n_in ? in_names[j] : def->aux[j - n_in];
+        if (j >= n_in || !declared || !same_memory(inputs[j], o))
+            return mxc__error(MXC_EINVAL,
+                              "%s: output %s shares memory with %s %s, which %s does not "
+                              "compute in place; pass another array",
+                              def->name, out_names[i], j < n_in ? "input" : "auxiliary state", what,
+                              def->name);
+        *req = MXC__REQ_INPLACE;
+    }
+    for (int k = 0; k < i; k++)
+        if (outputs[k] && overlap(outputs[k], o))
+            return mxc__error(MXC_EINVAL, "%s: outputs %s and %s share memory", def->name,
+                              out_names[k], out_names[i]);
+    return MXC_OK;
+}
+
 static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
     return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
@@ -163,9 +208,9 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
             created[i] = true;
         }
         p->req[i] = MXC__REQ_WRITE;
-        for (int j = 0; j < n_in; j++)
-            if (inputs[j]->chunk == all_out[i]->chunk && inputs[j]->offset == all_out[i]->offset)
-                p->req[i] = MXC__REQ_INPLACE;
+        if (given)
+            MXC_TRY(output_request(def, i, all_out[i], inputs, n_in, n_aux, all_out, in_names,
+                                   out_names, &p->req[i]));
     }
     for (int i = 0; i < n_aux; i++)
         all_out[n_out + i] = inputs[n_in + i];

@@ -113,6 +113,7 @@ static const struct mxc__param scalar_params[] = {
         .backward_deps = MXC__DEP_OUT_GRAD | (deps),                        \
         .inplace = MXC__INPLACE(0, 0),                                      \
         .backward_inplace = MXC__INPLACE(0, 0),                             \
+        .elementwise = true,                                                \
         .forward_cpu = ident##_forward,                                     \
         .backward_cpu = ident##_backward,                                   \
     };
@@ -202,6 +203,7 @@ UNARY_SCALAR(smooth_l1, "smooth_l1", "Smooth L1 loss of x with sigma = scalar",
         .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                          \
         .inplace = MXC__INPLACE(0, 0),                                                        \
         .backward_inplace = MXC__INPLACE(0, 0),                                               \
+        .elementwise = true,                                                                  \
         .forward_cpu = ident##_forward,                                                       \
         .backward_cpu = ident##_backward,                                                     \
     };

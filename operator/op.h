@@ -218,6 +218,10 @@ struct mxc__op_def {
     unsigned backward_deps;               /* mxc__backward_dep flags; 0: not differentiable */
     struct mxc__inplace inplace;          /* forward: out_data[out] may share in_data[in] */
     struct mxc__inplace backward_inplace; /* in_grad[in] may share out_grad[out] */
+    /* Each output element depends only on the same element of the inputs (all of one
+     * shape): an output may then be written over any input passed as the same memory
+     * (mxc_nd_add(a, b, &b)); other operators only over their `inplace` pair. */
+    bool elementwise;
     /* resources (mxc__resource_kind values + 1; 0 ends the list) */
     unsigned char forward_resources[2];
     unsigned char backward_resources[2];

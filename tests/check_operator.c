@@ -488,6 +488,79 @@ START_TEST(test_invoke) {
 }
 END_TEST
 
+/* An output may share an input's memory only where the kernel can compute in place: the
+ * operator's declared pair (and, over it, the same array passed again) or any argument
+ * of an element-wise operator. transpose(a, out = a) used to return MXC_OK with a
+ * scrambled matrix (1 4 7 4 5 8 7 8 9). */
+START_TEST(test_invoke_output_sharing_an_input) {
+    const float m[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    mxc_ndarray *a = array_of(9, m), *t = NULL;
+    CK_OK(mxc_nd_reshape(a, &SHAPE(3, 3), &t));
+    mxc_ndarray *in[2] = {t, NULL}, *out[2] = {t, NULL};
+    CK_ERR(MXC_EINVAL, mxc_imperative_invoke("transpose", 0, NULL, NULL, 1, in, 1, out, 0));
+    ck_assert_msg(strstr(mxc_last_error(), "transpose: output output shares memory with input"),
+                  "%s", mxc_last_error());
+    float got[9];
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, got, sizeof got));
+    for (int i = 0; i < 9; i++)
+        ck_assert_float_eq(got[i], m[i]); /* nothing was pushed */
+
+    /* element-wise: out = rhs, out = both operands */
+    mxc_ndarray *b = array_of(9, m);
+    in[0] = a;
+    in[1] = b;
+    out[0] = b;
+    CK_OK(mxc_imperative_invoke("_minus", 0, NULL, NULL, 2, in, 1, out, 0));
+    CK_OK(mxc_nd_sync_copy_to_cpu(b, got, sizeof got));
+    for (int i = 0; i < 9; i++)
+        ck_assert_float_eq(got[i], 0);
+    in[1] = a;
+    out[0] = a;
+    CK_OK(mxc_imperative_invoke("_plus", 0, NULL, NULL, 2, in, 1, out, 0));
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, got, sizeof got));
+    for (int i = 0; i < 9; i++)
+        ck_assert_float_eq(got[i], 2 * m[i]);
+
+    /* the declared pair of a non-element-wise operator, with the same array again */
+    const char *one[] = {"3"};
+    const char *num_args[] = {"num_args"};
+    mxc_ndarray *three[3] = {a, b, a};
+    out[0] = a;
+    CK_OK(mxc_imperative_invoke("ElementWiseSum", 1, num_args, one, 3, three, 1, out, 0));
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, got, sizeof got));
+    for (int i = 0; i < 9; i++)
+        ck_assert_float_eq(got[i], 4 * m[i]);
+    out[0] = b; /* over input 1: not its pair */
+    CK_ERR(MXC_EINVAL,
+           mxc_imperative_invoke("ElementWiseSum", 1, num_args, one, 3, three, 1, out, 0));
+
+    /* overlapping parts of one array, and two outputs in one place */
+    mxc_ndarray *lo = NULL, *hi = NULL;
+    CK_OK(mxc_nd_slice(t, 0, 2, &lo));
+    CK_OK(mxc_nd_slice(t, 1, 3, &hi));
+    in[0] = lo;
+    out[0] = hi;
+    CK_ERR(MXC_EINVAL, mxc_imperative_invoke("relu", 0, NULL, NULL, 1, in, 1, out, 0));
+    const char *two[] = {"2", "0"}, *num_outputs[] = {"num_outputs", "axis"};
+    in[0] = b;
+    mxc_ndarray *halves[2] = {NULL, NULL};
+    CK_OK(mxc_nd_zeros(&SHAPE(9), MXC_FLOAT32, mxc_cpu(), &halves[0]));
+    mxc_ndarray *h0 = NULL;
+    CK_OK(mxc_nd_slice(halves[0], 0, 9, &h0));
+    mxc_ndarray *pair[2] = {halves[0], h0};
+    mxc_ndarray *even = NULL;
+    CK_OK(mxc_nd_zeros(&SHAPE(18), MXC_FLOAT32, mxc_cpu(), &even));
+    mxc_ndarray *src[1] = {even};
+    CK_ERR(MXC_EINVAL,
+           mxc_imperative_invoke("SliceChannel", 2, num_outputs, two, 1, src, 2, pair, 0));
+    ck_assert_msg(strstr(mxc_last_error(), "share memory"), "%s", mxc_last_error());
+    mxc_ndarray *all[] = {a, t, b, lo, hi, halves[0], h0, even};
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(all); i++)
+        mxc_nd_free(all[i]);
+    CK_OK(mxc_nd_wait_all());
+}
+END_TEST
+
 /* ---- Variadic operators at the ends of their count parameter ----------------------- */
 
 /* Each variadic operator and the parameter that sets its number of inputs or outputs. */
@@ -895,6 +968,7 @@ static Suite *operator_suite(void) {
     tc = tcase_create("invoke");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_test(tc, test_invoke);
+    tcase_add_test(tc, test_invoke_output_sharing_an_input);
     tcase_add_test(tc, test_variadic_extremes);
     suite_add_tcase(s, tc);
 

@@ -58,9 +58,14 @@ MXC_API int mxc_op_supports(const char *name, mxc_context ctx, int dtype);
  * its auxiliary states, which it may update), pushed to the engine like every array
  * operation. `outputs` has room for `num_outputs` handles (at least the operator's
  * visible outputs): a NULL entry receives a new array of the inferred shape (the caller
- * frees it), a non-NULL entry must have that shape and dtype and is overwritten.
- * `is_train` selects training behaviour (Dropout drops, BatchNorm uses batch statistics).
- * Returns MXC_OK, MXC_EINVAL (unknown operator or parameter, wrong input count), MXC_EMISUSE
+ * frees it), a non-NULL entry must have that shape and dtype and is overwritten. A given
+ * output may be an input (or share its memory) only where the operator computes in
+ * place: any input of an element-wise operator (mxc_nd_add(a, b, &b)), otherwise the
+ * input the operator declares in place (docs/operators.md, "In place"); any other
+ * sharing, and two outputs sharing memory, is MXC_EINVAL (transpose(a, out = a) would
+ * read what it had already overwritten). `is_train` selects training behaviour (Dropout drops, BatchNorm uses batch statistics).
+ * Returns MXC_OK, MXC_EINVAL (unknown operator or parameter, wrong input count, an output
+ * sharing memory it must not), MXC_EMISUSE
  * (bad handle), MXC_ESHAPE / MXC_ETYPE (inference failed, the message names the
  * argument and both shapes), MXC_ENOTSUP (no kernel for the context or dtype),
  * MXC_ENOMEM. On failure the entries it created are freed and reset to NULL. */
