@@ -63,7 +63,7 @@ static int init_resource(struct mxc__resource *r, int kind, mxc_context ctx, uin
     r->ctx = ctx;
     r->space = (mxc_storage_block){0};
     mxc__philox_init(&r->rng, seed, 0);
-    return mxc_engine_new_var(engine, &r->var);
+    return mxc_engine_new_state_var(engine, &r->var); /* valid whatever a user does */
 }
 
 static int init_device(struct device_resources *dev, mxc_context ctx) {

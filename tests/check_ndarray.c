@@ -1089,7 +1089,8 @@ END_TEST
 
 /* Reading a delay-alloc array nothing has written fails with MXC_EINVAL at the wait
  * instead of returning whatever the pool block held; the failure reaches the outputs of
- * the reading operations. Writing the array afterwards makes it readable. */
+ * the reading operations and stays there, whatever waits: overwriting an array whole (a
+ * fill, a copy, an operator's output) or freeing it is what clears it. */
 START_TEST(test_read_unwritten) {
     mxc_ndarray *a = nd_new(SHAPE(8), MXC_FLOAT32, 1);
     float buf[8];
@@ -1103,15 +1104,21 @@ START_TEST(test_read_unwritten) {
     CK_OK(mxc_nd_slice(a, 2, 4, &view));
     CK_OK(mxc_nd_add_scalar(a, 1, &a)); /* in place: reads a too */
     CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(a));
-    CK_ERR(MXC_EINVAL, mxc_nd_wait_all()); /* the first failure since the last wait_all */
-    CK_OK(mxc_nd_wait_all());
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_all());
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_all()); /* waits report a failure, never clear it */
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(b));
+    CK_OK(mxc_nd_fill(view, 1)); /* writes part of a: not an overwrite, skipped */
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(a));
 
-    CK_OK(mxc_nd_random_uniform(a, 5, 6)); /* the first write takes the memory */
+    CK_OK(mxc_nd_random_uniform(a, 5, 6)); /* overwrites a whole; takes the memory */
     CK_OK(mxc_nd_sync_copy_to_cpu(a, buf, sizeof buf));
     for (int i = 0; i < 8; i++)
         ck_assert(buf[i] >= 5 && buf[i] <= 6);
-    CK_OK(mxc_nd_add_scalar(a, 1, &b));
+    CK_OK(mxc_nd_add_scalar(a, 1, &b)); /* overwrites b, which failed */
     CK_OK(mxc_nd_wait_to_read(b));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(dst)); /* nothing overwrote dst */
+    CK_OK(mxc_nd_sync_copy_from_cpu(dst, buf, sizeof buf));
+    CK_OK(mxc_nd_wait_to_read(dst));
     /* An empty array has nothing to be unwritten. */
     mxc_ndarray *empty = nd_new(SHAPE(0, 4), MXC_FLOAT32, 1), *e2 = NULL;
     CK_OK(mxc_nd_add(empty, empty, &e2));
