@@ -371,8 +371,11 @@ void mxc_engine_complete(mxc_engine_done *done, int status) {
 }
 
 /* Appends `run` to the queues of its operation's variables and dispatches it if nothing
- * is in its way. Fails only for lack of memory, before anything is appended. */
-static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run) {
+ * is in its way. `reserved` (may be NULL) joins the spare blocks first: a delete brings
+ * the one its variable reserved, so it needs no memory. Fails only for lack of memory,
+ * before anything is appended. */
+static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run,
+                    struct var_block *reserved) {
     struct engine_op *op = run->op;
     int n = op->num_const + op->num_mutable;
     if (mxc__current_worker() == NULL && tl_running == 0 &&
@@ -392,6 +395,11 @@ static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run) {
     atomic_init(&run->wait, n + 1);
 
     mxc__spin_lock(&eng->push_lock);
+    if (reserved) {
+        reserved->next = eng->spare_blocks;
+        eng->spare_blocks = reserved;
+        eng->num_spare_blocks++;
+    }
     while (eng->num_spare_blocks < n) {
         struct var_block *b = mxc__pool_alloc(&eng->block_pool);
         if (b == NULL) {
@@ -528,33 +536,33 @@ static void op_release_vars(struct engine_op *op) {
 }
 
 /* Pushes a one-shot operation. `deletes_var` marks the internal delete of its single
- * mutable variable; `always_run` makes it run on failed variables. */
+ * mutable variable, which brings its own operation and block (reserved when the variable
+ * was made); `always_run` makes it run on failed variables. */
 static int push_temp(struct mxc_engine *eng, const mxc_engine_op_desc *desc, bool always_run,
                      bool deletes_var) {
     mxc_var *doomed = deletes_var ? desc->mutable_vars[0] : NULL;
-    struct engine_op_temp *t = mxc__pool_alloc(&eng->op_pool);
+    struct engine_op_temp *t = doomed ? doomed->delete_op : mxc__pool_alloc(&eng->op_pool);
     if (t == NULL)
         return mxc__error(MXC_ENOMEM, "engine: out of memory pushing '%s'",
                           desc->name ? desc->name : "(unnamed)");
     int rc = op_init(eng, &t->op, desc);
-    if (rc != MXC_OK) {
-        mxc__pool_free(&eng->op_pool, t);
-        return rc;
+    if (rc == MXC_OK) {
+        t->op.temporary = true;
+        t->op.always_run |= always_run;
+        t->op.deletes_var = deletes_var;
+        t->run.op = &t->op;
+        t->run.priority = desc->priority;
+        if (doomed) /* before the push: the delete may run and free it at once */
+            doomed->magic = VAR_DEAD;
+        rc = push_run(eng, &t->run, doomed ? doomed->delete_block : NULL);
+        if (rc != MXC_OK) {
+            if (doomed)
+                doomed->magic = VAR_MAGIC;
+            op_release_vars(&t->op);
+        }
     }
-    t->op.temporary = true;
-    t->op.always_run |= always_run;
-    t->op.deletes_var = deletes_var;
-    t->run.op = &t->op;
-    t->run.priority = desc->priority;
-    if (doomed) /* before the push: the delete may run and free it at once */
-        doomed->magic = VAR_DEAD;
-    rc = push_run(eng, &t->run);
-    if (rc != MXC_OK) {
-        if (doomed)
-            doomed->magic = VAR_MAGIC;
-        op_release_vars(&t->op);
+    if (rc != MXC_OK && !doomed)
         mxc__pool_free(&eng->op_pool, t);
-    }
     return rc;
 }
 
@@ -575,7 +583,7 @@ int mxc_engine_push(mxc_engine *eng, const mxc_engine_op_desc *desc) {
 
 /* ---- Variables --------------------------------------------------------------------- */
 
-/* A new variable; `fn` names the public call. */
+/* A new variable with everything its delete will need (so a delete never allocates). */
 static int new_var(struct mxc_engine *eng, bool state, mxc_var **out, const char *fn) {
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "%s: out is NULL", fn);
@@ -583,11 +591,17 @@ static int new_var(struct mxc_engine *eng, bool state, mxc_var **out, const char
     CHECK_ENGINE_AS(eng, fn);
     struct mxc_var *v = mxc__pool_alloc(&eng->var_pool);
     struct var_block *sentinel = mxc__pool_alloc(&eng->block_pool);
-    if (v == NULL || sentinel == NULL) {
+    struct var_block *delete_block = mxc__pool_alloc(&eng->block_pool);
+    struct engine_op_temp *delete_op = mxc__pool_alloc(&eng->op_pool);
+    if (v == NULL || sentinel == NULL || delete_block == NULL || delete_op == NULL) {
         if (v)
             mxc__pool_free(&eng->var_pool, v);
         if (sentinel)
             mxc__pool_free(&eng->block_pool, sentinel);
+        if (delete_block)
+            mxc__pool_free(&eng->block_pool, delete_block);
+        if (delete_op)
+            mxc__pool_free(&eng->op_pool, delete_op);
         return mxc__error(MXC_ENOMEM, "%s: out of memory", fn);
     }
     sentinel->next = NULL;
@@ -601,6 +615,8 @@ static int new_var(struct mxc_engine *eng, bool state, mxc_var **out, const char
     v->pending_write = NULL;
     v->error = NULL;
     v->engine = eng;
+    v->delete_op = delete_op;
+    v->delete_block = delete_block;
     atomic_fetch_add_explicit(&eng->live_vars, 1, memory_order_relaxed);
     *out = v;
     return MXC_OK;
@@ -679,7 +695,7 @@ int mxc_engine_push_operator(mxc_engine *eng, mxc_engine_opr *opr, int priority)
     run->op = op;
     run->priority = priority;
     atomic_fetch_add_explicit(&op->refs, 1, memory_order_relaxed);
-    int rc = push_run(eng, run);
+    int rc = push_run(eng, run, NULL);
     if (rc != MXC_OK) {
         atomic_fetch_sub_explicit(&op->refs, 1, memory_order_relaxed);
         mxc__pool_free(&eng->run_pool, run);

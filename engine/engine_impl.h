@@ -67,6 +67,9 @@ struct mxc_var {
     struct var_block *pending_write; /* oldest write not yet completed, NULL if none */
     struct engine_error *error;      /* the failure it carries, or NULL */
     struct mxc_engine *engine;
+    /* What its delete needs, taken when it is created, so a delete never allocates. */
+    struct engine_op_temp *delete_op;
+    struct var_block *delete_block;
 };
 
 /* The fixed part of an operation: what to run and on which variables. A push creates a

@@ -150,8 +150,8 @@ MXC_API int mxc_engine_type_of(const mxc_engine *engine);
 MXC_API const char *mxc_engine_type_name(int type);
 
 /** Creates a variable and writes it to `*out` (NULL on failure). Costs tens of
- * nanoseconds (pooled). Returns MXC_OK, MXC_EINVAL (out is NULL), MXC_EMISUSE (bad
- * engine), MXC_ENOMEM. */
+ * nanoseconds (pooled); what deleting it will need is taken now. Returns MXC_OK,
+ * MXC_EINVAL (out is NULL), MXC_EMISUSE (bad engine), MXC_ENOMEM. */
 MXC_API int mxc_engine_new_var(mxc_engine *engine, mxc_var **out);
 
 /** As mxc_engine_new_var, for state that stays usable whatever an operation on it does,
@@ -161,8 +161,9 @@ MXC_API int mxc_engine_new_state_var(mxc_engine *engine, mxc_var **out);
 
 /** Schedules the deletion of `var`: `delete_fn(arg)` (may be NULL) runs on a CPU worker
  * after every operation pushed before on `var`, even if `var` failed; then the variable
- * and its failure are freed. The handle must not be used after this call. Returns
- * MXC_OK, MXC_EMISUSE (bad engine or variable), MXC_ENOMEM (nothing was scheduled). */
+ * and its failure are freed. The handle must not be used after this call. Needs no
+ * memory: it cannot fail for lack of it. Returns MXC_OK, or MXC_EMISUSE (bad engine or
+ * variable; nothing was scheduled). */
 MXC_API int mxc_engine_delete_var(mxc_engine *engine, mxc_var *var, mxc_engine_fn delete_fn,
                                   void *arg);
 
