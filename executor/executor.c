@@ -17,13 +17,16 @@
 #include "ndarray/ndarray_impl.h"
 #include "symbol/symbol_impl.h"
 
+#include "common/thread.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #define EXEC_MAGIC    0x45584543u /* "EXEC" */
 #define MAX_CALL_ARGS (3 * MXC__MAX_OP_ARGS)
 
-/* One cached operation: a node run in one mode. */
+/* One cached operation: a node run in one mode, or the release of a block (`node` is
+ * then the block's index). */
 struct node_op {
     struct mxc_executor *exec;
     int node;
@@ -44,8 +47,11 @@ struct mxc_executor {
     mxc_ndarray **entry;                   /* per entry */
     mxc_ndarray **blocks;                  /* per block: its memory and engine variable */
     struct node_op *train_ops, *infer_ops; /* per node (forward nodes differ by mode) */
-    mxc_engine_opr **release;              /* per block */
-    int *release_start, *release_list;     /* blocks released after node k */
+    struct node_op *release;               /* per block */
+    mxc__mutex ops_lock;                   /* live_ops: cached operations not yet freed */
+    mxc__cond ops_cond;
+    int live_ops;
+    int *release_start, *release_list; /* blocks released after node k */
     mxc_ndarray **args, **grads, **aux, **outputs;
     int num_args, num_aux, num_outputs;
     int grad_req; /* what simple_bind asked for, for reshape */
@@ -143,8 +149,29 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
 
 static int release_block(const mxc_run_ctx *rctx, void *arg) {
     (void)rctx;
-    mxc__nd_release_memory(arg);
+    const struct node_op *op = arg;
+    mxc__nd_release_memory(op->exec->blocks[op->node]);
     return MXC_OK;
+}
+
+/* The arg_free of every cached operation: the engine calls it once the operation is
+ * deleted and its last run has retired, after which nothing it runs reads the executor. */
+static void op_retired(void *arg) {
+    mxc_executor *x = ((struct node_op *)arg)->exec;
+    mxc__mutex_lock(&x->ops_lock);
+    if (--x->live_ops == 0)
+        mxc__cond_signal(&x->ops_cond);
+    mxc__mutex_unlock(&x->ops_lock);
+}
+
+/* Makes the cached operation of `op` from `d`, counted in live_ops until it is freed. */
+static int new_cached_op(mxc_executor *x, mxc_engine_op_desc *d, struct node_op *op) {
+    d->arg = op;
+    d->arg_free = op_retired;
+    int rc = mxc_engine_new_operator(x->engine, d, &op->opr);
+    if (rc == MXC_OK)
+        x->live_ops++; /* no operation is deleted before bind has returned */
+    return rc;
 }
 
 /* ---- Building ----------------------------------------------------------------------- */
@@ -289,14 +316,13 @@ static int make_node_op(mxc_executor *x, int k, bool is_train, struct node_op *o
         }
     }
     mxc_engine_op_desc d = {.fn = run_node,
-                            .arg = op,
                             .ctx = x->ctx,
                             .const_vars = reads,
                             .num_const_vars = nr,
                             .mutable_vars = writes,
                             .num_mutable_vars = nw,
                             .name = n->op ? n->op->name : "zeros"};
-    return mxc_engine_new_operator(x->engine, &d, &op->opr);
+    return new_cached_op(x, &d, op);
 }
 
 /* Cached operations: forward nodes in both modes, backward nodes, block releases. */
@@ -324,12 +350,12 @@ static int make_ops(mxc_executor *x) {
     for (int b = 0; b < nb; b++) {
         mxc_var *v = mxc__nd_var(x->blocks[b]);
         mxc_engine_op_desc d = {.fn = release_block,
-                                .arg = x->blocks[b],
                                 .ctx = x->ctx,
                                 .mutable_vars = &v,
                                 .num_mutable_vars = 1,
                                 .name = "release"};
-        MXC_TRY(mxc_engine_new_operator(x->engine, &d, &x->release[b]));
+        x->release[b] = (struct node_op){.exec = x, .node = b};
+        MXC_TRY(new_cached_op(x, &d, &x->release[b]));
         x->release_start[x->plan.last_use[b] + 1]++;
     }
     /* counting sort of the blocks by their last user */
@@ -356,6 +382,8 @@ static int bind_arrays(mxc_symbol *sym, mxc_context ctx, mxc_ndarray *const *arg
     mxc_executor *x = mxc__calloc(1, sizeof *x);
     MXC_CHECK(x != NULL, MXC_ENOMEM, "executor: out of memory");
     x->magic = EXEC_MAGIC;
+    mxc__mutex_init(&x->ops_lock);
+    mxc__cond_init(&x->ops_cond);
     x->ctx = ctx;
     MXC_TRY(mxc_engine_get_default(&x->engine));
     MXC_TRY(mxc_symbol_copy(sym, &x->sym));
@@ -586,7 +614,7 @@ static int push_range(mxc_executor *x, int begin, int end, bool is_train) {
         if (rc == MXC_OK && x->monitor)
             rc = monitor_node(x, k);
         for (int r = x->release_start[k]; rc == MXC_OK && r < x->release_start[k + 1]; r++)
-            rc = mxc_engine_push_operator(x->engine, x->release[x->release_list[r]], 0);
+            rc = mxc_engine_push_operator(x->engine, x->release[x->release_list[r]].opr, 0);
         if (rc != MXC_OK)
             return rc;
     }
@@ -746,14 +774,20 @@ void mxc_executor_free(mxc_executor *x) {
     if (x == NULL || x->magic != EXEC_MAGIC)
         return;
     x->magic = 0;
-    if (x->engine)
-        mxc_engine_wait_all(x->engine);
     for (int k = 0; x->train_ops && k < x->g.num_nodes; k++)
         mxc_engine_delete_operator(x->engine, x->train_ops[k].opr);
     for (int k = 0; x->infer_ops && k < x->g.num_forward; k++)
         mxc_engine_delete_operator(x->engine, x->infer_ops[k].opr);
     for (int b = 0; x->release && b < x->plan.num_blocks; b++)
-        mxc_engine_delete_operator(x->engine, x->release[b]);
+        mxc_engine_delete_operator(x->engine, x->release[b].opr);
+    /* Wait for this executor's own operations only, not for the engine to go idle: each
+     * is freed once its last run has retired (op_retired). Takes no memory. */
+    mxc__mutex_lock(&x->ops_lock);
+    while (x->live_ops > 0)
+        mxc__cond_wait(&x->ops_cond, &x->ops_lock);
+    mxc__mutex_unlock(&x->ops_lock);
+    mxc__cond_destroy(&x->ops_cond);
+    mxc__mutex_destroy(&x->ops_lock);
     free_arrays(x->entry, x->g.num_entries);
     free_arrays(x->blocks, x->plan.num_blocks);
     free_arrays(x->args, x->num_args);

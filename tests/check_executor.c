@@ -5,6 +5,7 @@
  * reused) and the memory in use stays within it, independent branches run at the same
  * time, reshape shares weights, and misuse is reported.
  */
+#include "mxc/engine.h"
 #include "mxc/executor.h"
 #include "mxc/model.h"
 #include "mxc/networks.h"
@@ -16,6 +17,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -558,6 +560,95 @@ START_TEST(test_monitor_sees_every_output) {
 }
 END_TEST
 
+/* ---- Freeing: what it waits for ----------------------------------------------------- */
+
+/* An array whose computation failed: the operation read an array nothing wrote. */
+static mxc_ndarray *failed_array(void) {
+    mxc_ndarray *unwritten = NULL, *failed = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    CK_OK(mxc_nd_add_scalar(unwritten, 1, &failed));
+    mxc_nd_free(unwritten);
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    return failed;
+}
+
+/* Freeing an executor waits for its own work, and neither reports nor clears a failure
+ * of an unrelated array; a copy into that array makes it readable again. */
+START_TEST(test_free_leaves_other_failures) {
+    mxc_ndarray *failed = failed_array();
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    CK_OK(mxc_executor_forward(x, 1));
+    mxc_executor_free(x);
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "read before anything wrote it"));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_all());
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed)); /* and wait_all did not clear it */
+    const float fresh[3] = {1, 2, 3};
+    mxc_ndarray *src = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 0, &src));
+    CK_OK(mxc_nd_sync_copy_from_cpu(src, fresh, sizeof fresh));
+    CK_OK(mxc_nd_copy_to(src, failed));
+    expect_close(failed, (const float[]){1, 2, 3}, 0, "the array copied into");
+    CK_OK(mxc_nd_wait_all());
+    mxc_nd_free(src);
+    mxc_nd_free(failed);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* A thread keeping the engine busy with operations of its own does not hold up
+ * mxc_executor_free: it returns once the executor's operations are done. */
+struct busy {
+    mxc_engine *e;
+    mxc_var *shared;
+    atomic_int pushed, stopped;
+};
+
+static int busy_fn(const mxc_run_ctx *rctx, void *arg) {
+    (void)rctx;
+    (void)arg;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    return MXC_OK;
+}
+
+static void *busy_main(void *arg) {
+    struct busy *b = arg;
+    uint64_t end = mxct_now_ns() + 800u * 1000 * 1000; /* 10 ms operations every 5 ms */
+    while (mxct_now_ns() < end) {
+        /* reads only: each is ready at once and queues behind the ones before */
+        mxc_engine_op_desc d = {
+            .fn = busy_fn, .const_vars = &b->shared, .num_const_vars = 1, .name = "busy"};
+        if (mxc_engine_push(b->e, &d) != MXC_OK)
+            break;
+        atomic_fetch_add(&b->pushed, 1);
+        mxct_sleep_us(5000);
+    }
+    atomic_store(&b->stopped, 1);
+    return NULL;
+}
+
+START_TEST(test_free_waits_for_own_work_only) {
+    struct busy b = {0};
+    CK_OK(mxc_engine_get_default(&b.e));
+    CK_OK(mxc_engine_new_var(b.e, &b.shared));
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, busy_main, &b), 0);
+    ck_assert(mxct_wait_at_least(&b.pushed, 10, 10000));
+    CK_OK(mxc_executor_forward(x, 1));
+    mxc_executor_free(x);
+    ck_assert_msg(!atomic_load(&b.stopped),
+                  "mxc_executor_free returned only after the other thread stopped pushing");
+    pthread_join(t, NULL);
+    CK_OK(mxc_engine_delete_var(b.e, b.shared, NULL, NULL));
+    CK_OK(mxc_nd_wait_all());
+    mxc_symbol_free(sym);
+}
+END_TEST
+
 /* ---- Misuse ------------------------------------------------------------------------- */
 
 START_TEST(test_misuse) {
@@ -611,6 +702,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_mxnet_networks_forward);
     tcase_add_test(tc, test_monitor_sees_every_output);
     tcase_add_test(tc, test_misuse);
+    tcase_add_test(tc, test_free_leaves_other_failures);
+    tcase_add_test(tc, test_free_waits_for_own_work_only);
     suite_add_tcase(s, tc);
     return s;
 }
