@@ -308,17 +308,22 @@ START_TEST(test_fit_checkpoint_score_predict) {
 }
 END_TEST
 
+/* An MLP with one hidden layer of `hidden` units and two classes, as a model. */
+static mxc_model *toy_model(int hidden) {
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_net_mlp(1, &hidden, "relu", 2, &net));
+    mxc_model *model = NULL;
+    CK_OK(mxc_model_create(net, &model));
+    mxc_symbol_free(net);
+    return model;
+}
+
 /* The same seed and data give the same weights with the naive engine's order... and with
  * any engine here, since every kernel is deterministic and the order per variable fixed. */
 START_TEST(test_fit_reproducible) {
     float *w[2];
     for (int run = 0; run < 2; run++) {
-        int hidden[] = {8};
-        mxc_symbol *net = NULL;
-        CK_OK(mxc_net_mlp(1, hidden, "relu", 2, &net));
-        mxc_model *model = NULL;
-        CK_OK(mxc_model_create(net, &model));
-        mxc_symbol_free(net);
+        mxc_model *model = toy_model(8);
         mxc_data_iter *train = toy_iter(20, 4);
         mxc_fit_config cfg;
         mxc_fit_config_init(&cfg);
@@ -337,6 +342,32 @@ START_TEST(test_fit_reproducible) {
 }
 END_TEST
 
+/* A fit waits for its own arrays only: a failure of an unrelated array neither fails the
+ * fit nor is cleared by it; a copy into the array makes it readable again. */
+START_TEST(test_fit_leaves_other_failures) {
+    mxc_ndarray *unwritten = NULL, *failed = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    CK_OK(mxc_nd_add_scalar(unwritten, 1, &failed)); /* reads what nothing wrote: fails */
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    mxc_model *model = toy_model(4);
+    mxc_data_iter *train = toy_iter(50, 5);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.quiet = 1;
+    CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    const float fresh[3] = {4, 5, 6};
+    CK_OK(mxc_nd_sync_copy_from_cpu(failed, fresh, sizeof fresh));
+    float *got = host(failed);
+    ck_assert_mem_eq(got, fresh, sizeof fresh);
+    free(got);
+    mxc_nd_free(unwritten);
+    mxc_nd_free(failed);
+    mxc_model_free(model);
+    mxc_data_iter_free(train);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -349,6 +380,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_networks);
     tcase_add_test(tc, test_fit_checkpoint_score_predict);
     tcase_add_test(tc, test_fit_reproducible);
+    tcase_add_test(tc, test_fit_leaves_other_failures);
     suite_add_tcase(s, tc);
     return s;
 }
