@@ -111,7 +111,7 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
     if (rc == MXC_OK)
         rc = tensors(x, n->aux, n->num_aux, false, NULL, aux);
     if (rc != MXC_OK)
-        return mxc__error(rc, "node %s: %s", n->name, mxc_last_error());
+        return mxc__error_prefix(rc, "node %s: ", n->name);
     if (n->kind == MXC__X_ZEROS) {
         if (n->req[0] != MXC__REQ_ADD && out[0].data)
             memset(out[0].data, 0, (size_t)out[0].size * mxc_dtype_size(out[0].dtype));
@@ -141,9 +141,9 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
         call.in_grad = out;
         rc = n->op->backward_cpu(&call);
     }
-    if (rc != MXC_OK)
-        return mxc__error(rc, "node %s (%s%s): %s", n->name, n->op->name,
-                          n->kind == MXC__X_BACKWARD ? " backward" : "", mxc_last_error());
+    if (rc != MXC_OK) /* the engine's message names the operator already */
+        return mxc__error_prefix(rc, "node %s%s: ", n->name,
+                                 n->kind == MXC__X_BACKWARD ? " (backward)" : "");
     return MXC_OK;
 }
 
@@ -488,7 +488,7 @@ int mxc_executor_bind(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarra
         reqs[i] = grad_reqs ? grad_reqs[i] : arg_grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
     rc = bind_arrays(sym, ctx, args, arg_grads, reqs, aux, out);
     mxc__free(reqs);
-    return rc;
+    return rc == MXC_OK ? rc : mxc__error_prefix(rc, "mxc_executor_bind: ");
 }
 
 /* ---- simple_bind and reshape -------------------------------------------------------- */
@@ -647,8 +647,7 @@ int mxc_executor_backward(mxc_executor *x, int num, mxc_ndarray *const *head_gra
                               h);
         rc = mxc_nd_copy_to(src, x->entry[e]);
         if (rc != MXC_OK)
-            return mxc__error(rc, "mxc_executor_backward: head gradient %d: %s", h,
-                              mxc_last_error());
+            return mxc__error_prefix(rc, "mxc_executor_backward: head gradient %d: ", h);
     }
     return push_range(x, g->num_forward, g->num_nodes, true);
 }

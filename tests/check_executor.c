@@ -560,6 +560,48 @@ START_TEST(test_monitor_sees_every_output) {
 }
 END_TEST
 
+/* ---- Messages ------------------------------------------------------------------------ */
+
+/* A failure passed on through several layers names the public call once, each layer's
+ * context once, and keeps the innermost words intact. */
+START_TEST(test_error_messages_name_the_call_once) {
+    mxc_symbol *sym = mlp();
+    const mxc_shape shapes[] = {SHAPE(4, 6), SHAPE(5, 6), SHAPE(5), SHAPE(3, 4), SHAPE(3)};
+    mxc_ndarray *a[5] = {NULL};
+    for (int i = 0; i < 5; i++)
+        CK_OK(mxc_nd_create(&shapes[i], MXC_FLOAT32, mxc_cpu(), i == 1, &a[i]));
+    mxc_executor *x = NULL;
+    CK_ERR(MXC_ESHAPE, mxc_executor_bind(sym, mxc_cpu(), 5, a, NULL, NULL, 0, NULL, &x));
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: node fc2: FullyConnected: weight has "
+                                       "shape (3, 4) but (3, 5) is expected");
+    /* at run time: fc1 reads its weight, which nothing wrote */
+    mxc_nd_free(a[3]);
+    CK_OK(mxc_nd_zeros(&SHAPE(3, 5), MXC_FLOAT32, mxc_cpu(), &a[3]));
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), 5, a, NULL, NULL, 0, NULL, &x));
+    CK_OK(mxc_executor_forward(x, 0));
+    int n;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &n, &outs));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(outs[0]));
+    ck_assert_str_eq(mxc_last_error(), "operation 'FullyConnected' failed: node fc1: an array is "
+                                       "read before anything wrote it");
+    mxc_executor_free(x);
+    /* a head gradient of the wrong shape */
+    x = bind_mlp(sym, MXC_GRAD_WRITE);
+    CK_OK(mxc_executor_forward(x, 1));
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_zeros(&SHAPE(4, 4), MXC_FLOAT32, mxc_cpu(), &head));
+    CK_ERR(MXC_ESHAPE, mxc_executor_backward(x, 1, &head));
+    ck_assert_str_eq(mxc_last_error(),
+                     "mxc_executor_backward: head gradient 0: src (4, 4) and dst (4, 3) differ");
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    for (int i = 0; i < 5; i++)
+        mxc_nd_free(a[i]);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
 /* ---- Freeing: what it waits for ----------------------------------------------------- */
 
 /* An array whose computation failed: the operation read an array nothing wrote. */
@@ -702,6 +744,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_mxnet_networks_forward);
     tcase_add_test(tc, test_monitor_sees_every_output);
     tcase_add_test(tc, test_misuse);
+    tcase_add_test(tc, test_error_messages_name_the_call_once);
     tcase_add_test(tc, test_free_leaves_other_failures);
     tcase_add_test(tc, test_free_waits_for_own_work_only);
     suite_add_tcase(s, tc);
