@@ -2132,6 +2132,72 @@ START_TEST(test_destroy_right_after_wait) {
 }
 END_TEST
 
+/* ---- Teardown under load ----------------------------------------------------------- *
+ * Engines made, used and destroyed in a loop: synchronous operations and asynchronous ones
+ * completed from threads of the test's own, some of each failing, on a few shared
+ * variables; one wait (wait_all or wait_for_var), then destroy at once. Under
+ * ThreadSanitizer and AddressSanitizer nothing may touch an engine after its destroy, and
+ * every operation retires exactly once. */
+
+struct stress_async {
+    struct completer c; /* first: the asynchronous function's argument */
+    atomic_int *frees;
+};
+
+static void stress_async_free(void *arg) {
+    atomic_fetch_add(((struct stress_async *)arg)->frees, 1);
+}
+
+START_TEST(test_teardown_stress) {
+    enum { NV = 4, MAX_OPS = 12 };
+    long rounds = mxct_scaled(300, 60);
+    struct mxct_rng rng;
+    mxct_rng_seed(&rng, 0x5eed + (uint64_t)_i);
+    for (long r = 0; r < rounds; r++) {
+        mxc_engine_config cfg = {.cpu_workers = 1 + (int)(r % 2)};
+        mxc_engine *e = mxct_engine_new(_i, &cfg);
+        mxc_var **v = mxct_vars_new(e, NV);
+        struct tracked sync_ops[MAX_OPS];
+        struct stress_async async_ops[MAX_OPS];
+        memset(sync_ops, 0, sizeof sync_ops);
+        memset(async_ops, 0, sizeof async_ops);
+        atomic_int async_frees = 0;
+        int n = 4 + (int)mxct_rng_below(&rng, MAX_OPS - 3);
+        for (int k = 0; k < n; k++) {
+            mxc_var *in = v[mxct_rng_below(&rng, NV)], *out = v[mxct_rng_below(&rng, NV)];
+            bool fails = mxct_rng_percent(&rng, 15);
+            if (mxct_rng_percent(&rng, 50)) {
+                sync_ops[k].status = fails ? MXC_EINVAL : MXC_OK;
+                sync_ops[k].message = "a synchronous operation failed on purpose";
+                push_tracked(e, &sync_ops[k], VARS(in), VARS(out), "sync");
+            } else {
+                struct stress_async *a = &async_ops[k];
+                a->c.status = fails ? MXC_EIO : MXC_OK;
+                a->frees = &async_frees;
+                mxc_engine_op_desc d = sync_desc(NULL, &a->c, VARS(in), VARS(out), "async");
+                d.async_fn = completer_async_fn;
+                d.arg_free = stress_async_free;
+                push_desc(e, &d);
+            }
+        }
+        int rc = r % 3 == 0 ? mxc_engine_wait_all(e) : mxc_engine_wait_for_var(e, v[r % NV]);
+        ck_assert_msg(rc == MXC_OK || rc == MXC_EINVAL || rc == MXC_EIO, "round %ld: wait = %s: %s",
+                      r, mxc_err_name(rc), mxc_last_error());
+        if (r % 4 == 1) /* the others go with the engine */
+            delete_var_ok(e, v[r % NV], NULL, NULL);
+        mxc_engine_destroy(e);
+        int frees = atomic_load(&async_frees);
+        for (int k = 0; k < n; k++) {
+            completer_join(&async_ops[k].c);
+            frees += atomic_load(&sync_ops[k].frees);
+        }
+        ck_assert_msg(frees == n, "round %ld: %d of %d operations retired", r, frees, n);
+        mxct_assert_no_notes();
+        free(v);
+    }
+}
+END_TEST
+
 /* ---- Memory through the allocator hook --------------------------------------------- */
 
 /* A small session touching every allocating call. Allocations fail after `fail_after`
@@ -2282,6 +2348,7 @@ static Suite *engine_suite(void) {
 
     tc = engine_tcase(s, "lifetime", 60);
     MXCT_ADD_ENGINE_TEST(tc, test_destroy_right_after_wait);
+    MXCT_ADD_ENGINE_TEST(tc, test_teardown_stress);
 
     tc = engine_tcase(s, "memory", 60);
     MXCT_ADD_ENGINE_TEST(tc, test_memory_no_leaks);
