@@ -293,16 +293,35 @@ static void add_var(const mxc_executor *x, int e, mxc_var **vars, int *n) {
     vars[(*n)++] = v;
 }
 
+/* Whether node `n` writes its output `o` whole, whatever it held: written (not added to),
+ * and all of its array's memory or an entry of a planned block, which holds nothing else
+ * while the entry lives. */
+static bool writes_whole(const mxc_executor *x, const struct mxc__xnode *n, int o) {
+    int e = n->out[o];
+    if (n->req[o] != MXC__REQ_WRITE && n->req[o] != MXC__REQ_INPLACE)
+        return false;
+    const mxc_ndarray *a = x->entry[e];
+    return x->plan.block_of[e] >= 0 || (a->offset == 0 && mxc__nd_nbytes(a) == a->chunk->nbytes);
+}
+
+/* A node's operation overwrites (desc.overwrite) the outputs it writes whole, so a pass
+ * after a failed one runs again and clears the failure; what it adds to or updates
+ * (gradients added to, moving statistics) it reads as well, and keeps a failure. */
 static int make_node_op(mxc_executor *x, int k, bool is_train, struct node_op *op) {
     const struct mxc__xnode *n = &x->g.nodes[k];
     *op = (struct node_op){.exec = x, .node = k, .is_train = is_train};
-    mxc_var *reads[MAX_CALL_ARGS + MXC__MAX_OP_ARGS], *writes[3 * MXC__MAX_OP_ARGS + 2];
+    mxc_var *reads[MAX_CALL_ARGS + 2 * MXC__MAX_OP_ARGS], *writes[3 * MXC__MAX_OP_ARGS + 2];
     int nr = 0, nw = 0;
-    for (int o = 0; o < n->num_out; o++)
+    for (int o = 0; o < n->num_out; o++) {
         add_var(x, n->out[o], writes, &nw);
-    for (int i = 0; i < n->num_aux; i++) /* forward updates moving statistics */
-        add_var(x, n->aux[i], n->kind == MXC__X_FORWARD ? writes : reads,
-                n->kind == MXC__X_FORWARD ? &nw : &nr);
+        if (n->out[o] >= 0 && !writes_whole(x, n, o))
+            add_var(x, n->out[o], reads, &nr);
+    }
+    for (int i = 0; i < n->num_aux; i++) { /* forward updates moving statistics */
+        add_var(x, n->aux[i], reads, &nr);
+        if (n->kind == MXC__X_FORWARD)
+            add_var(x, n->aux[i], writes, &nw);
+    }
     for (int i = 0; i < n->num_in; i++)
         add_var(x, n->in[i], reads, &nr);
     if (n->op) {
@@ -321,7 +340,8 @@ static int make_node_op(mxc_executor *x, int k, bool is_train, struct node_op *o
                             .num_const_vars = nr,
                             .mutable_vars = writes,
                             .num_mutable_vars = nw,
-                            .name = n->op ? n->op->name : "zeros"};
+                            .name = n->op ? n->op->name : "zeros",
+                            .overwrite = 1};
     return new_cached_op(x, &d, op);
 }
 

@@ -602,6 +602,50 @@ START_TEST(test_error_messages_name_the_call_once) {
 }
 END_TEST
 
+/* A failed pass does not break the executor: once the input is fixed, the next pass
+ * overwrites what the failure reached (its nodes write their outputs whole) and the
+ * results are right again, forward and backward. */
+START_TEST(test_recovers_after_a_failed_pass) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    mxc_ndarray *const *args, *const *grads;
+    CK_OK(mxc_executor_arrays(x, NULL, &args, &grads, NULL, NULL));
+    int n;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &n, &outs));
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(4, 3), MXC_FLOAT32, mxc_cpu(), 0, &head));
+    fill(head, 7, -1, 1);
+    /* the expected results, from a healthy pass */
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    float *want_out = read_all(outs[0]), *want_grad = read_all(grads[1]);
+    /* break the data: a copy from an array nothing wrote fails, and so does the pass */
+    mxc_ndarray *unwritten = NULL, *saved = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(4, 6), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    CK_OK(mxc_nd_create(&SHAPE(4, 6), MXC_FLOAT32, mxc_cpu(), 0, &saved));
+    CK_OK(mxc_nd_copy_to(args[0], saved));
+    CK_OK(mxc_nd_copy_to(unwritten, args[0]));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(outs[0]));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(grads[1]));
+    /* repair the data: the next pass is whole again */
+    CK_OK(mxc_nd_copy_to(saved, args[0]));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    expect_close(outs[0], want_out, 0, "output after the repair");
+    expect_close(grads[1], want_grad, 0, "fc1_weight gradient after the repair");
+    free(want_out);
+    free(want_grad);
+    mxc_nd_free(unwritten);
+    mxc_nd_free(saved);
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
 /* ---- Freeing: what it waits for ----------------------------------------------------- */
 
 /* An array whose computation failed: the operation read an array nothing wrote. */
@@ -745,6 +789,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_monitor_sees_every_output);
     tcase_add_test(tc, test_misuse);
     tcase_add_test(tc, test_error_messages_name_the_call_once);
+    tcase_add_test(tc, test_recovers_after_a_failed_pass);
     tcase_add_test(tc, test_free_leaves_other_failures);
     tcase_add_test(tc, test_free_waits_for_own_work_only);
     suite_add_tcase(s, tc);
