@@ -101,7 +101,7 @@ typedef struct mxc_engine_op_desc {
     int overwrite;    /**< nonzero: the function writes every mutable variable that is not
                            also in const_vars wholly, whatever it held (a copy into an array,
                            a fill). A failure such a variable carries does not stop the
-                           operation, and is cleared when it succeeds (see "Failures"). */
+                           operation, and is cleared when it succeeds (see the top of this file). */
 } mxc_engine_op_desc;
 
 /** Engine settings; a zero field takes its environment variable, then the default. */
