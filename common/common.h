@@ -27,11 +27,20 @@
 /* ---- Errors ------------------------------------------------------------------------ */
 
 /* Records `code` and a printf-formatted message as the calling thread's last error and
- * returns `code`, so `return mxc__error(MXC_EINVAL, "...")` reads naturally. */
+ * returns `code`, so `return mxc__error(MXC_EINVAL, "...")` reads naturally. The
+ * arguments may point into the last error itself (mxc_last_error()). */
 int mxc__error(int code, const char *fmt, ...) MXC_PRINTF(2, 3);
 
 /* Records a message that was produced elsewhere (e.g. on another thread). */
 int mxc__error_set(int code, const char *message);
+
+/* Records `code` with a printf-formatted prefix put in front of the calling thread's last
+ * error (its callee's message, or mxc_strerror(code) when there is none), and returns
+ * `code`: for passing a failure on with context, "node fc1: " + the operator's message.
+ * A public-call name leading the callee's message ("mxc_nd_copy_to: ") is dropped, so the
+ * message names one public call, the one the user made, whose name the outermost caller
+ * puts in front. */
+int mxc__error_prefix(int code, const char *fmt, ...) MXC_PRINTF(2, 3);
 
 /* Functions with cleanup declare `int rc = MXC_OK;` and end with a `fail:` label.
  * MXC_CHECK records the message and jumps there when `cond` is false. */
