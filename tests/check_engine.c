@@ -7,9 +7,10 @@
  * What is checked: the seed programs (values, order, and overlap of independent reads),
  * randomized programs replayed serially (10,000 small workloads and one run of 1,000,000
  * operations per engine), asynchronous functions completed from other threads, reusable
- * operations, deletion of variables and operations, priorities, error propagation, waits
- * from inside operations, pushes from many threads, misuse, the profiler, the counters
- * and allocation through the allocator hook (leaks, injected failures).
+ * operations, deletion of variables (also by two threads at once, and with no memory
+ * left) and operations, priorities, error propagation, waits from inside operations,
+ * pushes from many threads, misuse, the profiler, the counters and allocation through
+ * the allocator hook (leaks, injected failures).
  *
  * MXC_TEST_QUICK=1 scales the long loops down.
  */
@@ -1002,6 +1003,90 @@ START_TEST(test_delete_var_ordering) {
     mxct_assert_no_notes();
     free(v);
     mxct_engine_finish(e);
+}
+END_TEST
+
+/* Two threads delete the same variable at the same moment, many times: exactly one call
+ * schedules the deletion (its function runs once), the other is MXC_EMISUSE. Each
+ * variable holds one run slot for its delete, which only the winner may fill. Each thread
+ * spins until the other has started too, so that they call at once. */
+struct delete_race {
+    atomic_int *ready;
+    mxc_engine *e;
+    mxc_var *var;
+    struct deleter *deleter;
+    int rc;
+};
+
+static void *delete_racer(void *arg) {
+    struct delete_race *r = arg;
+    atomic_fetch_add(r->ready, 1);
+    while (atomic_load(r->ready) < 2) /* the other one is being started: microseconds */
+        ;
+    r->rc = mxc_engine_delete_var(r->e, r->var, deleter_fn, r->deleter);
+    return NULL;
+}
+
+START_TEST(test_delete_var_racing) {
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    int rounds = mxct_quick() ? 50 : 300;
+    for (int r = 0; r < rounds; r++) {
+        mxc_var *v = NULL;
+        CK_OK(mxc_engine_new_var(e, &v));
+        atomic_int ready = 0;
+        struct deleter d = {0};
+        struct delete_race racers[2];
+        pthread_t threads[2];
+        for (int k = 0; k < 2; k++) {
+            racers[k] = (struct delete_race){.ready = &ready, .e = e, .var = v, .deleter = &d};
+            ck_assert_int_eq(pthread_create(&threads[k], NULL, delete_racer, &racers[k]), 0);
+        }
+        for (int k = 0; k < 2; k++)
+            pthread_join(threads[k], NULL);
+        int ok = (racers[0].rc == MXC_OK) + (racers[1].rc == MXC_OK);
+        ck_assert_msg(ok == 1, "round %d: %d of 2 deletes succeeded (%s, %s)", r, ok,
+                      mxc_err_name(racers[0].rc), mxc_err_name(racers[1].rc));
+        for (int k = 0; k < 2; k++)
+            ck_assert(racers[k].rc == MXC_OK || racers[k].rc == MXC_EMISUSE);
+        CK_OK(mxc_engine_wait_all(e));
+        ck_assert_int_eq(atomic_load(&d.runs), 1);
+    }
+    ck_assert_int_eq(stats_of(e).live_vars, 0);
+    mxct_engine_finish(e);
+}
+END_TEST
+
+/* A variable holds the run slot its delete will use from its creation on, as a slot in
+ * use: giving every unused handle slab back (mxc__handles_release, which
+ * mxc_set_allocator does) keeps it, and the delete then needs no memory. Had the
+ * reserved slot looked free, its slab would have gone, and the delete would write freed
+ * memory (AddressSanitizer: heap-use-after-free). */
+START_TEST(test_delete_slot_outlives_release) {
+    struct mxct_alloc_counts counts;
+    mxct_alloc_install(&counts); /* first mxc call of this process (fork mode) */
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    mxc_var *v = NULL, *other = NULL;
+    CK_OK(mxc_engine_new_var(e, &v));
+    CK_OK(mxc_engine_new_var(e, &other));
+    struct tracked ops[3];
+    memset(ops, 0, sizeof ops);
+    for (int i = 0; i < 3; i++) /* runs that retire: their slots are freed */
+        push_tracked(e, &ops[i], VARS(other), VARS(v), "write v");
+    CK_OK(mxc_engine_delete_var(e, other, NULL, NULL));
+    CK_OK(mxc_engine_wait_all(e));
+    mxc__handles_release();
+    mxct_alloc_fail_after(&counts, 0); /* every allocation from now on fails */
+    struct deleter d = {0};
+    CK_OK(mxc_engine_delete_var(e, v, deleter_fn, &d));
+    CK_OK(mxc_engine_wait_all(e));
+    ck_assert_int_eq(atomic_load(&counts.failures), 0);
+    mxct_alloc_fail_after(&counts, -1);
+    ck_assert_int_eq(atomic_load(&d.runs), 1);
+    for (int i = 0; i < 3; i++)
+        EXPECT_RUNS(ops[i], 1);
+    ck_assert_int_eq(stats_of(e).live_vars, 0);
+    mxct_engine_finish(e);
+    mxct_alloc_uninstall();
 }
 END_TEST
 
@@ -2201,14 +2286,16 @@ END_TEST
 
 /* ---- Memory through the allocator hook --------------------------------------------- */
 
-/* A small session touching every allocating call. Allocations fail after `fail_after`
- * successful ones (< 0: never); every failure must be a clean MXC_ENOMEM. Returns true
- * when no allocation failed. */
 /* Allocator blocks still held once freed handles' slabs are given back. */
 static long live_blocks(struct mxct_alloc_counts *counts) {
     mxc__handles_release();
     return atomic_load(&counts->live);
 }
+
+/* A small session touching every allocating call. Allocations fail after `fail_after`
+ * successful ones (< 0: never); every failure must be a clean MXC_ENOMEM. Returns true
+ * when no allocation failed. Variables it does not delete go with the engine (and the
+ * run slots they hold for their deletes). */
 
 static bool memory_session(int type, struct mxct_alloc_counts *counts, long fail_after) {
     mxct_alloc_fail_after(counts, fail_after);
@@ -2323,6 +2410,8 @@ static Suite *engine_suite(void) {
 
     tc = engine_tcase(s, "delete", 20);
     MXCT_ADD_ENGINE_TEST(tc, test_delete_var_ordering);
+    MXCT_ADD_ENGINE_TEST(tc, test_delete_var_racing);
+    MXCT_ADD_ENGINE_TEST(tc, test_delete_slot_outlives_release);
 
     tc = engine_tcase(s, "priority", 20);
     tcase_add_test(tc, test_priority_worker_order);
