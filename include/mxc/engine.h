@@ -132,8 +132,9 @@ typedef struct mxc_engine_stats {
     uint64_t failed;     /**< operations that failed or were skipped */
     int64_t pending;     /**< pushed but not retired */
     int64_t live_vars;   /**< variables created and not yet deleted */
-    uint64_t pool_bytes; /**< bytes the engine holds for its live variables (their slots)
-                              and for queued accesses to variables */
+    uint64_t pool_bytes; /**< bytes the engine holds for its live variables (their slots,
+                              and the run slot each holds for its delete) and for queued
+                              accesses to variables */
 } mxc_engine_stats;
 
 /** Creates an engine of `type` (an mxc_engine_type) with `config` (NULL: environment and
