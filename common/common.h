@@ -27,7 +27,8 @@
 /* ---- Errors ------------------------------------------------------------------------ */
 
 /* Records `code` and a printf-formatted message as the calling thread's last error and
- * returns `code`, so `return mxc__error(MXC_EINVAL, "...")` reads naturally. */
+ * returns `code`, so `return mxc__error(MXC_EINVAL, "...")` reads naturally. The
+ * arguments may point into the last error itself (mxc_last_error()). */
 int mxc__error(int code, const char *fmt, ...) MXC_PRINTF(2, 3);
 
 /* Records a message that was produced elsewhere (e.g. on another thread). */
@@ -37,7 +38,9 @@ int mxc__error_set(int code, const char *message);
  * "<prefix>: <message>" (the prefix printf-formatted) unless the message already starts
  * with "<prefix>:". Public functions call it once on their way out with their own name,
  * so a message names the call the user made once however deep the failure was; inner
- * steps use it to add context (a node's name). Returns `code`. */
+ * steps use it to add context (a node's name). A public call named at the head of the
+ * inner message ("mxc_nd_copy_to: ", a public function used inside another) is dropped,
+ * and an inner step that recorded nothing gives mxc_strerror(code). Returns `code`. */
 int mxc__error_wrap(int code, const char *fmt, ...) MXC_PRINTF(2, 3);
 
 /* `rc` as public function `fn` returns it: a failure (negative) gets `fn` named in front

@@ -45,17 +45,35 @@ void mxc_clear_error(void) {
 }
 
 int mxc__error(int code, const char *fmt, ...) {
+    /* An argument may be the message itself (a caller passing its callee's failure on):
+     * format aside, then copy. */
+    char scratch[ERROR_MESSAGE_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error.message, sizeof last_error.message, fmt, ap);
+    vsnprintf(scratch, sizeof scratch, fmt, ap);
     va_end(ap);
+    memcpy(last_error.message, scratch, strlen(scratch) + 1);
     last_error.code = code;
     return code;
 }
 
+/* The length of a public-call name leading `message` ("mxc_nd_copy_to: "), else 0. */
+static size_t public_call_prefix(const char *message) {
+    if (strncmp(message, "mxc_", 4) != 0 || message[4] == '_')
+        return 0;
+    size_t n = 4;
+    while ((message[n] >= 'a' && message[n] <= 'z') || (message[n] >= '0' && message[n] <= '9') ||
+           message[n] == '_')
+        n++;
+    return message[n] == ':' && message[n + 1] == ' ' ? n + 2 : 0;
+}
+
 int mxc__error_set(int code, const char *message) {
-    if (message != last_error.message)
-        snprintf(last_error.message, sizeof last_error.message, "%s", message ? message : "");
+    if (message == NULL)
+        message = "";
+    size_t n = strnlen(message, sizeof last_error.message - 1);
+    memmove(last_error.message, message, n); /* it may lie inside the buffer */
+    last_error.message[n] = '\0';
     last_error.code = code;
     return code;
 }
@@ -71,7 +89,8 @@ int mxc__error_wrap(int code, const char *fmt, ...) {
         last_error.code = code; /* already says it */
         return code;
     }
-    snprintf(why, sizeof why, "%s", last_error.message);
+    const char *inner = last_error.message[0] != '\0' ? last_error.message : mxc_strerror(code);
+    snprintf(why, sizeof why, "%s", inner + public_call_prefix(inner));
     return mxc__error(code, "%s: %s", prefix, why);
 }
 

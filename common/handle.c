@@ -188,10 +188,9 @@ done:
     return rc;
 }
 
-/* A slot to hand out, or NULL; the kind's lock is held. `quarantined` slots are taken
- * too when there is no other. */
-static void *take(mxc__handle_kind *k, bool quarantined) {
-    if (k->num_free > k->quarantine || (quarantined && k->fresh == k->fresh_end && k->head)) {
+/* A slot to hand out, or NULL; the kind's lock is held. */
+static void *take(mxc__handle_kind *k) {
+    if (k->num_free > k->quarantine) {
         struct mxc__handle_free *f = k->head;
         k->head = f->next;
         if (k->head == NULL)
@@ -206,29 +205,19 @@ static void *take(mxc__handle_kind *k, bool quarantined) {
     return obj;
 }
 
-static void *alloc(mxc__handle_kind *k, bool urgent) {
-    bool quarantined = false; /* may take a slot before its quarantine ends */
+void *mxc__handle_alloc(mxc__handle_kind *k) {
     for (;;) {
         mxc__spin_lock(&k->lock);
-        char *obj = take(k, quarantined);
+        char *obj = take(k);
         mxc__spin_unlock(&k->lock);
         if (obj != NULL) {
             memset(obj + sizeof(uint32_t), 0, k->size - sizeof(uint32_t));
             return obj;
         }
-        if (quarantined)
+        if (add_slab(k) != MXC_OK)
             return NULL;
-        if (add_slab(k) != MXC_OK) {
-            if (!urgent)
-                return NULL;
-            quarantined = true;
-        }
     }
 }
-
-void *mxc__handle_alloc(mxc__handle_kind *k) { return alloc(k, false); }
-
-void *mxc__handle_alloc_urgent(mxc__handle_kind *k) { return alloc(k, true); }
 
 /* Poisons `obj` and queues it last; the kind's lock is held. */
 static void quarantine(mxc__handle_kind *k, void *obj) {
@@ -249,8 +238,7 @@ void mxc__handle_free(mxc__handle_kind *k, void *obj) {
     mxc__spin_unlock(&k->lock);
 }
 
-void mxc__handle_sweep(mxc__handle_kind *k, bool (*doomed)(const void *obj, void *user),
-                       void *user) {
+void mxc__handle_sweep(mxc__handle_kind *k, bool (*doomed)(void *obj, void *user), void *user) {
     mxc__spin_lock(&k->lock);
     for (struct mxc__handle_slab *s = k->slabs; s; s = s->next)
         for (char *p = s->base; p < s->base + s->bytes; p += k->slot)

@@ -94,11 +94,6 @@ typedef struct mxc__handle_kind {
  * Thread-safe. */
 void *mxc__handle_alloc(mxc__handle_kind *k);
 
-/* mxc__handle_alloc for work that must not fail, such as the operation that frees
- * something: when no memory can be had for a new slab, it reuses the oldest freed slot
- * before its quarantine ends rather than return NULL (NULL only with no freed slot). */
-void *mxc__handle_alloc_urgent(mxc__handle_kind *k);
-
 /* Poisons `obj` (live, or allocated and never published) and queues its slot for reuse
  * after the quarantine. The caller has released everything the object held. Thread-safe. */
 void mxc__handle_free(mxc__handle_kind *k, void *obj);
@@ -150,10 +145,10 @@ bool mxc__handle_check_free(const mxc__handle_kind *k, const void *p, const char
 
 /* Frees (as mxc__handle_free) every object of the kind that is not freed already and for
  * which `doomed(obj, user)` is true; `doomed` runs under the kind's lock and may read
- * only what stays fixed while an object is live. For an owner's destruction (an engine's
- * variables). Thread-safe. */
-void mxc__handle_sweep(mxc__handle_kind *k, bool (*doomed)(const void *obj, void *user),
-                       void *user);
+ * only what stays fixed while an object is live. When it returns true it may first
+ * release what the object holds (other kinds' handles: never one of this kind). For an
+ * owner's destruction (an engine's variables). Thread-safe. */
+void mxc__handle_sweep(mxc__handle_kind *k, bool (*doomed)(void *obj, void *user), void *user);
 
 /* Gives every slab none of whose objects is in use back to the allocator, so an
  * allocation-counting caller sees the memory return. Stale handles into those slabs are
@@ -163,8 +158,7 @@ void mxc__handle_sweep(mxc__handle_kind *k, bool (*doomed)(const void *obj, void
 void mxc__handles_release(void);
 
 /* mxc__handles_release, except that a kind keeps one slab (its smallest) when all of
- * its slabs are unused: its next handle, and an operation that must not fail for lack of
- * memory (mxc__handle_alloc_urgent), then need no allocation, as in a running program.
+ * its slabs are unused: its next handle then needs no allocation, as in a running program.
  * For tests that compare allocator counts before and after a step. Not thread-safe with
  * any other mxc call. */
 void mxc__handles_trim(void);

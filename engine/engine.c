@@ -24,7 +24,8 @@ static int noop_fn(const mxc_run_ctx *rctx, void *arg) { return MXC_OK; }
  * Engines, variables, reusable operators and runs live in process-wide slabs, so a
  * variable or operator outlives its engine's memory as a poisoned slot: handed to another
  * engine it is MXC_EMISUSE, not a read of freed memory. Every run (the completion handle)
- * takes a slot big enough for a temporary operation. */
+ * takes a slot big enough for a temporary operation; a variable holds, from its creation,
+ * the one its delete will use (new_var). */
 
 static mxc__handle_kind engine_kind =
     MXC__HANDLE_KIND(struct mxc_engine, "an engine", ENGINE_MAGIC, ENGINE_FREED);
@@ -42,80 +43,80 @@ int mxc__engine_check(const struct mxc_engine *eng, const char *fn) {
     return mxc__handle_check(&engine_kind, eng, fn, "engine");
 }
 
-/* A run's slot: its magic says it is in use until it retires. The delete of a variable
- * is how memory is recycled: `urgent` lets it reuse a retired run's slot early rather
- * than fail for lack of memory (it runs synchronously, so it never becomes an active
- * completion handle a stale one could alias). */
-static struct engine_op_temp *run_alloc(bool urgent) {
-    struct engine_op_temp *t =
-        urgent ? mxc__handle_alloc_urgent(&run_kind) : mxc__handle_alloc(&run_kind);
-    if (t)
-        mxc__handle_set_magic(&t->run, RUN_QUEUED);
-    return t;
-}
-
 /* ---- Failure records --------------------------------------------------------------- */
 
-static struct engine_error oom_error = {
-    .refs = -1, .code = MXC_ENOMEM, .message = "out of memory recording a failure"};
-
-/* A new record (one reference) for a failure of `run`'s operation; the message is the
- * calling thread's last error. Never NULL. */
-static struct engine_error *error_new(struct mxc_engine *eng, int code, const char *name) {
+/* A new record (one reference, the caller's) for a failure of `run`'s operation; the
+ * message is the calling thread's last error. Never NULL: without memory for a record,
+ * the engine's own one serves, shared by every failure while it is in use. */
+static struct engine_error *error_new(struct mxc_engine *eng, int code,
+                                      const struct mxc_engine_done *run) {
     struct engine_error *e = mxc__malloc(sizeof *e);
-    if (e == NULL)
-        return &oom_error;
-    atomic_init(&e->refs, 1);
-    e->code = code;
-    const char *why = mxc_last_error_code() == code && mxc_last_error()[0] != '\0'
-                          ? mxc_last_error()
-                          : mxc_strerror(code);
-    snprintf(e->message, sizeof e->message, "operation '%s' failed: %s", name ? name : "(unnamed)",
-             why);
+    const char *name = run->op->name ? run->op->name : "(unnamed)";
     mxc__mutex_lock(&eng->error_lock);
-    e->prev = NULL;
-    e->next = eng->errors;
-    if (eng->errors)
-        eng->errors->prev = e;
-    eng->errors = e;
+    if (e == NULL) {
+        e = &eng->oom_error;
+        if (atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed) > 0) {
+            mxc__mutex_unlock(&eng->error_lock);
+            return e;
+        }
+        snprintf(e->message, sizeof e->message,
+                 "operation '%s' failed (%s); no memory was left to record why", name,
+                 mxc_err_name(code));
+    } else {
+        atomic_init(&e->refs, 1);
+        e->linked = false;
+        const char *why = mxc_last_error_code() == code && mxc_last_error()[0] != '\0'
+                              ? mxc_last_error()
+                              : mxc_strerror(code);
+        snprintf(e->message, sizeof e->message, "operation '%s' failed: %s", name, why);
+    }
+    e->code = code;
+    e->orphan_refs = 0;
+    e->seq = run->seq;
+    if (!e->linked) { /* the engine's record may still be listed from its last use */
+        e->prev = NULL;
+        e->next = eng->errors;
+        if (eng->errors)
+            eng->errors->prev = e;
+        eng->errors = e;
+        e->linked = true;
+    }
     mxc__mutex_unlock(&eng->error_lock);
     return e;
 }
 
 static void error_ref(struct engine_error *e) {
-    if (atomic_load_explicit(&e->refs, memory_order_relaxed) >= 0)
-        atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
 }
 
 static void error_unref(struct mxc_engine *eng, struct engine_error *e) {
-    if (e == NULL || atomic_load_explicit(&e->refs, memory_order_relaxed) < 0)
-        return;
-    if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
+    if (e == NULL || atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) != 1)
         return;
     mxc__mutex_lock(&eng->error_lock);
-    if (e->prev)
-        e->prev->next = e->next;
-    else
-        eng->errors = e->next;
-    if (e->next)
-        e->next->prev = e->prev;
+    /* Only the engine's own record can be taken again meanwhile (error_new). */
+    bool dead = atomic_load_explicit(&e->refs, memory_order_relaxed) == 0 && e->linked;
+    if (dead) {
+        if (e->prev)
+            e->prev->next = e->next;
+        else
+            eng->errors = e->next;
+        if (e->next)
+            e->next->prev = e->prev;
+        e->linked = false;
+    }
     mxc__mutex_unlock(&eng->error_lock);
-    mxc__free(e);
+    if (dead && e != &eng->oom_error)
+        mxc__free(e);
 }
 
-static uint64_t current_epoch(struct mxc_engine *eng) {
-    return atomic_load_explicit(&eng->error_epoch, memory_order_acquire);
-}
-
-/* The failure that reached `v`, if it is still current. The caller holds `v`'s lock or
- * a dependency on `v`. */
-static struct engine_error *var_error(struct mxc_var *v) {
-    return v->error && v->error_epoch == current_epoch(v->engine) ? v->error : NULL;
-}
-
-static void var_clear_error(struct mxc_var *v) {
-    error_unref(v->engine, v->error);
-    v->error = NULL;
+/* Sets the failure `v` carries (NULL: none) and returns the one it replaces, which the
+ * caller unrefs once it has let go of `v`'s lock. The caller holds `v`'s lock. */
+static struct engine_error *var_set_error(struct mxc_var *v, struct engine_error *err) {
+    struct engine_error *old = v->error;
+    if (err)
+        error_ref(err);
+    v->error = err;
+    return old;
 }
 
 /* ---- Appending and completing dependencies ----------------------------------------- */
@@ -180,23 +181,24 @@ static void complete_read(struct mxc_engine *eng, struct mxc_var *v) {
 }
 
 static void free_var(struct mxc_engine *eng, struct mxc_var *v) {
-    var_clear_error(v);
+    error_unref(eng, var_set_error(v, NULL));
     mxc__pool_free(&eng->block_pool, v->head);
     mxc__handle_free(&var_kind, v);
     atomic_fetch_sub_explicit(&eng->live_vars, 1, memory_order_relaxed);
 }
 
-/* Completes the oldest pending write of `v`: passes on `err`, then releases the reads
- * queued behind it, or the next write. */
-static void complete_write(struct mxc_engine *eng, struct mxc_var *v, struct engine_error *err,
-                           bool delete_after) {
+/* Completes the oldest pending write of `v`, by an operation that failed with `err`
+ * (NULL: it succeeded) and `overwrote` v or not: a failure marks `v` unless it carries
+ * one already that the operation did not overwrite; a success that overwrote it clears
+ * its failure. Then releases the reads queued behind the write, or the next write.
+ * Returns whether `v` holds `err` now. */
+static bool complete_write(struct mxc_engine *eng, struct mxc_var *v, struct engine_error *err,
+                           bool overwrote, bool delete_after) {
+    struct engine_error *old = NULL;
     mxc__spin_lock(&v->lock);
-    if (err && !v->guard && var_error(v) == NULL) {
-        var_clear_error(v);
-        error_ref(err);
-        v->error = err;
-        v->error_epoch = current_epoch(eng);
-    }
+    if (!v->state && v->error != err && (overwrote || v->error == NULL))
+        old = var_set_error(v, err);
+    bool took = err != NULL && v->error == err;
     struct var_block *done = v->pending_write;
     struct var_block *first = done->next, *end = first;
     int reads = 0;
@@ -215,6 +217,7 @@ static void complete_write(struct mxc_engine *eng, struct mxc_var *v, struct eng
     }
     bool idle = v->pending_write == NULL && v->num_pending_reads == 0;
     mxc__spin_unlock(&v->lock);
+    error_unref(eng, old);
 
     mxc__pool_free(&eng->block_pool, done);
     /* The blocks from first to end are ours alone now: appends touch only the head. */
@@ -234,15 +237,16 @@ static void complete_write(struct mxc_engine *eng, struct mxc_var *v, struct eng
             mxc__log(MXC_LOG_ERROR, "engine: a variable was used after its deletion was "
                                     "scheduled; it is leaked");
     }
+    return took;
 }
 
 /* ---- Runs -------------------------------------------------------------------------- */
 
 static void operator_unref(struct mxc_engine *eng, struct engine_op *op);
 
-static void notify_waiters(struct mxc_engine *eng, long long pending) {
-    long long low = eng->config.max_pending / 2;
-    if ((pending == 0 || pending == low) &&
+/* Wakes pushes throttled by max_pending once half of the pending runs have retired. */
+static void notify_throttled(struct mxc_engine *eng, long long pending) {
+    if (pending == eng->config.max_pending / 2 &&
         atomic_load_explicit(&eng->wait_sleepers, memory_order_seq_cst) > 0) {
         mxc__mutex_lock(&eng->wait_lock);
         mxc__cond_broadcast(&eng->wait_cond);
@@ -250,10 +254,35 @@ static void notify_waiters(struct mxc_engine *eng, long long pending) {
     }
 }
 
+static atomic_llong *epoch_slot(struct mxc_engine *eng, uint64_t epoch) {
+    return &eng->epochs[epoch % ENGINE_EPOCHS];
+}
+
+/* Drops one count of `epoch`. Whoever drains an epoch (brings it to zero) wakes its
+ * waiters, then drops the count it held on the next one. Nothing here reads the engine
+ * after the decrement that does not drain, nor after the wake-up of destroy's epoch: from
+ * then on a returned wait may have freed it. Up to that point some wait that has not
+ * returned, destroy's included, still needs this epoch or the next one to drain. */
+static void epoch_release(struct mxc_engine *eng, uint64_t epoch) {
+    for (;;) {
+        if (atomic_fetch_sub_explicit(epoch_slot(eng, epoch), 1, memory_order_acq_rel) != 1)
+            return;
+        mxc__mutex_lock(&eng->epoch_lock);
+        eng->drained = epoch + 1;
+        bool last = epoch == eng->last_epoch;
+        mxc__cond_broadcast(&eng->epoch_cond);
+        mxc__mutex_unlock(&eng->epoch_lock);
+        if (last)
+            return;
+        epoch++;
+    }
+}
+
 /* Frees the run (and a temporary operation) once its dependencies are released; the
- * operation's arg_free already ran. */
+ * operation's arg_free already ran. Releasing its epoch comes last (epoch_release). */
 static void retire(struct mxc_engine *eng, struct mxc_engine_done *run) {
     struct engine_op *op = run->op;
+    uint64_t epoch = run->epoch;
     if (op->temporary) {
         if (op->vars != op->inline_vars)
             mxc__free(op->vars);
@@ -263,41 +292,63 @@ static void retire(struct mxc_engine *eng, struct mxc_engine_done *run) {
         operator_unref(eng, op);
     }
     long long left = atomic_fetch_sub_explicit(&eng->pending, 1, memory_order_seq_cst) - 1;
-    notify_waiters(eng, left);
+    notify_throttled(eng, left);
+    epoch_release(eng, epoch);
 }
 
 /* Releases the run's dependencies, passing `err` (a reference the caller gives up, or
- * NULL) to the variables it mutates, and retires it. */
-static void complete_run(struct mxc_engine_done *run, struct engine_error *err) {
+ * NULL) to the variables it writes, and retires it. A failure of its own (`fresh`) that
+ * no variable took is kept for wait_all to report. */
+static void complete_run(struct mxc_engine_done *run, struct engine_error *err, bool fresh) {
     struct mxc_engine *eng = run->engine;
     struct engine_op *op = run->op;
     if (run->start_ns != 0)
         mxc__prof_record(eng, run, mxc__now_ns());
-    if (err) {
+    if (err)
         atomic_fetch_add_explicit(&eng->failed, 1, memory_order_relaxed);
-        mxc__mutex_lock(&eng->error_lock);
-        if (eng->first_error == NULL) {
-            error_ref(err);
-            eng->first_error = err;
-        }
-        mxc__mutex_unlock(&eng->error_lock);
-    }
     /* arg_free runs before the variables are released, so a wait on them also covers
      * the operation's cleanup. */
     if (op->temporary && op->arg_free)
         op->arg_free(op->arg);
     for (int i = 0; i < op->num_const; i++)
         complete_read(eng, op->vars[i]);
-    for (int i = op->num_const; i < op->num_const + op->num_mutable; i++)
-        complete_write(eng, op->vars[i], err, op->deletes_var);
-    error_unref(eng, err);
+    bool taken = false;
+    for (int i = 0; i < op->num_mutable; i++)
+        taken |= complete_write(eng, op->vars[op->num_const + i], err, i < op->num_overwritten,
+                                op->deletes_var);
+    if (err && fresh && !taken) {
+        mxc__mutex_lock(&eng->error_lock);
+        err->orphan_refs++; /* the caller's reference, now wait_all's */
+        mxc__mutex_unlock(&eng->error_lock);
+    } else {
+        error_unref(eng, err);
+    }
     retire(eng, run);
 }
 
 static void finish_run(struct mxc_engine_done *run, int status) {
     if (status > 0) /* not a status code: someone returned a count or a boolean */
         status = mxc__error(MXC_EINTERNAL, "returned %d, which is not a status code", status);
-    complete_run(run, status == MXC_OK ? NULL : error_new(run->engine, status, run->op->name));
+    if (status == MXC_OK)
+        complete_run(run, NULL, false);
+    else
+        complete_run(run, error_new(run->engine, status, run), true);
+}
+
+/* The failure that stops `op`: one carried by a variable it reads, or by one it writes
+ * without overwriting it. A run has access to its variables, so their failures hold
+ * still while it looks. */
+static struct engine_error *blocking_error(const struct engine_op *op) {
+    if (op->always_run)
+        return NULL;
+    int overwritten_end = op->num_const + op->num_overwritten;
+    for (int i = 0; i < op->num_const + op->num_mutable; i++) {
+        if (i >= op->num_const && i < overwritten_end)
+            continue;
+        if (op->vars[i]->error)
+            return op->vars[i]->error;
+    }
+    return NULL;
 }
 
 void mxc__engine_execute(struct mxc_engine_done *run, const mxc_run_ctx *rctx) {
@@ -308,15 +359,11 @@ void mxc__engine_execute(struct mxc_engine_done *run, const mxc_run_ctx *rctx) {
         run->start_ns = mxc__now_ns();
         run->tid = mxc__thread_id();
     }
-    if (!op->always_run) {
-        for (int i = 0; i < op->num_const + op->num_mutable; i++) {
-            struct engine_error *err = var_error(op->vars[i]);
-            if (err) {
-                error_ref(err);
-                complete_run(run, err);
-                return;
-            }
-        }
+    struct engine_error *err = blocking_error(op);
+    if (err) {
+        error_ref(err);
+        complete_run(run, err, false);
+        return;
     }
     tl_running++;
     if (op->fn) {
@@ -348,8 +395,11 @@ void mxc_engine_complete(mxc_engine_done *done, int status) {
 }
 
 /* Appends `run` to the queues of its operation's variables and dispatches it if nothing
- * is in its way. Fails only for lack of memory, before anything is appended. */
-static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run) {
+ * is in its way. `reserved` (may be NULL) joins the spare blocks first: a delete brings
+ * the one its variable reserved, so it needs no memory. Fails only for lack of memory,
+ * before anything is appended. */
+static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run,
+                    struct var_block *reserved) {
     struct engine_op *op = run->op;
     int n = op->num_const + op->num_mutable;
     if (mxc__current_worker() == NULL && tl_running == 0 &&
@@ -363,12 +413,18 @@ static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run) {
         atomic_fetch_sub(&eng->wait_sleepers, 1);
         mxc__mutex_unlock(&eng->wait_lock);
     }
+    mxc__handle_set_magic(run, RUN_QUEUED);
     run->engine = eng;
     run->start_ns = 0;
     run->next_inline = NULL;
     atomic_init(&run->wait, n + 1);
 
     mxc__spin_lock(&eng->push_lock);
+    if (reserved) {
+        reserved->next = eng->spare_blocks;
+        eng->spare_blocks = reserved;
+        eng->num_spare_blocks++;
+    }
     while (eng->num_spare_blocks < n) {
         struct var_block *b = mxc__pool_alloc(&eng->block_pool);
         if (b == NULL) {
@@ -380,7 +436,9 @@ static int push_run(struct mxc_engine *eng, struct mxc_engine_done *run) {
         eng->spare_blocks = b;
         eng->num_spare_blocks++;
     }
-    eng->pushed++;
+    run->seq = eng->pushed++;
+    run->epoch = eng->epoch;
+    atomic_fetch_add_explicit(epoch_slot(eng, run->epoch), 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&eng->pending, 1, memory_order_relaxed);
     for (int i = 0; i < op->num_const; i++)
         append_read(eng, op->vars[i], run);
@@ -414,9 +472,9 @@ static int check_var(struct mxc_engine *eng, const mxc_var *v, const char *list,
     return MXC_OK;
 }
 
-/* Validates `desc` and fills `op` (whose inline_vars are usable) from it: function,
- * context, property and the deduplicated variables. */
-static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engine_op_desc *d) {
+/* Validates `d`, a caller's description: function, variable lists, property, device and
+ * that every variable is a live one of `eng`. */
+static int op_check(struct mxc_engine *eng, const mxc_engine_op_desc *d) {
     const char *name = d->name ? d->name : "(unnamed)";
     if ((d->fn == NULL) == (d->async_fn == NULL))
         return mxc__error(MXC_EINVAL, "engine: '%s' must set exactly one of fn and async_fn", name);
@@ -430,14 +488,12 @@ static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engin
     if (d->prop < MXC_PROP_NORMAL || d->prop > MXC_PROP_ASYNC)
         return mxc__error(MXC_EINVAL, "engine: '%s' has unknown property %d", name, d->prop);
     mxc_context ctx = d->ctx;
-    if (ctx.dev_type == 0)
-        ctx.dev_type = MXC_CPU;
     if (ctx.dev_type == MXC_GPU) {
         int n = mxc_gpu_count();
         if (ctx.dev_id < 0 || ctx.dev_id >= n || ctx.dev_id >= ENGINE_MAX_GPUS)
             return mxc__error(MXC_ENODEV, "engine: '%s' asks for gpu(%d) but %d GPU%s usable", name,
                               ctx.dev_id, n, n == 1 ? " is" : "s are");
-    } else if (ctx.dev_type != MXC_CPU && ctx.dev_type != MXC_CPU_PINNED) {
+    } else if (ctx.dev_type != 0 && ctx.dev_type != MXC_CPU && ctx.dev_type != MXC_CPU_PINNED) {
         return mxc__error(MXC_EINVAL, "engine: '%s' has unknown device type %d", name,
                           ctx.dev_type);
     }
@@ -451,36 +507,51 @@ static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engin
         if (rc != MXC_OK)
             return rc;
     }
+    return MXC_OK;
+}
 
+/* Fills `op` (whose inline_vars are usable) from `d`, which op_check accepted: function,
+ * context, property and the deduplicated variables. Fails only for lack of memory, and
+ * only with more than OP_INLINE_VARS variables. */
+static int op_init(struct mxc_engine *eng, struct engine_op *op, const mxc_engine_op_desc *d) {
     int total = d->num_const_vars + d->num_mutable_vars;
     op->vars = op->inline_vars;
     if (total > OP_INLINE_VARS) {
         op->vars = mxc__malloc((size_t)total * sizeof *op->vars);
         if (op->vars == NULL)
             return mxc__error(MXC_ENOMEM, "engine: out of memory for %d variables of '%s'", total,
-                              name);
+                              d->name ? d->name : "(unnamed)");
     }
-    /* A variable listed twice, or as both read and written, counts once (written). */
-    int nc = 0, nm = 0;
+    /* A variable listed twice, or as both read and written, counts once (written). The
+     * written ones an overwriting operation does not read come first: it overwrites them. */
+    int nc = 0, nm = 0, now = 0;
     for (int i = 0; i < d->num_const_vars; i++) {
         mxc_var *v = d->const_vars[i];
         if (!contains(d->mutable_vars, d->num_mutable_vars, v) && !contains(op->vars, nc, v))
             op->vars[nc++] = v;
     }
-    for (int i = 0; i < d->num_mutable_vars; i++) {
-        mxc_var *v = d->mutable_vars[i];
-        if (!contains(op->vars + nc, nm, v))
-            op->vars[nc + nm++] = v;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < d->num_mutable_vars; i++) {
+            mxc_var *v = d->mutable_vars[i];
+            bool overwritten = d->overwrite && !contains(d->const_vars, d->num_const_vars, v);
+            if (overwritten == (pass == 0) && !contains(op->vars + nc, nm, v)) {
+                op->vars[nc + nm++] = v;
+                now += overwritten;
+            }
+        }
     }
     op->magic = OPR_MAGIC;
     op->engine = eng;
     op->num_const = nc;
     op->num_mutable = nm;
+    op->num_overwritten = now;
     op->fn = d->fn;
     op->async_fn = d->async_fn;
     op->arg = d->arg;
     op->arg_free = d->arg_free;
-    op->ctx = ctx;
+    op->ctx = d->ctx;
+    if (op->ctx.dev_type == 0)
+        op->ctx.dev_type = MXC_CPU;
     op->prop = (uint8_t)d->prop;
     op->always_run = d->prop == MXC_PROP_DELETE_VAR;
     op->deletes_var = false;
@@ -497,106 +568,128 @@ static void op_release_vars(struct engine_op *op) {
     op->vars = op->inline_vars;
 }
 
-/* Pushes a one-shot operation. `deletes_var` marks the internal delete of its single
- * mutable variable; `always_run` makes it run on failed variables. */
-static int push_temp(struct mxc_engine *eng, const mxc_engine_op_desc *desc, bool always_run,
-                     bool deletes_var) {
-    mxc_var *doomed = deletes_var ? desc->mutable_vars[0] : NULL;
-    struct engine_op_temp *t = run_alloc(deletes_var);
-    if (t == NULL)
-        return mxc__error(MXC_ENOMEM, "engine: out of memory pushing '%s'",
-                          desc->name ? desc->name : "(unnamed)");
+/* Pushes the one-shot operation described by `desc` (checked) in run slot `t`, freeing the
+ * slot on failure. `always_run` makes it run on failed variables. `doomed` is the variable
+ * this operation deletes (marked VAR_DEAD; `t` is the slot it reserved), or NULL: its
+ * delete brings the queue block it reserved too, so nothing is allocated and the push
+ * cannot fail. Otherwise fails only for lack of memory. */
+static int push_temp(struct mxc_engine *eng, struct engine_op_temp *t,
+                     const mxc_engine_op_desc *desc, bool always_run, struct mxc_var *doomed) {
     int rc = op_init(eng, &t->op, desc);
-    if (rc == MXC_OK && doomed && !mxc__handle_swap_magic(doomed, VAR_MAGIC, VAR_DEAD)) {
-        op_release_vars(&t->op);
-        rc = mxc__error(MXC_EMISUSE, "mxc_engine_delete_var: another thread deleted the "
-                                     "variable at the same time");
+    if (rc == MXC_OK) {
+        t->op.temporary = true;
+        t->op.always_run |= always_run;
+        t->op.deletes_var = doomed != NULL;
+        t->run.op = &t->op;
+        t->run.priority = desc->priority;
+        rc = push_run(eng, &t->run, doomed ? doomed->delete_block : NULL);
+        if (rc != MXC_OK)
+            op_release_vars(&t->op);
     }
-    if (rc != MXC_OK) {
+    if (rc != MXC_OK)
         mxc__handle_free(&run_kind, t);
-        return rc;
-    }
-    t->op.temporary = true;
-    t->op.always_run |= always_run;
-    t->op.deletes_var = deletes_var;
-    t->run.op = &t->op;
-    t->run.priority = desc->priority;
-    rc = push_run(eng, &t->run); /* doomed is VAR_DEAD already: the delete may free it */
-    if (rc != MXC_OK) {
-        if (doomed)
-            mxc__handle_set_magic(doomed, VAR_MAGIC);
-        op_release_vars(&t->op);
-        mxc__handle_free(&run_kind, t);
-    }
     return rc;
 }
 
-#define CHECK_ENGINE(eng)                                   \
-    do {                                                    \
-        int check_rc_ = mxc__engine_check((eng), __func__); \
-        if (check_rc_ != MXC_OK)                            \
-            return check_rc_;                               \
+/* push_temp in a new run slot. */
+static int push_new_temp(struct mxc_engine *eng, const mxc_engine_op_desc *desc, bool always_run) {
+    struct engine_op_temp *t = mxc__handle_alloc(&run_kind);
+    if (t == NULL)
+        return mxc__error(MXC_ENOMEM, "engine: out of memory pushing '%s'",
+                          desc->name ? desc->name : "(unnamed)");
+    return push_temp(eng, t, desc, always_run, NULL);
+}
+
+#define CHECK_ENGINE_AS(eng, fn)                        \
+    do {                                                \
+        int check_rc_ = mxc__engine_check((eng), (fn)); \
+        if (check_rc_ != MXC_OK)                        \
+            return check_rc_;                           \
     } while (0)
+#define CHECK_ENGINE(eng) CHECK_ENGINE_AS(eng, __func__)
 
 int mxc_engine_push(mxc_engine *eng, const mxc_engine_op_desc *desc) {
     CHECK_ENGINE(eng);
     if (desc == NULL)
         return mxc__error(MXC_EINVAL, "mxc_engine_push: desc is NULL");
-    return push_temp(eng, desc, false, false);
+    int rc = op_check(eng, desc);
+    if (rc != MXC_OK)
+        return rc;
+    return push_new_temp(eng, desc, false);
 }
 
 /* ---- Variables --------------------------------------------------------------------- */
 
-int mxc_engine_new_var(mxc_engine *eng, mxc_var **out) {
+/* A new variable with what its delete will need: a run slot (magic RUN_RESERVED, so it is
+ * no live completion handle and its slab stays in use) and a queue block. So a delete
+ * never allocates, and its run is a slot of run_kind like every other. */
+static int new_var(struct mxc_engine *eng, bool state, mxc_var **out, const char *fn) {
     if (out == NULL)
-        return mxc__error(MXC_EINVAL, "mxc_engine_new_var: out is NULL");
+        return mxc__error(MXC_EINVAL, "%s: out is NULL", fn);
     *out = NULL;
-    CHECK_ENGINE(eng);
+    CHECK_ENGINE_AS(eng, fn);
     struct mxc_var *v = mxc__handle_alloc(&var_kind);
     struct var_block *sentinel = mxc__pool_alloc(&eng->block_pool);
-    if (v == NULL || sentinel == NULL) {
+    struct var_block *delete_block = mxc__pool_alloc(&eng->block_pool);
+    struct engine_op_temp *delete_op = mxc__handle_alloc(&run_kind);
+    if (v == NULL || sentinel == NULL || delete_block == NULL || delete_op == NULL) {
         if (v)
             mxc__handle_free(&var_kind, v);
         if (sentinel)
             mxc__pool_free(&eng->block_pool, sentinel);
-        return mxc__error(MXC_ENOMEM, "mxc_engine_new_var: out of memory");
+        if (delete_block)
+            mxc__pool_free(&eng->block_pool, delete_block);
+        if (delete_op)
+            mxc__handle_free(&run_kind, delete_op);
+        return mxc__error(MXC_ENOMEM, "%s: out of memory", fn);
     }
+    mxc__handle_set_magic(&delete_op->run, RUN_RESERVED);
     sentinel->next = NULL;
     sentinel->trigger = NULL;
     sentinel->write = false;
     mxc__spin_init(&v->lock);
     v->num_pending_reads = 0;
+    v->state = state;
     v->head = sentinel;
     v->pending_write = NULL;
     v->error = NULL;
-    v->error_epoch = 0;
     v->engine = eng;
-    v->guard = false;
+    v->delete_op = delete_op;
+    v->delete_block = delete_block;
     mxc__handle_publish(&var_kind, v);
     atomic_fetch_add_explicit(&eng->live_vars, 1, memory_order_relaxed);
     *out = v;
     return MXC_OK;
 }
 
-int mxc__engine_new_guard_var(mxc_engine *eng, mxc_var **out) {
-    int rc = mxc_engine_new_var(eng, out);
-    if (rc == MXC_OK)
-        (*out)->guard = true;
-    return rc;
+int mxc_engine_new_var(mxc_engine *eng, mxc_var **out) {
+    return new_var(eng, false, out, __func__);
+}
+
+int mxc_engine_new_state_var(mxc_engine *eng, mxc_var **out) {
+    return new_var(eng, true, out, __func__);
 }
 
 int mxc_engine_delete_var(mxc_engine *eng, mxc_var *var, mxc_engine_fn delete_fn, void *arg) {
     CHECK_ENGINE(eng);
-    int rc = check_var(eng, var, "var", 0, "mxc_engine_delete_var");
+    int rc = check_var(eng, var, "var", 0, __func__);
     if (rc != MXC_OK)
         return rc;
+    /* Of two racing deletes, the one that swaps the magic owns the reserved slot. From
+     * now on pushes naming var are MXC_EMISUSE, and the delete may free it at any time. */
+    if (!mxc__handle_swap_magic(var, VAR_MAGIC, VAR_DEAD))
+        return mxc__error(MXC_EMISUSE, "%s: another thread deleted var at the same time", __func__);
+    struct engine_op_temp *t = var->delete_op;
+    var->delete_op = NULL;
     mxc_engine_op_desc d = {.fn = delete_fn ? delete_fn : noop_fn,
                             .arg = arg,
                             .mutable_vars = &var,
                             .num_mutable_vars = 1,
                             .prop = MXC_PROP_DELETE_VAR,
                             .name = "delete_var"};
-    return push_temp(eng, &d, true, true); /* later pushes naming var: MXC_EMISUSE */
+    rc = push_temp(eng, t, &d, true, var);
+    MXC_ASSERT(rc == MXC_OK); /* one variable, its reserved slot and block: no allocation */
+    return rc;
 }
 
 /* ---- Reusable operations ----------------------------------------------------------- */
@@ -611,7 +704,9 @@ int mxc_engine_new_operator(mxc_engine *eng, const mxc_engine_op_desc *desc, mxc
     struct engine_op *op = mxc__handle_alloc(&opr_kind);
     if (op == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_engine_new_operator: out of memory");
-    int rc = op_init(eng, op, desc);
+    int rc = op_check(eng, desc);
+    if (rc == MXC_OK)
+        rc = op_init(eng, op, desc);
     if (rc == MXC_OK && desc->name) {
         op->owned_name = mxc__strdup(desc->name);
         op->name = op->owned_name;
@@ -649,14 +744,14 @@ int mxc_engine_push_operator(mxc_engine *eng, mxc_engine_opr *opr, int priority)
     int rc = check_opr(eng, op, __func__);
     if (rc != MXC_OK)
         return rc;
-    struct engine_op_temp *t = run_alloc(false); /* only the run part is used */
+    struct engine_op_temp *t = mxc__handle_alloc(&run_kind); /* only the run part is used */
     if (t == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_engine_push_operator: out of memory");
     struct mxc_engine_done *run = &t->run;
     run->op = op;
     run->priority = priority;
     atomic_fetch_add_explicit(&op->refs, 1, memory_order_relaxed);
-    rc = push_run(eng, run);
+    rc = push_run(eng, run, NULL);
     if (rc != MXC_OK) {
         atomic_fetch_sub_explicit(&op->refs, 1, memory_order_relaxed);
         mxc__handle_free(&run_kind, t);
@@ -712,20 +807,18 @@ struct var_waiter {
     mxc_var *var;
 };
 
-/* Takes (and clears) the failure recorded on `v`; the caller has exclusive access. */
-static int take_var_error(mxc_var *v, char *message, size_t size) {
-    struct engine_error *err = var_error(v);
-    if (err == NULL)
+/* Reads the failure `v` carries (it stays there); the caller holds `v`'s lock or has
+ * access to `v`. */
+static int read_var_error(const mxc_var *v, char *message, size_t size) {
+    if (v->error == NULL)
         return MXC_OK;
-    int code = err->code;
-    snprintf(message, size, "%s", err->message);
-    var_clear_error(v);
-    return code;
+    snprintf(message, size, "%s", v->error->message);
+    return v->error->code;
 }
 
 static int wait_var_fn(const mxc_run_ctx *rctx, void *arg) {
     struct var_waiter *w = arg;
-    int code = take_var_error(w->var, w->message, sizeof w->message);
+    int code = read_var_error(w->var, w->message, sizeof w->message);
     mxc__mutex_lock(&w->lock);
     w->code = code;
     w->done = true;
@@ -755,7 +848,7 @@ int mxc_engine_wait_for_var(mxc_engine *eng, mxc_var *var) {
     mxc__spin_lock(&var->lock);
     bool idle = var->pending_write == NULL && var->num_pending_reads == 0;
     if (idle)
-        w.code = take_var_error(var, w.message, sizeof w.message);
+        w.code = read_var_error(var, w.message, sizeof w.message);
     mxc__spin_unlock(&var->lock);
     if (!idle) {
         mxc__mutex_init(&w.lock);
@@ -767,7 +860,7 @@ int mxc_engine_wait_for_var(mxc_engine *eng, mxc_var *var) {
                                 .num_mutable_vars = 1,
                                 .prop = MXC_PROP_ASYNC,
                                 .name = "wait_for_var"};
-        rc = push_temp(eng, &d, true, false);
+        rc = push_new_temp(eng, &d, true);
         if (rc == MXC_OK) {
             mxc__mutex_lock(&w.lock);
             while (!w.done)
@@ -784,14 +877,76 @@ int mxc_engine_wait_for_var(mxc_engine *eng, mxc_var *var) {
     return MXC_OK;
 }
 
-/* Sleeps until no operation is pending. */
-static void drain(struct mxc_engine *eng) {
-    mxc__mutex_lock(&eng->wait_lock);
-    atomic_fetch_add(&eng->wait_sleepers, 1);
-    while (atomic_load(&eng->pending) > 0)
-        mxc__cond_wait(&eng->wait_cond, &eng->wait_lock);
-    atomic_fetch_sub(&eng->wait_sleepers, 1);
-    mxc__mutex_unlock(&eng->wait_lock);
+/*
+ * Waits for every run pushed before the call: closes the open epoch (opening the next,
+ * unless `last`, for destroy) and sleeps until it has drained, which it does only after
+ * every older epoch. Runs pushed meanwhile belong to the next epoch and do not make the
+ * wait longer; only when ENGINE_EPOCHS epochs are undrained at once (as many waits in
+ * progress) does a wait queue for the oldest to drain before it closes its own. Returns
+ * the number of runs pushed before it closed the epoch: runs with a lower sequence
+ * number are the ones it covered.
+ */
+static uint64_t wait_pushed(struct mxc_engine *eng, bool last) {
+    uint64_t epoch, pushed;
+    mxc__mutex_lock(&eng->epoch_lock);
+    for (;;) {
+        mxc__spin_lock(&eng->push_lock);
+        epoch = eng->epoch;
+        pushed = eng->pushed;
+        /* Only its open count left: it and every older epoch have drained. */
+        bool idle = atomic_load_explicit(epoch_slot(eng, epoch), memory_order_acquire) == 1;
+        if (!last && idle) {
+            mxc__spin_unlock(&eng->push_lock);
+            mxc__mutex_unlock(&eng->epoch_lock);
+            return pushed;
+        }
+        if (last || epoch + 1 - eng->drained < ENGINE_EPOCHS)
+            break;
+        mxc__spin_unlock(&eng->push_lock); /* every slot busy: wait for the oldest */
+        mxc__cond_wait(&eng->epoch_cond, &eng->epoch_lock);
+    }
+    if (last) {
+        eng->last_epoch = epoch;
+    } else {
+        /* open, and the epoch before it (this one) not drained */
+        atomic_store_explicit(epoch_slot(eng, epoch + 1), 2, memory_order_relaxed);
+        eng->epoch = epoch + 1;
+    }
+    mxc__spin_unlock(&eng->push_lock);
+    mxc__mutex_unlock(&eng->epoch_lock);
+    epoch_release(eng, epoch); /* its open count */
+    mxc__mutex_lock(&eng->epoch_lock);
+    while (eng->drained <= epoch)
+        mxc__cond_wait(&eng->epoch_cond, &eng->epoch_lock);
+    mxc__mutex_unlock(&eng->epoch_lock);
+    return pushed;
+}
+
+/* Reports the first failure among the runs pushed before `pushed` that still stands:
+ * carried by a variable, or, having reached none, not yet reported by a wait_all. The
+ * latter are dropped now. */
+static int report_failures(struct mxc_engine *eng, uint64_t pushed) {
+    int rc = MXC_OK;
+    for (bool more = true; more;) {
+        struct engine_error *orphans[16];
+        int n = 0;
+        const struct engine_error *first = NULL;
+        mxc__mutex_lock(&eng->error_lock);
+        for (struct engine_error *e = eng->errors; e; e = e->next) {
+            if (e->seq >= pushed)
+                continue;
+            first = e; /* newest first: the last one is the oldest */
+            for (; e->orphan_refs > 0 && n < (int)MXC_ARRAY_SIZE(orphans); e->orphan_refs--)
+                orphans[n++] = e;
+        }
+        if (first && rc == MXC_OK)
+            rc = mxc__error_set(first->code, first->message);
+        mxc__mutex_unlock(&eng->error_lock);
+        more = n == (int)MXC_ARRAY_SIZE(orphans);
+        for (int i = 0; i < n; i++)
+            error_unref(eng, orphans[i]);
+    }
+    return rc;
 }
 
 int mxc_engine_wait_all(mxc_engine *eng) {
@@ -799,18 +954,7 @@ int mxc_engine_wait_all(mxc_engine *eng) {
     int rc = check_can_wait(__func__);
     if (rc != MXC_OK)
         return rc;
-    drain(eng);
-    mxc__mutex_lock(&eng->error_lock);
-    struct engine_error *err = eng->first_error;
-    eng->first_error = NULL;
-    if (err) /* forget every variable's failure too */
-        atomic_fetch_add_explicit(&eng->error_epoch, 1, memory_order_release);
-    mxc__mutex_unlock(&eng->error_lock);
-    if (err == NULL)
-        return MXC_OK;
-    rc = mxc__error_set(err->code, err->message);
-    error_unref(eng, err);
-    return rc;
+    return report_failures(eng, wait_pushed(eng, false));
 }
 
 /* ---- Engine life ------------------------------------------------------------------- */
@@ -856,6 +1000,10 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
     mxc__mutex_init(&eng->wait_lock);
     mxc__cond_init(&eng->wait_cond);
     mxc__mutex_init(&eng->error_lock);
+    mxc__mutex_init(&eng->epoch_lock);
+    mxc__cond_init(&eng->epoch_cond);
+    atomic_init(&eng->epochs[0], 1); /* epoch 0 is open */
+    eng->last_epoch = UINT64_MAX;
     mxc__mutex_init(&eng->opr_lock);
     mxc__mutex_init(&eng->gpu_lock);
     mxc__prof_buffer_init(&eng->prof_shared);
@@ -878,14 +1026,21 @@ int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **ou
     return MXC_OK;
 }
 
-static bool var_of(const void *var, void *eng) {
-    return ((const struct mxc_var *)var)->engine == eng;
+/* For destroy's sweep: whether `var` is one of `eng`'s, and if so gives back the run slot
+ * it holds for its delete (its blocks go with the engine's pool). */
+static bool sweep_var(void *var, void *eng) {
+    struct mxc_var *v = var;
+    if (v->engine != eng)
+        return false;
+    if (v->delete_op) /* NULL once its delete was pushed */
+        mxc__handle_free(&run_kind, v->delete_op);
+    return true;
 }
 
 void mxc_engine_destroy(mxc_engine *eng) {
     if (!mxc__handle_check_free(&engine_kind, eng, __func__, "engine"))
         return;
-    drain(eng);
+    wait_pushed(eng, true);
     if (eng->prof_autodump) { /* before the workers go: their buffers hold the records */
         mxc_engine_profiler_stop(eng);
         if (mxc_engine_profiler_dump(eng, eng->prof_autodump) != MXC_OK)
@@ -901,13 +1056,16 @@ void mxc_engine_destroy(mxc_engine *eng) {
     while (eng->errors) {
         struct engine_error *e = eng->errors;
         eng->errors = e->next;
-        mxc__free(e);
+        if (e != &eng->oom_error)
+            mxc__free(e);
     }
-    mxc__handle_sweep(&var_kind, var_of, eng); /* the variables it still had */
+    mxc__handle_sweep(&var_kind, sweep_var, eng); /* the variables it still had */
     mxc__prof_buffer_destroy(&eng->prof_shared);
     mxc__mutex_destroy(&eng->gpu_lock);
     mxc__mutex_destroy(&eng->opr_lock);
     mxc__mutex_destroy(&eng->error_lock);
+    mxc__cond_destroy(&eng->epoch_cond);
+    mxc__mutex_destroy(&eng->epoch_lock);
     mxc__cond_destroy(&eng->wait_cond);
     mxc__mutex_destroy(&eng->wait_lock);
     mxc__pool_destroy(&eng->block_pool);
@@ -991,7 +1149,8 @@ int mxc_engine_get_stats(mxc_engine *eng, mxc_engine_stats *out) {
     out->completed = out->pushed - (uint64_t)out->pending;
     out->failed = atomic_load(&eng->failed);
     out->live_vars = atomic_load(&eng->live_vars);
-    out->pool_bytes =
-        mxc__pool_bytes(&eng->block_pool) + (uint64_t)out->live_vars * (uint64_t)var_kind.slot;
+    /* a live variable's slot and the run slot it holds for its delete */
+    out->pool_bytes = mxc__pool_bytes(&eng->block_pool) +
+                      (uint64_t)out->live_vars * (uint64_t)(var_kind.slot + run_kind.slot);
     return MXC_OK;
 }

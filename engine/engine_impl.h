@@ -9,6 +9,11 @@
  * pushed run carries an atomic count of unmet dependencies; whoever brings it to zero
  * dispatches it. Appending is O(1) whatever the backlog; completing a write releases the
  * run of reads queued after it, or the next write.
+ *
+ * Waits are counted in epochs: every run belongs to the epoch open when it was pushed,
+ * and a wait closes the open epoch and sleeps until it has drained (see wait_pushed in
+ * engine.c). Releasing its epoch is the last thing a run's completion does with the
+ * engine, so a wait that has returned leaves nothing of the runs it covered touching it.
  */
 #ifndef MXC_ENGINE_IMPL_H
 #define MXC_ENGINE_IMPL_H
@@ -33,17 +38,23 @@
 #define OPR_FREED    0x4f505246u /* "OPRF": freed */
 #define RUN_QUEUED   0x52554e30u /* "RUN0": a run pushed, running or completing */
 #define RUN_ACTIVE   0x52554e31u /* an asynchronous run between dispatch and completion */
+#define RUN_RESERVED 0x52554e52u /* "RUNR": held by a variable for its delete */
 #define RUN_FREED    0x52554e46u /* "RUNF": retired */
 
 #define ENGINE_MAX_GPUS 16
 #define OP_INLINE_VARS  4
 #define PROF_NAME_MAX   48
+#define ENGINE_EPOCHS   64 /* epochs not yet drained at once; more waiters queue */
 
-/* A failure travelling through variables; shared by every variable it reached. */
+/* A failure travelling through variables; shared by every variable it reached. It lives
+ * while a variable holds it, or, when it reached none, until a wait_all reported it. */
 struct engine_error {
-    atomic_int refs; /* < 0: static, never freed */
+    atomic_int refs;
     int code;
-    struct engine_error *prev, *next; /* the engine's live errors, freed at destroy */
+    int orphan_refs;                  /* under error_lock: references held for wait_all */
+    bool linked;                      /* under error_lock: on the engine's list */
+    uint64_t seq;                     /* the failed run's place in the push order */
+    struct engine_error *prev, *next; /* the engine's live errors, newest first */
     char message[512];
 };
 
@@ -57,12 +68,15 @@ struct mxc_var {
     _Atomic uint32_t magic;
     mxc__spinlock lock;
     int32_t num_pending_reads;       /* reads dispatched and not yet completed */
+    bool state;                      /* never carries a failure (mxc_engine_new_state_var) */
     struct var_block *head;          /* empty sentinel at the end of the queue */
     struct var_block *pending_write; /* oldest write not yet completed, NULL if none */
-    struct engine_error *error;      /* valid while error_epoch == engine's epoch */
-    uint64_t error_epoch;
+    struct engine_error *error;      /* the failure it carries, or NULL */
     struct mxc_engine *engine;
-    bool guard; /* orders the users of a resource and holds no data: failures pass it by */
+    /* What its delete needs, taken when it is created, so a delete never allocates: a run
+     * slot (NULL once the delete is pushed) and a queue block. */
+    struct engine_op_temp *delete_op;
+    struct var_block *delete_block;
 };
 
 /* The fixed part of an operation: what to run and on which variables. A push creates a
@@ -75,7 +89,8 @@ struct engine_op {
     bool always_run;  /* delete and wait operations: run even on failed variables */
     bool deletes_var; /* the (single) mutable variable is freed after this op */
     int num_const, num_mutable;
-    mxc_var **vars; /* const vars, then mutable vars; inline_vars or allocated */
+    int num_overwritten; /* the first mutable vars, written wholly (desc.overwrite) */
+    mxc_var **vars;      /* const vars, then mutable vars; inline_vars or allocated */
     mxc_var *inline_vars[OP_INLINE_VARS];
     mxc_engine_fn fn;
     mxc_engine_async_fn async_fn;
@@ -97,6 +112,8 @@ struct mxc_engine_done {
     atomic_int wait; /* unmet dependencies + 1 until the push has appended them all */
     struct engine_op *op;
     struct mxc_engine *engine;
+    uint64_t epoch; /* the epoch it was pushed in */
+    uint64_t seq;   /* its place in the push order */
     int priority;
     int tid;                             /* thread that started it, for the profiler */
     uint64_t start_ns;                   /* 0 unless profiled */
@@ -165,18 +182,29 @@ struct mxc_engine {
     int num_spare_blocks;
     mxc__pool block_pool; /* variables, operators and runs are handles (engine.c) */
 
+    uint64_t epoch; /* under push_lock: the open epoch */
     _Alignas(64) atomic_llong pending;
     _Alignas(64) atomic_ullong failed;
     atomic_llong live_vars;
 
-    mxc__mutex wait_lock; /* wait_all and throttled pushes sleep on it */
+    mxc__mutex wait_lock; /* throttled pushes sleep on it */
     mxc__cond wait_cond;
     atomic_int wait_sleepers;
 
-    atomic_ullong error_epoch;
+    /* Epochs not yet drained, by number modulo ENGINE_EPOCHS. Each counts its runs not
+     * yet retired, plus one while it is open, plus one until the epoch before it has
+     * drained; so it reaches zero once it and every older epoch have drained. Not a
+     * cache line each: all runs share one epoch but while a wait is in progress, and
+     * padded the ring would make the engine outgrow its 4 KiB handle slot. */
+    _Alignas(64) atomic_llong epochs[ENGINE_EPOCHS];
+    mxc__mutex epoch_lock; /* waits sleep on it */
+    mxc__cond epoch_cond;
+    uint64_t drained;    /* under epoch_lock: every epoch below it has drained */
+    uint64_t last_epoch; /* under epoch_lock: destroy's, after which none opens */
+
     mxc__mutex error_lock;
-    struct engine_error *first_error; /* since the last wait_all */
-    struct engine_error *errors;      /* every live error record */
+    struct engine_error *errors;   /* every live failure record, newest first */
+    struct engine_error oom_error; /* the record used when allocating one fails */
 
     mxc__mutex opr_lock;
     struct engine_op *oprs; /* live reusable operations */
@@ -218,12 +246,5 @@ void mxc__workers_foreach_prof(struct mxc_engine *eng,
 int mxc__cuda_worker_init(int dev_id, bool copy_stream, void **stream);
 void mxc__cuda_worker_fini(void *stream);
 int mxc__cuda_stream_sync(void *stream);
-
-/* Creates a guard variable: like mxc_engine_new_var, for a resource that operations
- * take exclusively (a temp buffer, a random generator) and whose contents no later
- * operation depends on. An operation that fails or is skipped does not pass its failure
- * on to a guard, so one failure does not make every later user of the resource fail too.
- * Returns as mxc_engine_new_var. */
-int mxc__engine_new_guard_var(mxc_engine *engine, mxc_var **out);
 
 #endif /* MXC_ENGINE_IMPL_H */

@@ -18,6 +18,8 @@
 #include "ndarray/ndarray_impl.h"
 #include "symbol/symbol_impl.h"
 
+#include "common/thread.h"
+
 #include <stdio.h>
 #include <string.h>
 #ifdef __linux__
@@ -28,7 +30,8 @@
 #define EXEC_DEAD     0x45584546u /* "EXEF": freed (common/handle.h) */
 #define MAX_CALL_ARGS (3 * MXC__MAX_OP_ARGS)
 
-/* One cached operation: a node run in one mode. */
+/* One cached operation: a node run in one mode, or the release of a block (`node` is
+ * then the block's index). */
 struct node_op {
     struct mxc_executor *exec;
     int node;
@@ -49,8 +52,11 @@ struct mxc_executor {
     mxc_ndarray **entry;                   /* per entry */
     mxc_ndarray **blocks;                  /* per block: its memory and engine variable */
     struct node_op *train_ops, *infer_ops; /* per node (forward nodes differ by mode) */
-    mxc_engine_opr **release;              /* per block */
-    int *release_start, *release_list;     /* blocks released after node k */
+    struct node_op *release;               /* per block */
+    mxc__mutex ops_lock;                   /* live_ops: cached operations not yet freed */
+    mxc__cond ops_cond;
+    int live_ops;
+    int *release_start, *release_list; /* blocks released after node k */
     mxc_ndarray **args, **grads, **aux, **outputs;
     int num_args, num_aux, num_outputs;
     int grad_req; /* what simple_bind asked for, for reshape */
@@ -141,16 +147,37 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
         call.in_grad = out;
         rc = n->op->backward_cpu(&call);
     }
-    if (rc != MXC_OK)
-        return mxc__error_wrap(rc, "node %s (%s%s)", n->name, n->op->name,
-                               n->kind == MXC__X_BACKWARD ? " backward" : "");
+    if (rc != MXC_OK) /* the engine's message names the operator already */
+        return mxc__error_wrap(rc, "node %s%s", n->name,
+                               n->kind == MXC__X_BACKWARD ? " (backward)" : "");
     return MXC_OK;
 }
 
 static int release_block(const mxc_run_ctx *rctx, void *arg) {
     (void)rctx;
-    mxc__nd_release_memory(arg);
+    const struct node_op *op = arg;
+    mxc__nd_release_memory(op->exec->blocks[op->node]);
     return MXC_OK;
+}
+
+/* The arg_free of every cached operation: the engine calls it once the operation is
+ * deleted and its last run has retired, after which nothing it runs reads the executor. */
+static void op_retired(void *arg) {
+    mxc_executor *x = ((struct node_op *)arg)->exec;
+    mxc__mutex_lock(&x->ops_lock);
+    if (--x->live_ops == 0)
+        mxc__cond_signal(&x->ops_cond);
+    mxc__mutex_unlock(&x->ops_lock);
+}
+
+/* Makes the cached operation of `op` from `d`, counted in live_ops until it is freed. */
+static int new_cached_op(mxc_executor *x, mxc_engine_op_desc *d, struct node_op *op) {
+    d->arg = op;
+    d->arg_free = op_retired;
+    int rc = mxc_engine_new_operator(x->engine, d, &op->opr);
+    if (rc == MXC_OK)
+        x->live_ops++; /* no operation is deleted before bind has returned */
+    return rc;
 }
 
 /* ---- Building ----------------------------------------------------------------------- */
@@ -314,16 +341,35 @@ static void add_var(const mxc_executor *x, int e, mxc_var **vars, int *n) {
     vars[(*n)++] = v;
 }
 
+/* Whether node `n` writes its output `o` whole, whatever it held: written (not added to),
+ * and all of its array's memory or an entry of a planned block, which holds nothing else
+ * while the entry lives. */
+static bool writes_whole(const mxc_executor *x, const struct mxc__xnode *n, int o) {
+    int e = n->out[o];
+    if (n->req[o] != MXC__REQ_WRITE && n->req[o] != MXC__REQ_INPLACE)
+        return false;
+    const mxc_ndarray *a = x->entry[e];
+    return x->plan.block_of[e] >= 0 || (a->offset == 0 && mxc__nd_nbytes(a) == a->chunk->nbytes);
+}
+
+/* A node's operation overwrites (desc.overwrite) the outputs it writes whole, so a pass
+ * after a failed one runs again and clears the failure; what it adds to or updates
+ * (gradients added to, moving statistics) it reads as well, and keeps a failure. */
 static int make_node_op(mxc_executor *x, int k, bool is_train, struct node_op *op) {
     const struct mxc__xnode *n = &x->g.nodes[k];
     *op = (struct node_op){.exec = x, .node = k, .is_train = is_train};
-    mxc_var *reads[MAX_CALL_ARGS + MXC__MAX_OP_ARGS], *writes[3 * MXC__MAX_OP_ARGS + 2];
+    mxc_var *reads[MAX_CALL_ARGS + 2 * MXC__MAX_OP_ARGS], *writes[3 * MXC__MAX_OP_ARGS + 2];
     int nr = 0, nw = 0;
-    for (int o = 0; o < n->num_out; o++)
+    for (int o = 0; o < n->num_out; o++) {
         add_var(x, n->out[o], writes, &nw);
-    for (int i = 0; i < n->num_aux; i++) /* forward updates moving statistics */
-        add_var(x, n->aux[i], n->kind == MXC__X_FORWARD ? writes : reads,
-                n->kind == MXC__X_FORWARD ? &nw : &nr);
+        if (n->out[o] >= 0 && !writes_whole(x, n, o))
+            add_var(x, n->out[o], reads, &nr);
+    }
+    for (int i = 0; i < n->num_aux; i++) { /* forward updates moving statistics */
+        add_var(x, n->aux[i], reads, &nr);
+        if (n->kind == MXC__X_FORWARD)
+            add_var(x, n->aux[i], writes, &nw);
+    }
     for (int i = 0; i < n->num_in; i++)
         add_var(x, n->in[i], reads, &nr);
     if (n->op) {
@@ -337,14 +383,14 @@ static int make_node_op(mxc_executor *x, int k, bool is_train, struct node_op *o
         }
     }
     mxc_engine_op_desc d = {.fn = run_node,
-                            .arg = op,
                             .ctx = x->ctx,
                             .const_vars = reads,
                             .num_const_vars = nr,
                             .mutable_vars = writes,
                             .num_mutable_vars = nw,
-                            .name = n->op ? n->op->name : "zeros"};
-    return mxc_engine_new_operator(x->engine, &d, &op->opr);
+                            .name = n->op ? n->op->name : "zeros",
+                            .overwrite = 1};
+    return new_cached_op(x, &d, op);
 }
 
 /* Cached operations: forward nodes in both modes, backward nodes, block releases. */
@@ -367,12 +413,12 @@ static int make_ops(mxc_executor *x) {
     for (int b = 0; b < nb; b++) {
         mxc_var *v = mxc__nd_var(x->blocks[b]);
         mxc_engine_op_desc d = {.fn = release_block,
-                                .arg = x->blocks[b],
                                 .ctx = x->ctx,
                                 .mutable_vars = &v,
                                 .num_mutable_vars = 1,
                                 .name = "release"};
-        MXC_TRY(mxc_engine_new_operator(x->engine, &d, &x->release[b]));
+        x->release[b] = (struct node_op){.exec = x, .node = b};
+        MXC_TRY(new_cached_op(x, &d, &x->release[b]));
         x->release_start[x->plan.last_use[b] + 1]++;
     }
     /* counting sort of the blocks by their last user */
@@ -444,6 +490,8 @@ static int bind_arrays(mxc_symbol *sym, mxc_context ctx, mxc_ndarray *const *arg
     int *arg_t = NULL, *aux_t = NULL;
     mxc_executor *x = mxc__handle_alloc(&exec_kind);
     MXC_CHECK(x != NULL, MXC_ENOMEM, "out of memory");
+    mxc__mutex_init(&x->ops_lock);
+    mxc__cond_init(&x->ops_cond);
     mxc__handle_publish(&exec_kind, x); /* mxc_executor_free cleans up a partial one */
     x->ctx = ctx;
     MXC_TRY(mxc_engine_get_default(&x->engine));
@@ -710,7 +758,7 @@ static int push_range(mxc_executor *x, int begin, int end, bool is_train) {
         if (rc == MXC_OK && x->monitor)
             rc = monitor_node(x, k);
         for (int r = x->release_start[k]; rc == MXC_OK && r < x->release_start[k + 1]; r++)
-            rc = mxc_engine_push_operator(x->engine, x->release[x->release_list[r]], 0);
+            rc = mxc_engine_push_operator(x->engine, x->release[x->release_list[r]].opr, 0);
         if (rc != MXC_OK)
             return rc;
     }
@@ -883,14 +931,20 @@ static void free_arrays(mxc_ndarray **a, int n) {
 void mxc_executor_free(mxc_executor *x) {
     if (!mxc__handle_check_free(&exec_kind, x, __func__, "executor"))
         return;
-    if (x->engine)
-        mxc_engine_wait_all(x->engine);
     for (int k = 0; x->train_ops && k < x->g.num_nodes; k++)
         mxc_engine_delete_operator(x->engine, x->train_ops[k].opr);
     for (int k = 0; x->infer_ops && k < x->g.num_forward; k++)
         mxc_engine_delete_operator(x->engine, x->infer_ops[k].opr);
     for (int b = 0; x->release && b < x->plan.num_blocks; b++)
-        mxc_engine_delete_operator(x->engine, x->release[b]);
+        mxc_engine_delete_operator(x->engine, x->release[b].opr);
+    /* Wait for this executor's own operations only, not for the engine to go idle: each
+     * is freed once its last run has retired (op_retired). Takes no memory. */
+    mxc__mutex_lock(&x->ops_lock);
+    while (x->live_ops > 0)
+        mxc__cond_wait(&x->ops_cond, &x->ops_lock);
+    mxc__mutex_unlock(&x->ops_lock);
+    mxc__cond_destroy(&x->ops_cond);
+    mxc__mutex_destroy(&x->ops_lock);
     free_arrays(x->entry, x->g.num_entries);
     free_arrays(x->blocks, x->plan.num_blocks);
     free_arrays(x->args, x->num_args);

@@ -7,8 +7,8 @@
  * label array. A slot is in exactly one place: the free list, the prefetch thread's hands
  * (being filled), the ready queue, or the consumer's hands (the current batch). The
  * consumer gives its slot back at the next call to next/reset; the prefetch thread then
- * calls mxc_nd_wait_to_write on the slot's arrays before refilling it, so engine
- * operations the consumer pushed reading the batch finish before its memory is rewritten.
+ * refills it with mxc_nd_sync_copy_from_cpu, an engine write, so engine operations the
+ * consumer pushed reading the batch finish before its memory is rewritten.
  *
  * Epochs. `want_epoch` (under the lock) is the epoch the consumer wants; reset increments
  * it and, in the same critical section, drains the ready queue. The prefetch thread
@@ -137,15 +137,14 @@ static int fill_slot(mxc_data_iter *it, const int64_t *perm, int64_t b, struct s
         MXC_TRY(it->src.read(it->src.impl, it->part_begin + perm[pos],
                              it->stage_data + i * it->data_elems, label));
     }
-    /* The reuse rule: nothing the engine still runs may read or write this buffer. */
-    MXC_TRY(mxc_nd_wait_to_write(s->data));
+    /* The reuse rule: the copies are engine writes, so they run after every operation
+     * pushed on the buffer before, and overwrite it whole: a failure the consumer left on
+     * it goes too. */
     MXC_TRY(mxc_nd_sync_copy_from_cpu(s->data, it->stage_data,
                                       (size_t)(bs * it->data_elems) * sizeof(float)));
-    if (s->label) {
-        MXC_TRY(mxc_nd_wait_to_write(s->label));
+    if (s->label)
         MXC_TRY(mxc_nd_sync_copy_from_cpu(s->label, it->stage_label,
                                           (size_t)(bs * it->label_elems) * sizeof(float)));
-    }
 fail:
     return rc;
 }

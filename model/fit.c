@@ -495,6 +495,29 @@ static int evaluate(const struct session *s, mxc_data_iter *it, mxc_metric *metr
     return rc;
 }
 
+/* Waits for what the session's work writes (its arguments, gradients, auxiliary states and
+ * outputs) and returns the first failure found there. Only its own arrays: another
+ * thread's work on the engine neither holds it up nor has its failures reported here. */
+static int wait_session(const struct session *s) {
+    int n_args = 0, n_aux = 0, n_out = 0, rc = MXC_OK;
+    mxc_ndarray *const *args = NULL, *const *grads = NULL, *const *aux = NULL, *const *outs = NULL;
+    if (s->exec == NULL)
+        return MXC_OK;
+    rc = mxc_executor_arrays(s->exec, &n_args, &args, &grads, &n_aux, &aux);
+    if (rc == MXC_OK)
+        rc = mxc_executor_outputs(s->exec, &n_out, &outs);
+    mxc_ndarray *const *lists[] = {args, grads, aux, outs};
+    const int counts[] = {n_args, n_args, n_aux, n_out};
+    for (size_t l = 0; l < MXC_ARRAY_SIZE(lists); l++) {
+        for (int i = 0; i < counts[l]; i++) {
+            int r = lists[l][i] ? mxc_nd_wait_to_read(lists[l][i]) : MXC_OK;
+            if (rc == MXC_OK)
+                rc = r; /* the first failure, having waited for everything */
+        }
+    }
+    return rc;
+}
+
 static void free_session(struct session *s) {
     mxc_executor_free(s->exec);
     for (int i = 0; s->arg_names && i < s->num_args; i++)
@@ -635,7 +658,7 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
     if (rc == MXC_OK && more < 0)
         rc = more;
     if (rc == MXC_OK)
-        rc = mxc_nd_wait_all();
+        rc = wait_session(&f->train);
     if (rc != MXC_OK)
         return rc;
     double t = now_s();
@@ -700,7 +723,7 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const
                                    c->num_epochs};
     }
 fail:
-    mxc_nd_wait_all();
+    wait_session(&f.train); /* return with this fit's work done, whatever failed */
     free_session(&f.train);
     mxc_optimizer_free(f.opt);
     mxc_metric_free(f.metric);

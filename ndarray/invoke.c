@@ -230,7 +230,8 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
                             .params_size = sizeof *p + def->param_size,
                             .run_ctx = ctx,
                             .resources = kinds,
-                            .num_resources = n_res};
+                            .num_resources = n_res,
+                            .num_overwritten = n_out}; /* not the auxiliary states */
     MXC_TRY(mxc__nd_push(&op, (const mxc_ndarray *const *)inputs, n_in, all_out, n_out + n_aux));
 
     for (int i = 0; i < n_out; i++) {

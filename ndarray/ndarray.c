@@ -329,7 +329,8 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
               MXC_EINTERNAL,
               "%s: %d inputs, %d outputs and %d resources (at most %d of each, one array at least)",
               op->name, num_inputs, num_outputs, op->num_resources, max);
-    mxc_var *reads[MXC__ND_MAX_OPERANDS], *writes[2 * MXC__ND_MAX_OPERANDS];
+    mxc_var *reads[2 * MXC__ND_MAX_OPERANDS], *writes[2 * MXC__ND_MAX_OPERANDS];
+    int num_reads = num_inputs;
     struct mxc__resource *res[MXC__ND_MAX_OPERANDS];
     for (int i = 0; i < op->num_resources; i++)
         MXC_TRY(mxc__resource_get(op->run_ctx, op->resources[i], &res[i]));
@@ -355,10 +356,16 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
         /* No reference is taken: the chunk's delete is pushed on its variable, so it runs
          * after this operation whatever happens to the views meanwhile. */
         c->views[i] = (struct nd_view){a->chunk, a->shape, a->dtype, a->offset};
-        if (i < num_inputs)
+        if (i < num_inputs) {
             reads[i] = a->chunk->var;
-        else
+        } else {
             writes[i - num_inputs] = a->chunk->var;
+            /* An output not overwritten whole counts as read too: the engine then keeps
+             * a failure its chunk carries, and skips the operation on it. */
+            bool whole = a->offset == 0 && mxc__nd_nbytes(a) == a->chunk->nbytes;
+            if (i - num_inputs >= op->num_overwritten || !whole)
+                reads[num_reads++] = a->chunk->var;
+        }
     }
     for (int i = 0; i < op->num_resources; i++) {
         c->resources[i] = res[i];
@@ -370,11 +377,12 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
                             .arg_free = closure_free,
                             .ctx = op->run_ctx,
                             .const_vars = reads,
-                            .num_const_vars = num_inputs,
+                            .num_const_vars = num_reads,
                             .mutable_vars = writes,
                             .num_mutable_vars = num_outputs + op->num_resources,
                             .prop = op->prop,
-                            .name = op->name};
+                            .name = op->name,
+                            .overwrite = op->num_overwritten > 0};
     rc = mxc_engine_push(eng, &d);
     if (rc != MXC_OK)
         closure_free(c);
@@ -439,6 +447,7 @@ static int sync_copy(mxc_ndarray *a, void *host, size_t nbytes, bool to_host, co
                 : to_host ? MXC_PROP_COPY_FROM_DEVICE
                           : MXC_PROP_COPY_TO_DEVICE,
         .run_ctx = a->chunk->ctx,
+        .num_overwritten = to_host ? 0 : 1,
     };
     struct mxc__nd_status status = {MXC_OK, ""}; /* a read-only copy marks no variable
                                                    failed: take its outcome here */
@@ -494,6 +503,7 @@ int mxc_nd_copy_to(const mxc_ndarray *src, mxc_ndarray *dst) {
                 : s_gpu           ? MXC_PROP_COPY_TO_DEVICE
                                   : MXC_PROP_NORMAL,
         .run_ctx = d_gpu ? d : s,
+        .num_overwritten = 1,
     };
     return mxc__nd_push(&op, &src, 1, &dst, 1);
 }

@@ -69,6 +69,9 @@ struct mxc__nd_op {
     mxc_context run_ctx;  /* where the kernel runs */
     const int *resources; /* mxc__resource kinds to request on run_ctx */
     int num_resources;
+    int num_overwritten; /* the first outputs the kernel writes wholly, whatever they held:
+                            where such an output covers its chunk, the push says so
+                            (desc.overwrite), so it clears a failure the chunk carries */
     struct mxc__nd_status *status; /* if set, receives the run's outcome (for callers that
                                       wait on an operation that writes no array) */
 };

@@ -204,7 +204,8 @@ int mxc_nd_fill(mxc_ndarray *a, double value) {
                             .kernel = fill_kernel,
                             .params = &p,
                             .params_size = sizeof p,
-                            .run_ctx = a->chunk->ctx};
+                            .run_ctx = a->chunk->ctx,
+                            .num_overwritten = 1};
     return mxc__nd_push(&op, NULL, 0, &a, 1);
 }
 
@@ -345,7 +346,8 @@ static int random_fill(mxc_ndarray *a, bool normal, float x, float y, const char
                             .params_size = sizeof p,
                             .run_ctx = a->chunk->ctx,
                             .resources = kinds,
-                            .num_resources = 1};
+                            .num_resources = 1,
+                            .num_overwritten = 1};
     return mxc__in_call(fn, mxc__nd_push(&op, NULL, 0, &a, 1));
 }
 

@@ -9,7 +9,6 @@
 
 #include "common/common.h"
 #include "common/thread.h"
-#include "engine/engine_impl.h"
 #include "storage/storage_impl.h"
 
 #include <stdatomic.h>
@@ -89,8 +88,8 @@ static int init_resource(struct mxc__resource *r, int kind, mxc_context ctx, uin
     r->ctx = ctx;
     r->space = (mxc_storage_block){0};
     mxc__philox_init(&r->rng, seed, 0);
-    /* a guard: an operation that fails with a resource does not fail its next users */
-    return mxc__engine_new_guard_var(engine, &r->var);
+    /* a state variable: an operation that fails with a resource does not fail its next users */
+    return mxc_engine_new_state_var(engine, &r->var);
 }
 
 static int init_device(struct device_resources *dev, mxc_context ctx) {

@@ -113,10 +113,11 @@ START_TEST(test_error_wrap_names_the_call_once) {
     ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: node fc1: FullyConnected: weight has "
                                        "shape (5, 7) but (5, 6) is expected");
     ck_assert_int_eq(mxc_last_error_code(), MXC_ESHAPE);
-    /* a prefix that only starts like the call's name is not the call's */
+    /* a prefix that only starts like the call's name is not the call's: another public
+     * call named first (one used inside this one) gives way to it */
     mxc__error(MXC_EINVAL, "mxc_executor_bind_x: no");
     mxc__in_call("mxc_executor_bind", MXC_EINVAL);
-    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: mxc_executor_bind_x: no");
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: no");
     mxc_clear_error();
     ck_assert_int_eq(mxc__in_call("f", MXC_OK), MXC_OK);
     ck_assert_int_eq(mxc__in_call("f", 1), 1);
@@ -126,6 +127,55 @@ START_TEST(test_error_wrap_names_the_call_once) {
     ck_assert_int_eq(mxc_shape_size(NULL), -1);
     mxc_shape bad = {MXC_MAX_NDIM + 1, {1}};
     ck_assert_int_eq(mxc_shape_size(&bad), -1);
+}
+END_TEST
+
+/* A caller passing on a callee's failure formats the last error into the last error:
+ * "node %s: %s" with mxc_last_error() must give the callee's text behind the prefix, not
+ * "node fc1: node fc1: cted: ..." (the buffer overwritten while it is read). */
+START_TEST(test_error_formats_its_own_message) {
+    const char *inner = "FullyConnected: weight has shape (5, 7) but (5, 6) is expected";
+    mxc__error(MXC_ESHAPE, "%s", inner);
+    ck_assert_int_eq(mxc__error(MXC_ESHAPE, "node %s: %s", "fc1", mxc_last_error()), MXC_ESHAPE);
+    ck_assert_str_eq(mxc_last_error(),
+                     "node fc1: FullyConnected: weight has shape (5, 7) but (5, 6) is expected");
+    /* a message from the middle of the buffer */
+    ck_assert_int_eq(mxc__error_set(MXC_EIO, mxc_last_error() + strlen("node fc1: ")), MXC_EIO);
+    ck_assert_str_eq(mxc_last_error(), inner);
+    ck_assert_int_eq(mxc_last_error_code(), MXC_EIO);
+    /* as long as the buffer: cut, not overrun */
+    char *big = malloc(4096);
+    memset(big, 'x', 4095);
+    big[4095] = '\0';
+    mxc__error(MXC_EINVAL, "%s", big);
+    mxc__error(MXC_EINVAL, "a: %s", mxc_last_error());
+    ck_assert_uint_lt(strlen(mxc_last_error()), 4095);
+    ck_assert(strncmp(mxc_last_error(), "a: xxx", 6) == 0);
+    free(big);
+}
+END_TEST
+
+/* mxc__error_wrap puts context in front of a callee's message; the message names the
+ * public call the user made once: a callee's own public-call prefix goes. */
+START_TEST(test_error_wrap_drops_an_inner_call) {
+    mxc__error(MXC_ESHAPE, "mxc_nd_copy_to: src (2) and dst (3) differ");
+    ck_assert_int_eq(mxc__error_wrap(MXC_ESHAPE, "mxc_executor_backward: head gradient %d", 0),
+                     MXC_ESHAPE);
+    ck_assert_str_eq(mxc_last_error(),
+                     "mxc_executor_backward: head gradient 0: src (2) and dst (3) differ");
+    mxc__error(MXC_ESHAPE, "node fc1: FullyConnected: weight has shape (3, 4)");
+    mxc__error_wrap(MXC_ESHAPE, "mxc_executor_bind");
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: node fc1: FullyConnected: weight has "
+                                       "shape (3, 4)");
+    mxc__error_wrap(MXC_ESHAPE, "mxc_executor_bind"); /* once, however often passed on */
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: node fc1: FullyConnected: weight has "
+                                       "shape (3, 4)");
+    ck_assert_int_eq(mxc_last_error_code(), MXC_ESHAPE);
+    mxc_clear_error(); /* a callee that recorded nothing: the code's description */
+    ck_assert_int_eq(mxc__error_wrap(MXC_ENOMEM, "node %s", "fc1"), MXC_ENOMEM);
+    char want[128];
+    snprintf(want, sizeof want, "node fc1: %s", mxc_strerror(MXC_ENOMEM));
+    ck_assert_str_eq(mxc_last_error(), want);
 }
 END_TEST
 
@@ -736,6 +786,8 @@ static Suite *common_suite(void) {
     tcase_add_test(tc, test_last_error_basics);
     tcase_add_test(tc, test_error_wrap_names_the_call_once);
     tcase_add_test(tc, test_last_error_thread_local);
+    tcase_add_test(tc, test_error_formats_its_own_message);
+    tcase_add_test(tc, test_error_wrap_drops_an_inner_call);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("memory");

@@ -7,9 +7,10 @@
  * What is checked: the seed programs (values, order, and overlap of independent reads),
  * randomized programs replayed serially (10,000 small workloads and one run of 1,000,000
  * operations per engine), asynchronous functions completed from other threads, reusable
- * operations, deletion of variables and operations, priorities, error propagation, waits
- * from inside operations, pushes from many threads, misuse, the profiler, the counters
- * and allocation through the allocator hook (leaks, injected failures).
+ * operations, deletion of variables (also by two threads at once, and with no memory
+ * left) and operations, priorities, error propagation, waits from inside operations,
+ * pushes from many threads, misuse, the profiler, the counters and allocation through
+ * the allocator hook (leaks, injected failures).
  *
  * MXC_TEST_QUICK=1 scales the long loops down.
  */
@@ -767,6 +768,8 @@ START_TEST(test_async_completed_elsewhere) {
     ck_assert_int_eq(vals[Z], 16); /* read right after the wait on Z */
     rc = mxc_engine_wait_all(e);
     ck_assert_msg(rc == MXC_EIO, "wait_all = %s, expected the failure of E1", mxc_err_name(rc));
+    delete_var_ok(e, v[E1], NULL, NULL); /* the failure goes with its variables */
+    delete_var_ok(e, v[E2], NULL, NULL);
     wait_all_ok(e);
 
     ck_assert_int_eq(vals[X], 7);
@@ -977,9 +980,10 @@ START_TEST(test_delete_var_ordering) {
     push_desc(e, &d);
     delete_var_ok(e, v[H], NULL, NULL);
 
+    /* F's failure went with F; G's stays on G and O. */
     int rc = mxc_engine_wait_all(e);
-    ck_assert_msg(rc == MXC_EINVAL, "wait_all = %s, expected the failure of F", mxc_err_name(rc));
-    ck_assert_msg(strstr(mxc_last_error(), "F is broken") != NULL, "message: %s", mxc_last_error());
+    ck_assert_msg(rc == MXC_EINVAL, "wait_all = %s, expected the failure of G", mxc_err_name(rc));
+    ck_assert_msg(strstr(mxc_last_error(), "G is broken") != NULL, "message: %s", mxc_last_error());
 
     ck_assert_int_eq(atomic_load(&dv.runs), 1);
     ck_assert_msg(dv.readers_seen == 3, "delete of V ran after %d of 3 readers", dv.readers_seen);
@@ -994,9 +998,95 @@ START_TEST(test_delete_var_ordering) {
     ck_assert_int_eq(atomic_load(&df.runs), 1);
     EXPECT_RUNS(cleanup_g, 1);
     ck_assert_int_eq(stats_of(e).live_vars, NV - 3);
+    delete_var_ok(e, v[G], NULL, NULL); /* and with them, the last failure */
+    delete_var_ok(e, v[O], NULL, NULL);
     mxct_assert_no_notes();
     free(v);
     mxct_engine_finish(e);
+}
+END_TEST
+
+/* Two threads delete the same variable at the same moment, many times: exactly one call
+ * schedules the deletion (its function runs once), the other is MXC_EMISUSE. Each
+ * variable holds one run slot for its delete, which only the winner may fill. Each thread
+ * spins until the other has started too, so that they call at once. */
+struct delete_race {
+    atomic_int *ready;
+    mxc_engine *e;
+    mxc_var *var;
+    struct deleter *deleter;
+    int rc;
+};
+
+static void *delete_racer(void *arg) {
+    struct delete_race *r = arg;
+    atomic_fetch_add(r->ready, 1);
+    while (atomic_load(r->ready) < 2) /* the other one is being started: microseconds */
+        ;
+    r->rc = mxc_engine_delete_var(r->e, r->var, deleter_fn, r->deleter);
+    return NULL;
+}
+
+START_TEST(test_delete_var_racing) {
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    int rounds = mxct_quick() ? 50 : 300;
+    for (int r = 0; r < rounds; r++) {
+        mxc_var *v = NULL;
+        CK_OK(mxc_engine_new_var(e, &v));
+        atomic_int ready = 0;
+        struct deleter d = {0};
+        struct delete_race racers[2];
+        pthread_t threads[2];
+        for (int k = 0; k < 2; k++) {
+            racers[k] = (struct delete_race){.ready = &ready, .e = e, .var = v, .deleter = &d};
+            ck_assert_int_eq(pthread_create(&threads[k], NULL, delete_racer, &racers[k]), 0);
+        }
+        for (int k = 0; k < 2; k++)
+            pthread_join(threads[k], NULL);
+        int ok = (racers[0].rc == MXC_OK) + (racers[1].rc == MXC_OK);
+        ck_assert_msg(ok == 1, "round %d: %d of 2 deletes succeeded (%s, %s)", r, ok,
+                      mxc_err_name(racers[0].rc), mxc_err_name(racers[1].rc));
+        for (int k = 0; k < 2; k++)
+            ck_assert(racers[k].rc == MXC_OK || racers[k].rc == MXC_EMISUSE);
+        CK_OK(mxc_engine_wait_all(e));
+        ck_assert_int_eq(atomic_load(&d.runs), 1);
+    }
+    ck_assert_int_eq(stats_of(e).live_vars, 0);
+    mxct_engine_finish(e);
+}
+END_TEST
+
+/* A variable holds the run slot its delete will use from its creation on, as a slot in
+ * use: giving every unused handle slab back (mxc__handles_release, which
+ * mxc_set_allocator does) keeps it, and the delete then needs no memory. Had the
+ * reserved slot looked free, its slab would have gone, and the delete would write freed
+ * memory (AddressSanitizer: heap-use-after-free). */
+START_TEST(test_delete_slot_outlives_release) {
+    struct mxct_alloc_counts counts;
+    mxct_alloc_install(&counts); /* first mxc call of this process (fork mode) */
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    mxc_var *v = NULL, *other = NULL;
+    CK_OK(mxc_engine_new_var(e, &v));
+    CK_OK(mxc_engine_new_var(e, &other));
+    struct tracked ops[3];
+    memset(ops, 0, sizeof ops);
+    for (int i = 0; i < 3; i++) /* runs that retire: their slots are freed */
+        push_tracked(e, &ops[i], VARS(other), VARS(v), "write v");
+    CK_OK(mxc_engine_delete_var(e, other, NULL, NULL));
+    CK_OK(mxc_engine_wait_all(e));
+    mxc__handles_release();
+    mxct_alloc_fail_after(&counts, 0); /* every allocation from now on fails */
+    struct deleter d = {0};
+    CK_OK(mxc_engine_delete_var(e, v, deleter_fn, &d));
+    CK_OK(mxc_engine_wait_all(e));
+    ck_assert_int_eq(atomic_load(&counts.failures), 0);
+    mxct_alloc_fail_after(&counts, -1);
+    ck_assert_int_eq(atomic_load(&d.runs), 1);
+    for (int i = 0; i < 3; i++)
+        EXPECT_RUNS(ops[i], 1);
+    ck_assert_int_eq(stats_of(e).live_vars, 0);
+    mxct_engine_finish(e);
+    mxct_alloc_uninstall();
 }
 END_TEST
 
@@ -1065,6 +1155,24 @@ END_TEST
 
 /* ---- Errors ------------------------------------------------------------------------ */
 
+/* Expects wait_for_var(v) to report `want` with `what` in the message. */
+#define EXPECT_VAR_FAILED(e, v, want, what)                                                       \
+    do {                                                                                          \
+        int rc_ = mxc_engine_wait_for_var((e), (v));                                              \
+        ck_assert_msg(rc_ == (want), "wait_for_var(%s) = %s, expected %s", #v, mxc_err_name(rc_), \
+                      mxc_err_name(want));                                                        \
+        ck_assert_msg(strstr(mxc_last_error(), (what)) != NULL,                                   \
+                      "wait_for_var(%s) message: \"%s\"", #v, mxc_last_error());                  \
+    } while (0)
+
+static void push_overwriting(mxc_engine *e, struct tracked *t, mxc_var *const *cv, int nc,
+                             mxc_var *const *mv, int nm, const char *name) {
+    mxc_engine_op_desc d = sync_desc(tracked_fn, t, cv, nc, mv, nm, name);
+    d.arg_free = tracked_free;
+    d.overwrite = 1;
+    push_desc(e, &d);
+}
+
 START_TEST(test_error_propagation) {
     enum { T, X, Y, Z, W, N, NV };
     mxc_engine *e = mxct_engine_new(_i, NULL);
@@ -1080,54 +1188,120 @@ START_TEST(test_error_propagation) {
     /* writes T, which op_fail read: runs after op_fail completed, and fails itself */
     push_tracked(e, &second, NO_VARS, VARS(v[T]), "op_second");
 
-    int rc = mxc_engine_wait_for_var(e, v[Y]);
-    ck_assert_msg(rc == MXC_EINVAL, "wait_for_var(Y) = %s, expected MXC_EINVAL", mxc_err_name(rc));
-    ck_assert_msg(strstr(mxc_last_error(), "op_fail: bad value 42") != NULL,
-                  "wait_for_var(Y) message: \"%s\"", mxc_last_error());
-    rc = mxc_engine_wait_for_var(e, v[Z]);
-    ck_assert_msg(rc == MXC_EINVAL, "wait_for_var(Z) = %s, expected MXC_EINVAL", mxc_err_name(rc));
-    ck_assert_msg(strstr(mxc_last_error(), "op_fail: bad value 42") != NULL,
-                  "wait_for_var(Z) message: \"%s\"", mxc_last_error());
+    EXPECT_VAR_FAILED(e, v[Y], MXC_EINVAL, "op_fail: bad value 42");
+    EXPECT_VAR_FAILED(e, v[Z], MXC_EINVAL, "op_fail: bad value 42");
     ck_assert_int_eq(mxc_last_error_code(), MXC_EINVAL);
+    EXPECT_VAR_FAILED(e, v[Y], MXC_EINVAL, "op_fail: bad value 42"); /* waits do not clear */
     wait_var_ok(e, v[W]);
 
-    /* The waits cleared Y and Z: new work on them (and elsewhere) runs. */
+    /* Y and Z still carry the failure: new work reading Y, or writing Z without
+     * overwriting it, is skipped; work elsewhere runs. */
     struct tracked again_z = {0}, fresh = {0};
     push_tracked(e, &again_z, VARS(v[Y]), VARS(v[Z]), "Z = g(Y)");
     push_tracked(e, &fresh, NO_VARS, VARS(v[N]), "N = 1");
-    wait_var_ok(e, v[Z]);
+    EXPECT_VAR_FAILED(e, v[Z], MXC_EINVAL, "op_fail: bad value 42");
     wait_var_ok(e, v[N]);
 
-    rc = mxc_engine_wait_all(e);
-    ck_assert_msg(rc == MXC_EINVAL, "wait_all = %s, expected the first failure (MXC_EINVAL)",
-                  mxc_err_name(rc));
-    ck_assert_msg(strstr(mxc_last_error(), "op_fail: bad value 42") != NULL,
-                  "wait_all message: \"%s\"", mxc_last_error());
-    wait_all_ok(e); /* the failure was reported once and cleared */
+    /* wait_all reports the first failure still standing, as often as it is asked. */
+    for (int k = 0; k < 2; k++) {
+        int rc = mxc_engine_wait_all(e);
+        ck_assert_msg(rc == MXC_EINVAL, "wait_all = %s, expected the first failure (MXC_EINVAL)",
+                      mxc_err_name(rc));
+        ck_assert_msg(strstr(mxc_last_error(), "op_fail: bad value 42") != NULL,
+                      "wait_all message: \"%s\"", mxc_last_error());
+    }
 
-    /* X and T are usable again after wait_all. */
-    struct tracked after_x = {0};
-    push_tracked(e, &after_x, VARS(v[X]), VARS(v[T]), "T = h(X)");
-    wait_var_ok(e, v[T]);
+    /* Overwriting clears a failure: an operation that overwrites Y runs though Y failed. */
+    struct tracked over_y = {0}, rmw_x = {0}, from_z = {0};
+    struct tracked over_t = {.status = MXC_EIO, .message = "third failure"};
+    push_overwriting(e, &over_y, NO_VARS, VARS(v[Y]), "Y = 0");
+    wait_var_ok(e, v[Y]);
+    /* one that also reads what it writes does not overwrite it */
+    push_overwriting(e, &rmw_x, VARS(v[X]), VARS(v[X]), "X = h(X)");
+    EXPECT_VAR_FAILED(e, v[X], MXC_EINVAL, "op_fail: bad value 42");
+    /* one that fails replaces the failure it overwrote */
+    push_overwriting(e, &over_t, NO_VARS, VARS(v[T]), "T = 0");
+    EXPECT_VAR_FAILED(e, v[T], MXC_EIO, "third failure");
+    /* one that reads a failed variable is skipped and passes that failure on */
+    push_overwriting(e, &from_z, VARS(v[Z]), VARS(v[N]), "N = Z");
+    EXPECT_VAR_FAILED(e, v[N], MXC_EINVAL, "op_fail: bad value 42");
 
     EXPECT_RUNS(fail, 1);
     EXPECT_RUNS(dep1, 0);
     EXPECT_RUNS(dep2, 0);
     EXPECT_RUNS(indep, 1);
     EXPECT_RUNS(second, 1);
-    EXPECT_RUNS(again_z, 1);
+    EXPECT_RUNS(again_z, 0);
     EXPECT_RUNS(fresh, 1);
-    EXPECT_RUNS(after_x, 1);
+    EXPECT_RUNS(over_y, 1);
+    EXPECT_RUNS(rmw_x, 0);
+    EXPECT_RUNS(over_t, 1);
+    EXPECT_RUNS(from_z, 0);
+    /* Deleting the failed variables deletes their failures. */
+    mxc_var *failed[] = {v[X], v[Z], v[T], v[N]};
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(failed); i++)
+        delete_var_ok(e, failed[i], NULL, NULL);
     wait_all_ok(e);
     /* skipped operations are retired too: their arguments are freed */
-    struct tracked *all[] = {&fail, &dep1, &dep2, &indep, &second, &again_z, &fresh, &after_x};
+    struct tracked *all[] = {&fail,  &dep1,   &dep2,  &indep,  &second, &again_z,
+                             &fresh, &over_y, &rmw_x, &over_t, &from_z};
     for (size_t i = 0; i < MXC_ARRAY_SIZE(all); i++)
         ck_assert_msg(atomic_load(&all[i]->frees) == 1, "arg_free of operation %zu ran %d times", i,
                       atomic_load(&all[i]->frees));
     mxc_engine_stats s = stats_of(e);
-    ck_assert_uint_eq(s.failed, 4); /* op_fail, two skipped, op_second */
-    ck_assert_uint_ge(s.pushed, 8); /* the header leaves open whether waits count */
+    /* op_fail, dep1, dep2, op_second, again_z, rmw_x, over_t, from_z */
+    ck_assert_uint_eq(s.failed, 8);
+    ck_assert_uint_ge(s.pushed, 11); /* the header leaves open whether waits count */
     ck_assert_uint_eq(s.completed, s.pushed);
+    free(v);
+    mxct_engine_finish(e);
+}
+END_TEST
+
+/* A variable made with mxc_engine_new_state_var (a resource shared by many operations)
+ * never carries a failure: one failed user does not stop the next. */
+START_TEST(test_state_var_never_fails) {
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    mxc_var **v = mxct_vars_new(e, 1);
+    mxc_var *scratch = NULL;
+    ck_assert_int_eq(mxc_engine_new_state_var(e, &scratch), MXC_OK);
+    struct tracked bad = {.status = MXC_EINVAL, .message = "user of the scratch failed"};
+    struct tracked next = {0};
+    push_tracked(e, &bad, NO_VARS, VARS(v[0], scratch), "first user");
+    push_tracked(e, &next, NO_VARS, VARS(scratch), "next user");
+    wait_var_ok(e, scratch);
+    EXPECT_RUNS(next, 1);
+    EXPECT_VAR_FAILED(e, v[0], MXC_EINVAL, "user of the scratch failed");
+    delete_var_ok(e, v[0], NULL, NULL);
+    delete_var_ok(e, scratch, NULL, NULL);
+    free(v);
+    mxct_engine_finish(e);
+}
+END_TEST
+
+/* A failure that reaches no variable (its operation writes none) is reported by the
+ * wait_all that covers it, once; one that a variable carries, until the variable goes. */
+START_TEST(test_wait_all_reports) {
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    mxc_var **v = mxct_vars_new(e, 2);
+    struct tracked reader = {.status = MXC_EIO, .message = "a read-only operation failed"};
+    struct tracked writer = {.status = MXC_EINVAL, .message = "a writer failed"};
+    push_tracked(e, &reader, VARS(v[0]), NO_VARS, "reads only");
+    EXPECT_CODE(MXC_EIO, "a read-only operation failed", mxc_engine_wait_all(e));
+    wait_all_ok(e);
+    push_tracked(e, &writer, NO_VARS, VARS(v[1]), "writes v1");
+    push_tracked(e, &reader, VARS(v[0]), NO_VARS, "reads only");
+    /* the first failure is reported; the read-only one is dropped as covered */
+    int rc = mxc_engine_wait_all(e);
+    ck_assert_int_lt(rc, 0);
+    rc = mxc_engine_wait_all(e);
+    ck_assert_msg(rc == MXC_EINVAL && strstr(mxc_last_error(), "a writer failed"),
+                  "wait_all = %s (%s), expected the writer's failure still standing",
+                  mxc_err_name(rc), mxc_last_error());
+    delete_var_ok(e, v[1], NULL, NULL);
+    wait_all_ok(e);
+    mxc_engine_stats s = stats_of(e);
+    ck_assert_uint_eq(s.failed, 3);
     free(v);
     mxct_engine_finish(e);
 }
@@ -1874,7 +2048,8 @@ START_TEST(test_stats_counters) {
     ck_assert_int_eq(mxc_engine_new_operator(e, &d, &opr), MXC_OK);
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(mxc_engine_push_operator(e, opr, 0), MXC_OK);
-    wait_all_ok(e);
+    /* the failed variables still carry their failures */
+    ck_assert_int_eq(mxc_engine_wait_all(e), MXC_EINVAL);
     expect_pushed += 5;
     s = stats_of(e);
     ck_assert_uint_eq(s.pushed, expect_pushed);
@@ -1894,16 +2069,233 @@ START_TEST(test_stats_counters) {
 }
 END_TEST
 
+/* ---- What a wait covers ------------------------------------------------------------ *
+ * A wait covers the operations pushed before it. Another thread that keeps pushing must
+ * not hold it up: wait_all and wait_for_var return once their own operations are done,
+ * while the pushes go on. */
+
+struct busy_pusher {
+    mxc_engine *e;
+    mxc_var *chain;         /* every push writes it: a backlog that never drains early */
+    atomic_int pushed, ran; /* operations pushed, operations run */
+    atomic_int stopped;     /* set when the pusher pushed its last operation */
+    long period_us, op_us, duration_us;
+};
+
+static int busy_op_fn(const mxc_run_ctx *rctx, void *arg) {
+    struct busy_pusher *p = arg;
+    mxct_sleep_us(p->op_us);
+    atomic_fetch_add(&p->ran, 1);
+    return MXC_OK;
+}
+
+static void *busy_pusher_main(void *arg) {
+    struct busy_pusher *p = arg;
+    uint64_t end = mxct_now_ns() + (uint64_t)p->duration_us * 1000u;
+    while (mxct_now_ns() < end) {
+        mxc_engine_op_desc d = sync_desc(busy_op_fn, p, NO_VARS, &p->chain, 1, "busy");
+        if (mxc_engine_push(p->e, &d) != MXC_OK) {
+            mxct_note("busy pusher: %s", mxc_last_error());
+            break;
+        }
+        atomic_fetch_add(&p->pushed, 1);
+        mxct_sleep_us(p->period_us);
+    }
+    atomic_store(&p->stopped, 1);
+    return NULL;
+}
+
+static int sleep_50ms_fn(const mxc_run_ctx *rctx, void *arg) {
+    mxct_sleep_us(50000);
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return MXC_OK;
+}
+
+START_TEST(test_wait_not_extended_by_later_pushes) {
+    mxc_engine_config cfg = {.cpu_workers = 2};
+    mxc_engine *e = mxct_engine_new(_i, &cfg);
+    mxc_var **v = mxct_vars_new(e, 2);
+    /* Operations of 10 ms pushed every 5 ms for 0.8 s: the engine stays busy until about
+     * 1.6 s, so a wait for it to go idle would return only then. */
+    struct busy_pusher p = {
+        .e = e, .chain = v[0], .period_us = 5000, .op_us = 10000, .duration_us = 800000};
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, busy_pusher_main, &p), 0);
+    ck_assert(mxct_wait_at_least(&p.pushed, 10, 10000));
+
+    atomic_int own = 0;
+    push_fn(e, sleep_50ms_fn, &own, NO_VARS, VARS(v[1]), "own 50 ms");
+    int pushed_before = atomic_load(&p.pushed);
+    wait_all_ok(e);
+    int ran_by_then = atomic_load(&p.ran);
+    bool still_pushing = !atomic_load(&p.stopped);
+    ck_assert_int_eq(atomic_load(&own), 1);
+    ck_assert_msg(ran_by_then >= pushed_before,
+                  "wait_all returned before the %d operations pushed before it ran (%d did)",
+                  pushed_before, ran_by_then);
+    ck_assert_msg(still_pushing, "wait_all returned only after the other thread stopped pushing");
+
+    /* wait_for_var on the variable the other thread keeps writing */
+    pushed_before = atomic_load(&p.pushed);
+    wait_var_ok(e, v[0]);
+    ran_by_then = atomic_load(&p.ran);
+    still_pushing = !atomic_load(&p.stopped);
+    ck_assert_msg(ran_by_then >= pushed_before,
+                  "wait_for_var returned before the %d operations pushed before it ran (%d did)",
+                  pushed_before, ran_by_then);
+    ck_assert_msg(still_pushing,
+                  "wait_for_var returned only after the other thread stopped pushing");
+
+    pthread_join(t, NULL);
+    mxct_assert_no_notes();
+    free(v);
+    mxct_engine_finish(e);
+    ck_assert_int_eq(atomic_load(&p.ran), atomic_load(&p.pushed));
+}
+END_TEST
+
+/* ---- Lifetime ---------------------------------------------------------------------- *
+ * Once a wait has returned, the caller may destroy the engine at once: a thread that
+ * completed one of the operations the wait covered must be done with the engine by then.
+ * ThreadSanitizer sees any read of the engine after that point as a race with the free. */
+
+/* A thread of the test's own that completes one asynchronous run. */
+struct completer {
+    pthread_t thread;
+    mxc_engine_done *done;
+    int status;
+    atomic_int started;
+};
+
+static void *completer_main(void *arg) {
+    struct completer *c = arg;
+    if (c->status != MXC_OK)
+        mxc__error(c->status, "completed with a failure on purpose");
+    mxc_engine_complete(c->done, c->status);
+    return NULL;
+}
+
+static void completer_async_fn(const mxc_run_ctx *rctx, void *arg, mxc_engine_done *done) {
+    struct completer *c = arg;
+    c->done = done;
+    if (pthread_create(&c->thread, NULL, completer_main, c) != 0) {
+        mxct_note("cannot start a completer thread");
+        mxc_engine_complete(done, mxc__error(MXC_EINTERNAL, "no thread"));
+        return;
+    }
+    atomic_store(&c->started, 1);
+}
+
+static void push_completed_elsewhere(mxc_engine *e, struct completer *c, mxc_var *const *mv,
+                                     int nm) {
+    mxc_engine_op_desc d = sync_desc(NULL, c, NO_VARS, mv, nm, "completed elsewhere");
+    d.async_fn = completer_async_fn;
+    push_desc(e, &d);
+}
+
+static void completer_join(struct completer *c) {
+    if (atomic_load(&c->started))
+        pthread_join(c->thread, NULL);
+}
+
+START_TEST(test_destroy_right_after_wait) {
+    long rounds = mxct_scaled(300, 60);
+    for (long r = 0; r < rounds; r++) {
+        mxc_engine_config cfg = {.cpu_workers = 1};
+        mxc_engine *e = mxct_engine_new(_i, &cfg);
+        mxc_var **v = mxct_vars_new(e, 1);
+        struct completer c = {.status = MXC_OK};
+        push_completed_elsewhere(e, &c, VARS(v[0]));
+        if (r % 2)
+            wait_all_ok(e);
+        else
+            wait_var_ok(e, v[0]);
+        mxc_engine_destroy(e); /* at once: the completer may still be returning */
+        completer_join(&c);
+        free(v);
+    }
+    mxct_assert_no_notes();
+}
+END_TEST
+
+/* ---- Teardown under load ----------------------------------------------------------- *
+ * Engines made, used and destroyed in a loop: synchronous operations and asynchronous ones
+ * completed from threads of the test's own, some of each failing, on a few shared
+ * variables; one wait (wait_all or wait_for_var), then destroy at once. Under
+ * ThreadSanitizer and AddressSanitizer nothing may touch an engine after its destroy, and
+ * every operation retires exactly once. */
+
+struct stress_async {
+    struct completer c; /* first: the asynchronous function's argument */
+    atomic_int *frees;
+};
+
+static void stress_async_free(void *arg) {
+    atomic_fetch_add(((struct stress_async *)arg)->frees, 1);
+}
+
+START_TEST(test_teardown_stress) {
+    enum { NV = 4, MAX_OPS = 12 };
+    long rounds = mxct_scaled(300, 60);
+    struct mxct_rng rng;
+    mxct_rng_seed(&rng, 0x5eed + (uint64_t)_i);
+    for (long r = 0; r < rounds; r++) {
+        mxc_engine_config cfg = {.cpu_workers = 1 + (int)(r % 2)};
+        mxc_engine *e = mxct_engine_new(_i, &cfg);
+        mxc_var **v = mxct_vars_new(e, NV);
+        struct tracked sync_ops[MAX_OPS];
+        struct stress_async async_ops[MAX_OPS];
+        memset(sync_ops, 0, sizeof sync_ops);
+        memset(async_ops, 0, sizeof async_ops);
+        atomic_int async_frees = 0;
+        int n = 4 + (int)mxct_rng_below(&rng, MAX_OPS - 3);
+        for (int k = 0; k < n; k++) {
+            mxc_var *in = v[mxct_rng_below(&rng, NV)], *out = v[mxct_rng_below(&rng, NV)];
+            bool fails = mxct_rng_percent(&rng, 15);
+            if (mxct_rng_percent(&rng, 50)) {
+                sync_ops[k].status = fails ? MXC_EINVAL : MXC_OK;
+                sync_ops[k].message = "a synchronous operation failed on purpose";
+                push_tracked(e, &sync_ops[k], VARS(in), VARS(out), "sync");
+            } else {
+                struct stress_async *a = &async_ops[k];
+                a->c.status = fails ? MXC_EIO : MXC_OK;
+                a->frees = &async_frees;
+                mxc_engine_op_desc d = sync_desc(NULL, &a->c, VARS(in), VARS(out), "async");
+                d.async_fn = completer_async_fn;
+                d.arg_free = stress_async_free;
+                push_desc(e, &d);
+            }
+        }
+        int rc = r % 3 == 0 ? mxc_engine_wait_all(e) : mxc_engine_wait_for_var(e, v[r % NV]);
+        ck_assert_msg(rc == MXC_OK || rc == MXC_EINVAL || rc == MXC_EIO, "round %ld: wait = %s: %s",
+                      r, mxc_err_name(rc), mxc_last_error());
+        if (r % 4 == 1) /* the others go with the engine */
+            delete_var_ok(e, v[r % NV], NULL, NULL);
+        mxc_engine_destroy(e);
+        int frees = atomic_load(&async_frees);
+        for (int k = 0; k < n; k++) {
+            completer_join(&async_ops[k].c);
+            frees += atomic_load(&sync_ops[k].frees);
+        }
+        ck_assert_msg(frees == n, "round %ld: %d of %d operations retired", r, frees, n);
+        mxct_assert_no_notes();
+        free(v);
+    }
+}
+END_TEST
+
 /* ---- Memory through the allocator hook --------------------------------------------- */
 
-/* A small session touching every allocating call. Allocations fail after `fail_after`
- * successful ones (< 0: never); every failure must be a clean MXC_ENOMEM. Returns true
- * when no allocation failed. */
 /* Allocator blocks still held once freed handles' slabs are given back. */
 static long live_blocks(struct mxct_alloc_counts *counts) {
     mxc__handles_release();
     return atomic_load(&counts->live);
 }
+
+/* A small session touching every allocating call. Allocations fail after `fail_after`
+ * successful ones (< 0: never); every failure must be a clean MXC_ENOMEM. Returns true
+ * when no allocation failed. Variables it does not delete go with the engine (and the
+ * run slots they hold for their deletes). */
 
 static bool memory_session(int type, struct mxct_alloc_counts *counts, long fail_after) {
     mxct_alloc_fail_after(counts, fail_after);
@@ -2018,12 +2410,16 @@ static Suite *engine_suite(void) {
 
     tc = engine_tcase(s, "delete", 20);
     MXCT_ADD_ENGINE_TEST(tc, test_delete_var_ordering);
+    MXCT_ADD_ENGINE_TEST(tc, test_delete_var_racing);
+    MXCT_ADD_ENGINE_TEST(tc, test_delete_slot_outlives_release);
 
     tc = engine_tcase(s, "priority", 20);
     tcase_add_test(tc, test_priority_worker_order);
 
     tc = engine_tcase(s, "errors", 20);
     MXCT_ADD_ENGINE_TEST(tc, test_error_propagation);
+    MXCT_ADD_ENGINE_TEST(tc, test_state_var_never_fails);
+    MXCT_ADD_ENGINE_TEST(tc, test_wait_all_reports);
     MXCT_ADD_ENGINE_TEST(tc, test_wait_inside_operation);
     MXCT_ADD_ENGINE_TEST(tc, test_wait_covers_arg_free);
 
@@ -2041,6 +2437,13 @@ static Suite *engine_suite(void) {
     tc = engine_tcase(s, "stats", 20);
     MXCT_ADD_ENGINE_TEST(tc, test_stats_counters);
     MXCT_ADD_ENGINE_TEST(tc, test_config_resolved);
+
+    tc = engine_tcase(s, "waits", 20);
+    MXCT_ADD_ENGINE_TEST(tc, test_wait_not_extended_by_later_pushes);
+
+    tc = engine_tcase(s, "lifetime", 60);
+    MXCT_ADD_ENGINE_TEST(tc, test_destroy_right_after_wait);
+    MXCT_ADD_ENGINE_TEST(tc, test_teardown_stress);
 
     tc = engine_tcase(s, "memory", 60);
     MXCT_ADD_ENGINE_TEST(tc, test_memory_no_leaks);

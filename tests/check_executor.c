@@ -5,6 +5,7 @@
  * reused) and the memory in use stays within it, independent branches run at the same
  * time, reshape shares weights, and misuse is reported.
  */
+#include "mxc/engine.h"
 #include "mxc/executor.h"
 #include "mxc/model.h"
 #include "mxc/networks.h"
@@ -16,6 +17,7 @@
 
 #include <check.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -794,6 +796,181 @@ START_TEST(test_monitor_sees_every_output) {
 }
 END_TEST
 
+/* ---- Messages ------------------------------------------------------------------------ */
+
+/* A failure passed on through several layers names the public call once, each layer's
+ * context once, and keeps the innermost words intact. */
+START_TEST(test_error_messages_name_the_call_once) {
+    mxc_symbol *sym = mlp();
+    const mxc_shape shapes[] = {SHAPE(4, 6), SHAPE(5, 6), SHAPE(5), SHAPE(3, 4), SHAPE(3)};
+    mxc_ndarray *a[5] = {NULL};
+    for (int i = 0; i < 5; i++)
+        CK_OK(mxc_nd_create(&shapes[i], MXC_FLOAT32, mxc_cpu(), i == 1, &a[i]));
+    mxc_executor *x = NULL;
+    CK_ERR(MXC_ESHAPE, mxc_executor_bind(sym, mxc_cpu(), 5, a, NULL, NULL, 0, NULL, &x));
+    ck_assert_str_eq(mxc_last_error(), "mxc_executor_bind: node fc2: FullyConnected: weight has "
+                                       "shape (3, 4) but (3, 5) is expected");
+    /* at run time: fc1 reads its weight, which nothing wrote */
+    mxc_nd_free(a[3]);
+    CK_OK(mxc_nd_zeros(&SHAPE(3, 5), MXC_FLOAT32, mxc_cpu(), &a[3]));
+    CK_OK(mxc_executor_bind(sym, mxc_cpu(), 5, a, NULL, NULL, 0, NULL, &x));
+    CK_OK(mxc_executor_forward(x, 0));
+    int n;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &n, &outs));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(outs[0]));
+    ck_assert_str_eq(mxc_last_error(), "operation 'FullyConnected' failed: node fc1: an array is "
+                                       "read before anything wrote it");
+    mxc_executor_free(x);
+    /* a head gradient of the wrong shape */
+    x = bind_mlp(sym, MXC_GRAD_WRITE);
+    CK_OK(mxc_executor_forward(x, 1));
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_zeros(&SHAPE(4, 4), MXC_FLOAT32, mxc_cpu(), &head));
+    CK_ERR(MXC_ESHAPE, mxc_executor_backward(x, 1, &head));
+    ck_assert_str_eq(mxc_last_error(),
+                     "mxc_executor_backward: head gradient 0: src (4, 4) and dst (4, 3) differ");
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    for (int i = 0; i < 5; i++)
+        mxc_nd_free(a[i]);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* A failed pass does not break the executor: once the input is fixed, the next pass
+ * overwrites what the failure reached (its nodes write their outputs whole) and the
+ * results are right again, forward and backward. */
+START_TEST(test_recovers_after_a_failed_pass) {
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    mxc_ndarray *const *args, *const *grads;
+    CK_OK(mxc_executor_arrays(x, NULL, &args, &grads, NULL, NULL));
+    int n;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(x, &n, &outs));
+    mxc_ndarray *head = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(4, 3), MXC_FLOAT32, mxc_cpu(), 0, &head));
+    fill(head, 7, -1, 1);
+    /* the expected results, from a healthy pass */
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    float *want_out = read_all(outs[0]), *want_grad = read_all(grads[1]);
+    /* break the data: a copy from an array nothing wrote fails, and so does the pass */
+    mxc_ndarray *unwritten = NULL, *saved = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(4, 6), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    CK_OK(mxc_nd_create(&SHAPE(4, 6), MXC_FLOAT32, mxc_cpu(), 0, &saved));
+    CK_OK(mxc_nd_copy_to(args[0], saved));
+    CK_OK(mxc_nd_copy_to(unwritten, args[0]));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(outs[0]));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(grads[1]));
+    /* repair the data: the next pass is whole again */
+    CK_OK(mxc_nd_copy_to(saved, args[0]));
+    CK_OK(mxc_executor_forward(x, 1));
+    CK_OK(mxc_executor_backward(x, 1, &head));
+    expect_close(outs[0], want_out, 0, "output after the repair");
+    expect_close(grads[1], want_grad, 0, "fc1_weight gradient after the repair");
+    free(want_out);
+    free(want_grad);
+    mxc_nd_free(unwritten);
+    mxc_nd_free(saved);
+    mxc_nd_free(head);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* ---- Freeing: what it waits for ----------------------------------------------------- */
+
+/* An array whose computation failed: the operation read an array nothing wrote. */
+static mxc_ndarray *failed_array(void) {
+    mxc_ndarray *unwritten = NULL, *failed = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    CK_OK(mxc_nd_add_scalar(unwritten, 1, &failed));
+    mxc_nd_free(unwritten);
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    return failed;
+}
+
+/* Freeing an executor waits for its own work, and neither reports nor clears a failure
+ * of an unrelated array; a copy into that array makes it readable again. */
+START_TEST(test_free_leaves_other_failures) {
+    mxc_ndarray *failed = failed_array();
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    CK_OK(mxc_executor_forward(x, 1));
+    mxc_executor_free(x);
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "read before anything wrote it"));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_all());
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed)); /* and wait_all did not clear it */
+    const float fresh[3] = {1, 2, 3};
+    mxc_ndarray *src = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 0, &src));
+    CK_OK(mxc_nd_sync_copy_from_cpu(src, fresh, sizeof fresh));
+    CK_OK(mxc_nd_copy_to(src, failed));
+    expect_close(failed, (const float[]){1, 2, 3}, 0, "the array copied into");
+    CK_OK(mxc_nd_wait_all());
+    mxc_nd_free(src);
+    mxc_nd_free(failed);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
+/* A thread keeping the engine busy with operations of its own does not hold up
+ * mxc_executor_free: it returns once the executor's operations are done. */
+struct busy {
+    mxc_engine *e;
+    mxc_var *shared;
+    atomic_int pushed, stopped;
+};
+
+static int busy_fn(const mxc_run_ctx *rctx, void *arg) {
+    (void)rctx;
+    (void)arg;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    return MXC_OK;
+}
+
+static void *busy_main(void *arg) {
+    struct busy *b = arg;
+    uint64_t end = mxct_now_ns() + 800u * 1000 * 1000; /* 10 ms operations every 5 ms */
+    while (mxct_now_ns() < end) {
+        /* reads only: each is ready at once and queues behind the ones before */
+        mxc_engine_op_desc d = {
+            .fn = busy_fn, .const_vars = &b->shared, .num_const_vars = 1, .name = "busy"};
+        if (mxc_engine_push(b->e, &d) != MXC_OK)
+            break;
+        atomic_fetch_add(&b->pushed, 1);
+        mxct_sleep_us(5000);
+    }
+    atomic_store(&b->stopped, 1);
+    return NULL;
+}
+
+START_TEST(test_free_waits_for_own_work_only) {
+    struct busy b = {0};
+    CK_OK(mxc_engine_get_default(&b.e));
+    CK_OK(mxc_engine_new_var(b.e, &b.shared));
+    mxc_symbol *sym = mlp();
+    mxc_executor *x = bind_mlp(sym, MXC_GRAD_WRITE);
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, busy_main, &b), 0);
+    ck_assert(mxct_wait_at_least(&b.pushed, 10, 10000));
+    CK_OK(mxc_executor_forward(x, 1));
+    mxc_executor_free(x);
+    ck_assert_msg(!atomic_load(&b.stopped),
+                  "mxc_executor_free returned only after the other thread stopped pushing");
+    pthread_join(t, NULL);
+    CK_OK(mxc_engine_delete_var(b.e, b.shared, NULL, NULL));
+    CK_OK(mxc_nd_wait_all());
+    mxc_symbol_free(sym);
+}
+END_TEST
+
 /* ---- Misuse ------------------------------------------------------------------------- */
 
 static const mxc_shape mlp_shapes[5] = {SHAPE(4, 6), SHAPE(5, 6), SHAPE(5), SHAPE(3, 5), SHAPE(3)};
@@ -979,6 +1156,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_bind_checks_dtypes);
     tcase_add_test(tc, test_backward_needs_a_training_forward);
     tcase_add_test(tc, test_bind_refuses_memory_that_cannot_exist);
+    tcase_add_test(tc, test_error_messages_name_the_call_once);
+    tcase_add_test(tc, test_recovers_after_a_failed_pass);
+    tcase_add_test(tc, test_free_leaves_other_failures);
+    tcase_add_test(tc, test_free_waits_for_own_work_only);
     suite_add_tcase(s, tc);
     return s;
 }

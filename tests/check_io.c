@@ -829,6 +829,30 @@ START_TEST(prefetch_reuse_rule) {
 }
 END_TEST
 
+/* A failure the consumer leaves on a batch array (here a copy from an array nothing
+ * wrote) is not the iterator's: refilling the buffer overwrites it, and every later batch
+ * reads back right. */
+START_TEST(refill_overwrites_a_failed_batch) {
+    enum { B = 4, W = 8, NB = 6 };
+    mxc_data_iter *it = counting_iter(NB * B, W, B, 1);
+    mxc_ndarray *unwritten = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(B, W), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    for (int64_t b = 0; b < NB; b++) {
+        ck_assert_int_eq(mxc_data_iter_next(it), 1);
+        mxc_ndarray *d = mxc_data_iter_data(it);
+        float *v = nd_read(d);
+        for (int64_t i = 0; i < B * W; i++)
+            ck_assert_float_eq(v[i], (float)(b * B + i / W));
+        free(v);
+        CK_OK(mxc_nd_copy_to(unwritten, d)); /* the consumer breaks the batch */
+        CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(d));
+    }
+    ck_assert_int_eq(mxc_data_iter_next(it), 0);
+    mxc_nd_free(unwritten);
+    mxc_data_iter_free(it);
+}
+END_TEST
+
 /* Free while the prefetch thread is busy and while reads of a batch are pending. */
 START_TEST(free_mid_epoch) {
     for (int round = 0; round < 12; round++) {
@@ -1044,6 +1068,7 @@ static Suite *io_suite(void) {
     tc = tcase_create("prefetch");
     tcase_set_timeout(tc, mxct_timeout(20));
     tcase_add_test(tc, prefetch_reuse_rule);
+    tcase_add_test(tc, refill_overwrites_a_failed_batch);
     tcase_add_test(tc, free_mid_epoch);
     tcase_add_test(tc, reader_error_at_next);
     tcase_add_loop_test(tc, alloc_failure_sweep, 0, 3);

@@ -313,14 +313,20 @@ START_TEST(test_fit_checkpoint_score_predict) {
 }
 END_TEST
 
-/* An MLP with `hidden` units fitted quietly for `epochs` epochs (SGD, lr 0.1, seed 11) on
- * toy data, without checkpoints. */
-static mxc_model *fitted_mlp(int hidden, int epochs) {
+/* An MLP with one hidden layer of `hidden` units and two classes, as a model. */
+static mxc_model *toy_model(int hidden) {
     mxc_symbol *net = NULL;
     CK_OK(mxc_net_mlp(1, &hidden, "relu", 2, &net));
     mxc_model *model = NULL;
     CK_OK(mxc_model_create(net, &model));
     mxc_symbol_free(net);
+    return model;
+}
+
+/* toy_model(hidden) fitted quietly for `epochs` epochs (SGD, lr 0.1, seed 11) on toy
+ * data, without checkpoints. */
+static mxc_model *fitted_mlp(int hidden, int epochs) {
+    mxc_model *model = toy_model(hidden);
     mxc_data_iter *train = toy_iter(20, 4);
     mxc_fit_config cfg;
     mxc_fit_config_init(&cfg);
@@ -502,6 +508,32 @@ START_TEST(test_checkpoint_resume_fallback) {
 }
 END_TEST
 
+/* A fit waits for its own arrays only: a failure of an unrelated array neither fails the
+ * fit nor is cleared by it; a copy into the array makes it readable again. */
+START_TEST(test_fit_leaves_other_failures) {
+    mxc_ndarray *unwritten = NULL, *failed = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(3), MXC_FLOAT32, mxc_cpu(), 1, &unwritten));
+    CK_OK(mxc_nd_add_scalar(unwritten, 1, &failed)); /* reads what nothing wrote: fails */
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    mxc_model *model = toy_model(4);
+    mxc_data_iter *train = toy_iter(50, 5);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.quiet = 1;
+    CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(failed));
+    const float fresh[3] = {4, 5, 6};
+    CK_OK(mxc_nd_sync_copy_from_cpu(failed, fresh, sizeof fresh));
+    float *got = host(failed);
+    ck_assert_mem_eq(got, fresh, sizeof fresh);
+    free(got);
+    mxc_nd_free(unwritten);
+    mxc_nd_free(failed);
+    mxc_model_free(model);
+    mxc_data_iter_free(train);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -516,6 +548,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_fit_reproducible);
     tcase_add_test(tc, test_checkpoint_removes_stale_temps);
     tcase_add_test(tc, test_checkpoint_resume_fallback);
+    tcase_add_test(tc, test_fit_leaves_other_failures);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,6 +17,7 @@
 #include "mxc/ndarray.h"
 #include "mxc/storage.h"
 #include "common/handle.h"
+#include "ndarray/ndarray_impl.h" /* mxc__nd_var, to hold work on arrays */
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -1058,7 +1059,8 @@ END_TEST
 
 /* Reading a delay-alloc array nothing has written fails with MXC_EINVAL at the wait
  * instead of returning whatever the pool block held; the failure reaches the outputs of
- * the reading operations. Writing the array afterwards makes it readable. */
+ * the reading operations and stays there, whatever waits: overwriting an array whole (a
+ * fill, a copy, an operator's output) or freeing it is what clears it. */
 START_TEST(test_read_unwritten) {
     mxc_ndarray *a = nd_new(SHAPE(8), MXC_FLOAT32, 1);
     float buf[8];
@@ -1072,15 +1074,21 @@ START_TEST(test_read_unwritten) {
     CK_OK(mxc_nd_slice(a, 2, 4, &view));
     CK_OK(mxc_nd_add_scalar(a, 1, &a)); /* in place: reads a too */
     CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(a));
-    CK_ERR(MXC_EINVAL, mxc_nd_wait_all()); /* the first failure since the last wait_all */
-    CK_OK(mxc_nd_wait_all());
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_all());
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_all()); /* waits report a failure, never clear it */
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(b));
+    CK_OK(mxc_nd_fill(view, 1)); /* writes part of a: not an overwrite, skipped */
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(a));
 
-    CK_OK(mxc_nd_random_uniform(a, 5, 6)); /* the first write takes the memory */
+    CK_OK(mxc_nd_random_uniform(a, 5, 6)); /* overwrites a whole; takes the memory */
     CK_OK(mxc_nd_sync_copy_to_cpu(a, buf, sizeof buf));
     for (int i = 0; i < 8; i++)
         ck_assert(buf[i] >= 5 && buf[i] <= 6);
-    CK_OK(mxc_nd_add_scalar(a, 1, &b));
+    CK_OK(mxc_nd_add_scalar(a, 1, &b)); /* overwrites b, which failed */
     CK_OK(mxc_nd_wait_to_read(b));
+    CK_ERR(MXC_EINVAL, mxc_nd_wait_to_read(dst)); /* nothing overwrote dst */
+    CK_OK(mxc_nd_sync_copy_from_cpu(dst, buf, sizeof buf));
+    CK_OK(mxc_nd_wait_to_read(dst));
     /* An empty array has nothing to be unwritten. */
     mxc_ndarray *empty = nd_new(SHAPE(0, 4), MXC_FLOAT32, 1), *e2 = NULL;
     CK_OK(mxc_nd_add(empty, empty, &e2));
@@ -1325,6 +1333,79 @@ START_TEST(test_create_free_no_leak) {
 }
 END_TEST
 
+/* Freeing needs no memory: with every allocation failing from some point on, freeing
+ * arrays still schedules every delete (nothing is leaked, nothing logged), also when the
+ * deletes pile up behind pending work. The pending work here is an operation that reads
+ * every array and holds a worker until the test lets it go. */
+struct hold {
+    atomic_int started, release;
+};
+
+static int hold_fn(const mxc_run_ctx *rctx, void *arg) {
+    struct hold *h = arg;
+    atomic_store(&h->started, 1);
+    while (!atomic_load(&h->release))
+        mxct_sleep_us(500);
+    return MXC_OK;
+}
+
+/* Makes `n` arrays (with memory, or delay-alloc), pushing nothing, and an operation
+ * reading them all that holds a worker until `h->release` is set; returns once it holds. */
+static void arrays_on_hold(mxc_ndarray **arrays, mxc_var **vars, int n, struct hold *h) {
+    for (int i = 0; i < n; i++) {
+        arrays[i] = nd_new(SHAPE(16 + i % 5), MXC_FLOAT32, i % 3 == 2);
+        vars[i] = mxc__nd_var(arrays[i]);
+    }
+    mxc_engine *eng = NULL;
+    CK_OK(mxc_engine_get_default(&eng));
+    mxc_engine_op_desc d = {
+        .fn = hold_fn, .arg = h, .const_vars = vars, .num_const_vars = n, .name = "hold"};
+    CK_OK(mxc_engine_push(eng, &d));
+    ck_assert(mxct_wait_at_least(&h->started, 1, 10000));
+}
+
+START_TEST(test_free_needs_no_memory) {
+    enum { N = 300 }; /* more deletes at once than the engine's pools keep spare */
+    mxct_alloc_install(&counts);
+    mxc_set_log(count_error_log, NULL, MXC_LOG_ERROR);
+    mxc_ndarray *arrays[N];
+    mxc_var *vars[N];
+    /* The same arrays and hold without failures first, freed one at a time once the hold
+     * is over: what the engine keeps allocated for them (pooled variables, spare blocks)
+     * is then there already, and what stays allocated after the failing round is a leak.
+     * Their deletes never wait together, so the engine's pool of operations stays small. */
+    struct hold warm = {0};
+    arrays_on_hold(arrays, vars, N, &warm);
+    atomic_store(&warm.release, 1);
+    CK_OK(mxc_nd_wait_all());
+    for (int i = 0; i < N; i++) {
+        mxc_nd_free(arrays[i]);
+        CK_OK(mxc_nd_wait_all());
+    }
+    long before = live_after_settling();
+    mxc_storage_stats s0 = cpu_stats();
+
+    struct hold h = {0};
+    arrays_on_hold(arrays, vars, N, &h);
+    mxct_alloc_fail_after(&counts, 0); /* every allocation from now on fails */
+    mxc_ndarray *refused = NULL;
+    CK_ERR(MXC_ENOMEM, mxc_nd_create(&SHAPE(4), MXC_FLOAT32, mxc_cpu(), 0, &refused));
+    for (int i = 0; i < N; i++)
+        mxc_nd_free(arrays[i]); /* N deletes wait behind the hold */
+    atomic_store(&h.release, 1);
+    CK_OK(mxc_nd_wait_all()); /* needs no memory either */
+    mxct_alloc_fail_after(&counts, -1);
+
+    char logged[256];
+    ck_assert_msg(error_log_count(logged, sizeof logged) == 0, "logged '%s'", logged);
+    mxc_storage_stats s1 = cpu_stats();
+    ck_assert_uint_eq(s1.bytes_in_use, s0.bytes_in_use);
+    ck_assert_uint_eq(s1.blocks_in_use, s0.blocks_in_use);
+    ck_assert_int_eq(live_after_settling(), before);
+    mxc_set_log(NULL, NULL, MXC_LOG_WARN);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------------------- */
 
 static TCase *nd_tcase(Suite *s, const char *name, double timeout_s) {
@@ -1368,6 +1449,7 @@ static Suite *ndarray_suite(void) {
     tc = nd_tcase(s, "memory", 60);
     tcase_add_loop_test(tc, test_alloc_failure_sweep, 0, 2 * (int)ARRAY_SIZE(sweep_cases));
     tcase_add_test(tc, test_create_free_no_leak);
+    tcase_add_test(tc, test_free_needs_no_memory);
     return s;
 }
 

@@ -201,13 +201,16 @@ CALL(mxc_engine_create) {
 TAKES_NULL(mxc_engine_destroy)
 CALL(mxc_engine_get_default) { return mxc_engine_get_default(NULL); }
 CALL(mxc_engine_type_of) { return AS(mxc_engine_type_of(NULL) == -1); }
-CALL(mxc_engine_new_var) {
+/* The two variable constructors take the same arguments. */
+static int make_var(int (*make)(mxc_engine *, mxc_var **), int k) {
     mxc_var *v = NULL;
-    int rc = mxc_engine_new_var(P(0, engine()), P(1, &v));
+    int rc = make(P(0, engine()), P(1, &v));
     if (v)
         mxc_engine_delete_var(engine(), v, NULL, NULL);
     return rc;
 }
+CALL(mxc_engine_new_var) { return make_var(mxc_engine_new_var, k); }
+CALL(mxc_engine_new_state_var) { return make_var(mxc_engine_new_state_var, k); }
 CALL(mxc_engine_delete_var) {
     mxc_var *v = new_var();
     int rc = mxc_engine_delete_var(P(0, engine()), P(1, v), P(2, nop), P(3, (void *)v));
@@ -806,6 +809,7 @@ static const struct row rows[] = {
     ROW(mxc_engine_get_default, INV),
     ROW(mxc_engine_type_of, OK),
     ROW(mxc_engine_new_var, MIS, INV),
+    ROW(mxc_engine_new_state_var, MIS, INV),
     ROW(mxc_engine_delete_var, MIS, MIS, OK, OK),
     ROW(mxc_engine_push, MIS, INV),
     ROW(mxc_engine_new_operator, MIS, INV, INV),

@@ -7,10 +7,29 @@
  * token for a resource the caller owns (an array's memory, a random generator, a temp
  * buffer); the engine never looks inside.
  *
- * Errors never stop the engine. An operation whose function fails marks the variables it
- * mutates as failed; later operations that read or write a failed variable are skipped
- * and pass the error on (delete and wait operations still run). The error, with its
- * message, is reported by the next wait that covers an affected variable.
+ * Failures never stop the engine. An operation whose function fails marks the variables
+ * it writes as failed. A failure stays with its variable until the variable is deleted or
+ * overwritten: written by an operation that succeeds and whose description says it
+ * overwrites (desc.overwrite) and does not also read it. An operation that reads a failed
+ * variable, or writes one without overwriting it, is skipped: its function is not called
+ * and it passes the failure on to what it writes (delete and wait operations still run).
+ * Waits report failures with their messages and never clear them. Variables made with
+ * mxc_engine_new_state_var never carry a failure.
+ *
+ * Waits cover what was pushed before them: mxc_engine_wait_for_var the operations on one
+ * variable, mxc_engine_wait_all every operation. Operations pushed after a wait started,
+ * from any thread, do not make it longer. Once a wait has returned, nothing of the
+ * operations it covered uses the engine any more (their mxc_engine_complete calls
+ * included), so the engine may be destroyed at once.
+ *
+ * Deleting a variable needs no memory: what its delete uses is taken when the variable is
+ * made, so memory can always be given back (an array's free is a delete).
+ *
+ * Handles (base.h): a deleted variable, a deleted reusable operation, a completion handle
+ * after mxc_engine_complete, and a destroyed engine with all of its variables and
+ * operations are stale. Given to any function here, of any engine, they are MXC_EMISUSE,
+ * never a read of freed memory; of two threads deleting one variable or operation, or
+ * completing one run, at the same time, exactly one acts.
  *
  * Thread-safety: every function here may be called from any thread unless its comment
  * says otherwise. Pushes from several threads are ordered consistently on every shared
@@ -88,6 +107,10 @@ typedef struct mxc_engine_op_desc {
     int priority;     /**< higher runs first where a queue orders by priority */
     const char *name; /**< for the profiler and error messages; must stay
                                        valid until the operation has run (a literal) */
+    int overwrite;    /**< nonzero: the function writes every mutable variable that is not
+                           also in const_vars wholly, whatever it held (a copy into an array,
+                           a fill). A failure such a variable carries does not stop the
+                           operation, and is cleared when it succeeds (see the top of this file). */
 } mxc_engine_op_desc;
 
 /** Engine settings; a zero field takes its environment variable, then the default. */
@@ -109,8 +132,9 @@ typedef struct mxc_engine_stats {
     uint64_t failed;     /**< operations that failed or were skipped */
     int64_t pending;     /**< pushed but not retired */
     int64_t live_vars;   /**< variables created and not yet deleted */
-    uint64_t pool_bytes; /**< bytes the engine holds for its live variables (their slots)
-                              and for queued accesses to variables */
+    uint64_t pool_bytes; /**< bytes the engine holds for its live variables (their slots,
+                              and the run slot each holds for its delete) and for queued
+                              accesses to variables */
 } mxc_engine_stats;
 
 /** Creates an engine of `type` (an mxc_engine_type) with `config` (NULL: environment and
@@ -119,12 +143,13 @@ typedef struct mxc_engine_stats {
  * Several engines can exist side by side; their variables must not be mixed. */
 MXC_API int mxc_engine_create(int type, const mxc_engine_config *config, mxc_engine **out);
 
-/** Waits for every pushed operation, stops and joins the workers and frees the engine
- * with its variables and reusable operations. NULL is ignored. Call it from a thread that
- * is not one of its workers, once nothing pushes to it any more. Afterwards the engine's
- * handle and those of its variables and operations are stale: given to any function
- * (of any engine) they are MXC_EMISUSE; a second destroy is logged at MXC_LOG_ERROR and
- * does nothing (base.h). */
+/** Waits for every pushed operation (and those they push), stops and joins the workers
+ * and frees the engine with its variables and reusable operations. NULL is ignored. Call
+ * it from a thread that is not one of its workers, once nothing else pushes to or waits
+ * on it; right after a wait has returned is fine, whichever thread completes operations.
+ * Afterwards the engine's handle and those of its variables and operations are stale
+ * (see the top of this file); a second destroy is logged at MXC_LOG_ERROR and does
+ * nothing. */
 MXC_API void mxc_engine_destroy(mxc_engine *engine);
 
 /** The process's default engine, created on first use with the kind named by
@@ -139,15 +164,23 @@ MXC_API int mxc_engine_type_of(const mxc_engine *engine);
 /** The static name of an engine kind ("naive", "pooled", "perdevice"), or NULL. */
 MXC_API const char *mxc_engine_type_name(int type);
 
-/** Creates a variable. Costs tens of nanoseconds (pooled). Returns MXC_OK, MXC_EMISUSE
- * (bad engine), MXC_ENOMEM. */
+/** Creates a variable and writes it to `*out` (NULL on failure). Costs tens of
+ * nanoseconds (pooled); what deleting it will need is taken now. Returns MXC_OK,
+ * MXC_EINVAL (out is NULL), MXC_EMISUSE (bad engine), MXC_ENOMEM. */
 MXC_API int mxc_engine_new_var(mxc_engine *engine, mxc_var **out);
+
+/** As mxc_engine_new_var, for state that stays usable whatever an operation on it does,
+ * such as a scratch buffer or a random generator shared by many operations: an operation
+ * that fails does not mark it failed, so one failure cannot stop every later user. */
+MXC_API int mxc_engine_new_state_var(mxc_engine *engine, mxc_var **out);
 
 /** Schedules the deletion of `var`: `delete_fn(arg)` (may be NULL) runs on a CPU worker
  * after every operation pushed before on `var`, even if `var` failed; then the variable
- * is freed. The handle must not be used after this call: given again it is MXC_EMISUSE.
- * Returns MXC_OK, MXC_EMISUSE (bad engine or variable, a deletion already scheduled),
- * MXC_ENOMEM (nothing was scheduled). */
+ * and its failure are freed. The handle must not be used after this call: given again it
+ * is MXC_EMISUSE. Needs no memory (what it uses was taken when `var` was made), so it
+ * cannot fail for lack of it. Returns MXC_OK, or MXC_EMISUSE (bad engine or variable, or
+ * its deletion already scheduled, by this thread or another at the same time; nothing
+ * was scheduled). */
 MXC_API int mxc_engine_delete_var(mxc_engine *engine, mxc_var *var, mxc_engine_fn delete_fn,
                                   void *arg);
 
@@ -179,15 +212,19 @@ MXC_API int mxc_engine_delete_operator(mxc_engine *engine, mxc_engine_opr *opr);
  * logged at MXC_LOG_ERROR and ignored: it never completes another run. */
 MXC_API void mxc_engine_complete(mxc_engine_done *done, int status);
 
-/** Blocks until every operation pushed so far that reads or writes `var` has retired.
- * Returns MXC_OK, or the status of the first failure that reached `var` (its message in
- * mxc_last_error), which this call also clears so `var` is usable again; MXC_EMISUSE for
- * a bad handle or when called from inside an engine worker (it would deadlock). */
+/** Blocks until every operation that reads or writes `var` and was pushed before this
+ * call has retired; later pushes do not extend the wait. Returns MXC_OK, or the status of
+ * the failure `var` carries (its message in mxc_last_error), which stays until `var` is
+ * overwritten or deleted; MXC_EMISUSE for a bad handle or when called from inside an
+ * engine operation (it would wait for itself); MXC_ENOMEM (nothing was waited for). */
 MXC_API int mxc_engine_wait_for_var(mxc_engine *engine, mxc_var *var);
 
-/** Blocks until every operation pushed so far has retired. Returns MXC_OK, or the status
- * and message of the first failure since the previous wait_all; that failure and every
- * variable's failed state are then cleared. MXC_EMISUSE from inside a worker. */
+/** Blocks until every operation pushed before this call, from any thread, has retired;
+ * operations pushed meanwhile do not extend the wait. Returns MXC_OK, or the status and
+ * message of the first failure among those operations that still stands: one a variable
+ * still carries, or one that reached no variable (its operation writes none) and that no
+ * earlier wait_all reported. Clears no variable's failure. Needs no memory. MXC_EMISUSE
+ * for a bad handle or from inside an engine operation. */
 MXC_API int mxc_engine_wait_all(mxc_engine *engine);
 
 /** Reads the engine's counters. Returns MXC_OK or MXC_EMISUSE. */

@@ -148,8 +148,9 @@ MXC_API int mxc_executor_set_monitor(mxc_executor *exec, mxc_executor_monitor fn
  * and totals). `*text` is owned by the executor, valid until the next call or free. */
 MXC_API int mxc_executor_print(mxc_executor *exec, const char **text);
 
-/** Waits for the executor's pending work, then frees it (NULL is fine; a freed or foreign
- * handle is logged at MXC_LOG_ERROR and frees nothing). */
+/** Waits for the executor's own pending operations (not for other work on the engine, and
+ * without taking memory), then frees it (NULL is fine; a freed or foreign handle is logged
+ * at MXC_LOG_ERROR and frees nothing). Failures recorded on arrays stay where they are. */
 MXC_API void mxc_executor_free(mxc_executor *exec);
 
 #ifdef __cplusplus

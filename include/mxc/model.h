@@ -256,7 +256,8 @@ typedef struct mxc_fit_result {
  * `result` may be NULL. NULL: `model` is MXC_EMISUSE; `train` or `cfg` is MXC_EINVAL.
  * Returns MXC_OK, MXC_EINVAL (bad config), MXC_ESHAPE (the
  * iterator's shapes do not fit the symbol), MXC_EIO (a checkpoint cannot be written), or
- * the failure of a batch (the message names the operation). */
+ * the failure of a batch (the message names the operation). It waits for its own arrays
+ * only: other work on the engine, and failures recorded on other arrays, are left alone. */
 MXC_API int mxc_model_fit(mxc_model *model, mxc_data_iter *train, mxc_data_iter *eval,
                           const mxc_fit_config *cfg, mxc_fit_result *result);
 

@@ -6,7 +6,10 @@
  * engine (mxc_engine_get_default) and returns at once: reads of its inputs and writes of
  * its outputs are ordered by the engine. mxc_nd_wait_to_read, mxc_nd_sync_copy_to_cpu and
  * friends are where a program waits. A failure inside an operation (out of memory, a
- * device error) is reported by the next wait on an array it wrote, with its message.
+ * device error) marks the arrays it writes: every wait on them reports it, with its
+ * message, and operations reading them fail the same way, until the array is freed or
+ * overwritten whole (a copy into it, a fill, an operator's output; not a write through a
+ * view of part of it). Waiting does not clear a failure.
  *
  * Views made by reshape, slice and at share their chunk (and so their variable): writes
  * through one are seen by the others in push order. Freeing an array while operations on
@@ -103,8 +106,9 @@ MXC_API int mxc_nd_wait_to_read(const mxc_ndarray *array);
  * mxc_nd_wait_to_read. */
 MXC_API int mxc_nd_wait_to_write(const mxc_ndarray *array);
 
-/** Waits for every pending array operation. Returns MXC_OK or the first failure since the
- * previous wait_all (see mxc_engine_wait_all). */
+/** Waits for every array operation pushed before the call (later ones, from other
+ * threads, do not extend the wait). Returns MXC_OK or the first failure among them that
+ * still stands (see mxc_engine_wait_all), without clearing it. */
 MXC_API int mxc_nd_wait_all(void);
 
 /** Copies `nbytes` from host memory into the array (nbytes must be its size in bytes)
