@@ -4,13 +4,20 @@
 #   scripts/deps.sh          what the build and the tests need
 #   scripts/deps.sh --bench  also the benchmarks' baselines: Debian's PyTorch and numpy for
 #                            /usr/bin/python3 (scripts/bench_train_pytorch.py); `make bench`
+#   scripts/deps.sh --fuzz   also clang and its sanitizer and libFuzzer runtimes
+#                            (tests/fuzz/); `make fuzz`
 set -euo pipefail
 
 packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fashion-mnist)
-# --bench: the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages).
-if [ "${1:-}" = "--bench" ]; then
-    packages+=(python3-torch python3-numpy)
-fi
+for option in "$@"; do
+    case "$option" in
+    # the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages)
+    --bench) packages+=(python3-torch python3-numpy) ;;
+    # the fuzz targets: clang with libFuzzer, ASan and UBSan (libclang-rt-14-dev)
+    --fuzz) packages+=(clang libclang-rt-14-dev) ;;
+    *) echo "mxc deps: unknown option $option" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
