@@ -215,30 +215,37 @@ static void run_exec(mxc_executor *exec, mxc_ndarray *const *grads, int n_grads)
     free_arrays(n_out, heads);
 }
 
-bool fuzz_run_symbol(mxc_symbol *sym, int num, const char *const *names, const mxc_shape *shapes,
-                     const float *fill, int nfill) {
+bool fuzz_run_symbol(mxc_symbol *sym, const struct fuzz_run *run) {
     static const float zero = 0.0f;
     struct shapes s = {0};
     mxc_symbol *internals = NULL;
     mxc_executor *exec = NULL;
     mxc_ndarray **args = NULL, **grads = NULL, **aux = NULL;
+    int *reqs = NULL;
     bool bound = false;
     /* the internals' outputs are every node's: no intermediate array may be large either */
     if (mxc_symbol_get_internals(sym, &internals) != MXC_OK)
         abort();
-    if (!infer_small(internals, num, names, shapes, NULL) ||
-        !infer_small(sym, num, names, shapes, &s))
+    if (!infer_small(internals, run->num, run->names, run->shapes, NULL) ||
+        !infer_small(sym, run->num, run->names, run->shapes, &s))
         goto done;
     args = calloc((size_t)s.n_arg + 1, sizeof *args);
     grads = calloc((size_t)s.n_arg + 1, sizeof *grads);
     aux = calloc((size_t)s.n_aux + 1, sizeof *aux);
-    if (!args || !grads || !aux)
+    reqs = calloc((size_t)s.n_arg + 1, sizeof *reqs);
+    if (!args || !grads || !aux || !reqs)
         abort();
-    if (!make_arrays(s.n_arg, s.arg, fill, nfill, args) ||
-        !make_arrays(s.n_arg, s.arg, &zero, 1, grads) ||
-        !make_arrays(s.n_aux, s.aux, fill, nfill, aux))
+    size_t given = run->reqs ? strlen(run->reqs) : 0;
+    for (int i = 0; i < s.n_arg; i++) {
+        char c = (size_t)i < given ? run->reqs[i] : 'w';
+        reqs[i] = c == 'n' ? MXC_GRAD_NULL : c == 'a' ? MXC_GRAD_ADD : MXC_GRAD_WRITE;
+        if (reqs[i] != MXC_GRAD_NULL && (grads[i] = fuzz_array(&s.arg[i], &zero, 1)) == NULL)
+            goto done;
+    }
+    if (!make_arrays(s.n_arg, s.arg, run->fill, run->nfill, args) ||
+        !make_arrays(s.n_aux, s.aux, run->fill, run->nfill, aux))
         goto done;
-    int rc = mxc_executor_bind(sym, mxc_cpu(), s.n_arg, args, grads, NULL, s.n_aux, aux, &exec);
+    int rc = mxc_executor_bind(sym, mxc_cpu(), s.n_arg, args, grads, reqs, s.n_aux, aux, &exec);
     fuzz_note("bind with gradients", rc);
     bool with_grads = rc == MXC_OK;
     if (!with_grads) { /* some operator has no backward */
@@ -253,6 +260,7 @@ done:
     free_arrays(s.n_arg, args);
     free_arrays(s.n_arg, grads);
     free_arrays(s.n_aux, aux);
+    free(reqs);
     shapes_free(&s);
     mxc_symbol_free(internals);
     mxc_nd_wait_all(); /* forget this run's errors: the next input starts clean */

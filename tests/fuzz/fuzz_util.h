@@ -46,15 +46,24 @@ bool fuzz_two_files(const uint8_t *data, size_t size, size_t header, const char 
 /* Whether `shape` is known (ndim > 0) and has at most FUZZ_MAX_ELEMS elements. */
 bool fuzz_small(const mxc_shape *shape);
 
-/* Runs `sym` on the CPU: infers every shape from `num` named ones (`names` and `shapes`,
- * as mxc_symbol_infer_shape takes them) and stops unless every argument, auxiliary state
- * and node output is known and small (fuzz_small); then binds it with gradients (or,
- * when some operator has none, without), sets every argument to `fill` cycled (`nfill`
- * values, 0 for 0.5), runs forward(is_train = 1) and backward with ones as head
- * gradients, and reads every output and gradient. Errors from mxc are expected results
- * and end the run; returns whether the symbol was bound. */
-bool fuzz_run_symbol(mxc_symbol *sym, int num, const char *const *names, const mxc_shape *shapes,
-                     const float *fill, int nfill);
+/* How fuzz_run_symbol runs a symbol. */
+struct fuzz_run {
+    int num;                  /* known shapes: `shapes[i]` for the argument or auxiliary */
+    const char *const *names; /* state `names[i]`, as mxc_symbol_infer_shape takes them */
+    const mxc_shape *shapes;
+    const float *fill; /* every argument and auxiliary state holds these values, cycled */
+    int nfill;         /* (0: 0.5) */
+    const char *reqs;  /* the gradient request of argument i is reqs[i]: 'n' MXC_GRAD_NULL,
+                          'a' MXC_GRAD_ADD, else (and past its end, or NULL) MXC_GRAD_WRITE */
+};
+
+/* Runs `sym` on the CPU: infers every shape from the known ones and stops unless every
+ * argument, auxiliary state and node output is known and small (fuzz_small); then binds
+ * it with gradients as `run->reqs` asks (or, when some operator has none, without), runs
+ * forward(is_train = 1) and backward with ones as head gradients, and reads every output
+ * and gradient. Errors from mxc are expected results and end the run; returns whether
+ * the symbol was bound. */
+bool fuzz_run_symbol(mxc_symbol *sym, const struct fuzz_run *run);
 
 /* A new array of `shape` (float32, CPU) holding `fill` cycled; NULL on an mxc error. */
 mxc_ndarray *fuzz_array(const mxc_shape *shape, const float *fill, int nfill);

@@ -7,6 +7,8 @@
  *   :data=(1, 2, 5, 5)       the shape of an argument or auxiliary state (any digits
  *                            separated by anything, at most 8 dims)
  *   !0.5 -1 2                values the inputs are filled with, cycled (default 0.5)
+ *   ~wna                     gradient requests of the arguments in order: write, null,
+ *                            add (default write)
  *
  * The operator is applied to variables (mxc_symbol_create parses the parameters); its
  * shapes are inferred from the given ones and, when every tensor has at most
@@ -30,6 +32,7 @@ struct request {
     char *shape_names[MAX_ITEMS];
     mxc_shape shapes[MAX_ITEMS];
     float fill[MAX_ITEMS];
+    const char *reqs;
 };
 
 /* Every run of digits in `s` is a dim. */
@@ -54,7 +57,9 @@ static void parse_request(char *text, struct request *r) {
     r->op = strtok_r(text, "\n", &save);
     for (char *line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char *eq = strchr(line, '=');
-        if (line[0] == '!') {
+        if (line[0] == '~') {
+            r->reqs = line + 1;
+        } else if (line[0] == '!') {
             for (char *p = line + 1, *end; *p && r->num_fill < MAX_ITEMS; p = end) {
                 r->fill[r->num_fill] = strtof(p, &end);
                 if (end == p)
@@ -132,8 +137,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_note("create", rc);
     if (rc == MXC_OK) {
         invoke(sym, &r);
-        fuzz_run_symbol(sym, r.num_shapes, (const char *const *)r.shape_names, r.shapes, r.fill,
-                        r.num_fill);
+        struct fuzz_run run = {
+            r.num_shapes, (const char *const *)r.shape_names, r.shapes, r.fill, r.num_fill, r.reqs};
+        fuzz_run_symbol(sym, &run);
     }
     mxc_symbol_free(sym);
     for (int i = 0; i < r.num_shapes; i++)

@@ -27,14 +27,22 @@ static char *check_round_trip(mxc_symbol *sym) {
 /* Binds and runs `sym` with its own shape hints, else with a small first argument. */
 static void run(mxc_symbol *sym) {
     static const float fill[] = {0.5f, -1.0f, 2.0f, 0.0f, 1.0f, -0.25f, 3.0f};
+    struct fuzz_run r = {.fill = fill, .nfill = 7};
     int n_args;
     const char *const *args;
-    if (fuzz_run_symbol(sym, 0, NULL, NULL, fill, 7) ||
-        mxc_symbol_list_arguments(sym, &n_args, &args) != MXC_OK || n_args == 0)
+    if (fuzz_run_symbol(sym, &r) || mxc_symbol_list_arguments(sym, &n_args, &args) != MXC_OK ||
+        n_args == 0)
         return;
-    const char *name = args[0];
-    mxc_shape batch = {.ndim = 4, .dims = {2, 1, 6, 6}};
-    fuzz_run_symbol(sym, 1, &name, &batch, fill, 7);
+    /* a copy: the symbol's list may be rebuilt by the next listing */
+    const char *first = strdup(args[0]);
+    const mxc_shape batch = {.ndim = 4, .dims = {2, 1, 6, 6}};
+    if (first == NULL)
+        abort();
+    r.num = 1;
+    r.names = &first;
+    r.shapes = &batch;
+    fuzz_run_symbol(sym, &r);
+    free((char *)first);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
