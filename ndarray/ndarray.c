@@ -95,6 +95,11 @@ mxc_var *mxc__nd_var(const mxc_ndarray *a) { return a->chunk->var; }
 
 void mxc__nd_release_memory(const mxc_ndarray *a) { mxc_storage_free(&a->chunk->block); }
 
+/* What the tensors of empty arrays (no elements, so no memory) point at instead of NULL:
+ * kernels offset their pointers and pass them to memset / memcpy with 0 bytes, which is
+ * undefined for NULL; nothing is ever read or written here. */
+static _Alignas(64) char empty_data[64];
+
 int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) {
     struct nd_chunk *c = a->chunk;
     if (!written && c->block.ptr == NULL && c->nbytes > 0)
@@ -102,8 +107,8 @@ int mxc__nd_tensor(const mxc_ndarray *a, bool written, struct mxc__tensor *out) 
     int rc = chunk_alloc_memory(c); /* delayed memory is taken now */
     if (rc != MXC_OK)
         return rc;
-    *out = (struct mxc__tensor){(char *)c->block.ptr + a->offset, a->shape, a->dtype, c->ctx,
-                                mxc_shape_size(&a->shape)};
+    void *data = c->block.ptr ? (char *)c->block.ptr + a->offset : empty_data;
+    *out = (struct mxc__tensor){data, a->shape, a->dtype, c->ctx, mxc_shape_size(&a->shape)};
     return MXC_OK;
 }
 

@@ -27,7 +27,7 @@
 
 /* What a kernel sees of an array while it runs. */
 struct mxc__tensor {
-    void *data;
+    void *data; /* never NULL for an array: an empty one (size 0) points at a placeholder */
     mxc_shape shape;
     int dtype;
     mxc_context ctx;
