@@ -371,10 +371,12 @@ static int make_plan(const struct mxc__op_call *c, const struct geom *g, const s
     if ((size_t)p->workspace << 20 < budget * (size_t)slots)
         budget = ((size_t)p->workspace << 20) / (size_t)slots;
     int64_t chunk = per_image ? (int64_t)(budget / per_image) : 1;
-    if (chunk > per_slot)
-        chunk = per_slot;
     if (chunk < 1)
         chunk = 1;
+    /* an empty batch needs no buffers: sizing them for one image would ask, with a large
+     * pad, for terabytes of temp space to compute nothing */
+    if (chunk > per_slot)
+        chunk = per_slot;
     pl->chunk = chunk;
     pl->slots = slots;
     pl->ncol = (size_t)(g->krows * chunk * g->pix);

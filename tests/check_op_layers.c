@@ -727,6 +727,30 @@ START_TEST(test_invoke) {
 }
 END_TEST
 
+/* An empty batch computes nothing and takes no temp space: the column buffer of one image
+ * was sized anyway, 136 TB with a pad of 188888444444 (found by tests/fuzz/op_params;
+ * malloc failed, MXC_ENOMEM). The output is empty, the weight and bias gradients zero. */
+START_TEST(test_conv_empty_batch) {
+    struct mxct_tensor in[3] = {mxct_tensor_from(shp(4, 0, 2, 5, 5), NULL),
+                                mxct_tensor_random(shp(4, 2, 2, 3, 3), -1, 1, 3),
+                                mxct_tensor_random(shp(1, 2, 0, 0, 0), -1, 1, 4)};
+    struct mxct_params kv =
+        MXCT_KV("kernel", "(3, 3)", "num_filter", "2", "pad", "(188888444444, 1)");
+    struct mxct_tensor out[1], grads[3];
+    int rc = mxct_op_forward("Convolution", kv, true, in, 3, NULL, out);
+    ck_assert_msg(rc == MXC_OK, "%s", mxc_last_error());
+    expect_shape(&out[0].shape, shp(4, 0, 2, 377776888891, 5), "empty batch output");
+    rc = mxct_op_backward("Convolution", kv, true, in, 3, NULL, out, grads);
+    ck_assert_msg(rc == MXC_OK, "%s", mxc_last_error());
+    for (int i = 1; i < 3; i++)
+        for (int64_t k = 0; k < mxc_shape_size(&grads[i].shape); k++)
+            ck_assert_float_eq(grads[i].data[k], 0.0f);
+    mxct_tensors_free(grads, 3);
+    mxct_tensors_free(out, 1);
+    mxct_tensors_free(in, 3);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("op_layers");
     TCase *tc = tcase_create("reference");
@@ -739,6 +763,7 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
     tcase_add_loop_test(tc, test_pool_max2x2, 0, 3);
+    tcase_add_test(tc, test_conv_empty_batch);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inference");
