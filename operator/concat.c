@@ -108,6 +108,10 @@ static int concat_shape(const void *params, mxc_shape *in, int num_in, mxc_shape
         }
         like.dims[axis] = in[i].ndim == like.ndim ? in[i].dims[axis] : ref->dims[axis];
         MXC_TRY(mxc__shape_assign(&in[i], &like, op, arg_names[i]));
+        MXC_CHECK(in[i].dims[axis] <= INT64_MAX - sum, MXC_ESHAPE,
+                  "Concat: the inputs' sizes along dim %d add up to more than int64 holds "
+                  "(%s at %s)",
+                  axis, arg_names[i], mxc__shape_str(&in[i], b, sizeof b));
         sum += in[i].dims[axis];
     }
     if (num_unknown == 0) {

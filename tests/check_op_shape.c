@@ -423,6 +423,12 @@ START_TEST(test_shape_concat) {
     out = (mxc_shape){0};
     expect_error(infer("Concat", MXCT_KV("num_args", "2", "dim", "2"), ok, 2, &out), MXC_EINVAL,
                  NEEDLES("Concat", "dim=2"));
+    /* empty inputs whose sizes along dim add up past int64 (the sum overflowed; found by
+     * tests/fuzz/op_params) */
+    mxc_shape wide[3] = {shp(2, 0, 2, 0, 0), shp(2, 0, INT64_MAX, 0, 0), shp(2, 0, 2, 0, 0)};
+    out = (mxc_shape){0};
+    expect_error(infer("Concat", MXCT_KV("num_args", "3", "dim", "1"), wide, 3, &out), MXC_ESHAPE,
+                 NEEDLES("Concat", "int64", "arg1"));
 }
 END_TEST
 
