@@ -44,19 +44,22 @@ static void outer_inner(const mxc_shape *s, int axis, int64_t *outer, int64_t *i
 
 /* The joined array big: (outer, total) and its parts part[k]: (outer, width[k]), the
  * widths summing to total, side by side in big's rows. to_big: big (req[0]) from the
- * parts (Concat forward, SliceChannel backward); else each part (req[k]) from big. */
+ * parts (Concat forward, SliceChannel backward); else each part (req[k]) from big. A part
+ * nobody asked for (req null: a gradient bound with MXC_GRAD_NULL) may have no memory, so
+ * no pointer into it is computed. */
 static void copy_parts(float *big, const struct mxc__tensor *parts, const int64_t *width, int n,
                        int64_t outer, int64_t total, bool to_big, const int *req) {
     for (int64_t o = 0; o < outer; o++) {
         int64_t off = 0;
-        for (int k = 0; k < n; k++) {
+        for (int k = 0; k < n; off += width[k], k++) {
+            if (!to_big && req[k] == MXC__REQ_NULL)
+                continue;
             float *row = big + o * total + off;
             float *part = (float *)parts[k].data + o * width[k];
             if (to_big)
                 mxc__copy_req(row, part, width[k], req[0]);
             else
                 mxc__copy_req(part, row, width[k], req[k]);
-            off += width[k];
         }
     }
 }

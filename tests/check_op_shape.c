@@ -8,6 +8,7 @@
  * impossible reshapes), parameter tables (defaults, bounds, missing keys) and one run of
  * each through mxc_imperative_invoke and the engine (ElementWiseSum also in place).
  */
+#include "mxc/executor.h"
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
 #include "operator/op.h"
@@ -432,6 +433,28 @@ START_TEST(test_shape_concat) {
 }
 END_TEST
 
+/* Concat's backward with the first input's gradient off (MXC_GRAD_NULL: no memory) and
+ * the last one's added to: it computed a pointer into the missing gradient (NULL + row,
+ * undefined behaviour reported by clang's UBSan; found by tests/fuzz/op_params). */
+START_TEST(test_concat_grad_reqs) {
+    struct mxct_tensor in[3] = {mxct_tensor_random(shp(2, 2, 1, 0, 0), -1, 1, 1),
+                                mxct_tensor_random(shp(2, 2, 2, 0, 0), -1, 1, 2),
+                                mxct_tensor_random(shp(2, 2, 1, 0, 0), -1, 1, 3)};
+    struct mxct_tensor head = mxct_tensor_random(shp(2, 2, 4, 0, 0), -1, 1, 4), g[3];
+    mxct_op_bound_grads("Concat", MXCT_KV("num_args", "3", "dim", "1"), in, 3, NULL, 0,
+                        (const int[]){MXC_GRAD_NULL, MXC_GRAD_WRITE, MXC_GRAD_ADD}, &head, g);
+    ck_assert_ptr_null(g[0].data);
+    const float *h = head.data;
+    const float want1[4] = {h[1], h[2], h[5], h[6]};
+    const float want2[2] = {in[2].data[0] + h[3], in[2].data[1] + h[7]};
+    mxct_expect_close(&g[1], want1, 0, 0, "written gradient of arg1");
+    mxct_expect_close(&g[2], want2, 1e-6, 0, "added gradient of arg2");
+    mxct_tensors_free(g, 3);
+    mxct_tensors_free(in, 3);
+    mxct_tensors_free(&head, 1);
+}
+END_TEST
+
 START_TEST(test_shape_slice_sum) {
     /* SliceChannel: names from num_outputs, data from equal outputs */
     const struct mxc__op_def *d = def_of("SliceChannel");
@@ -679,6 +702,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_shape_reshape);
     tcase_add_test(tc, test_shape_transpose_expand);
     tcase_add_test(tc, test_shape_concat);
+    tcase_add_test(tc, test_concat_grad_reqs);
     tcase_add_test(tc, test_shape_slice_sum);
     tcase_add_test(tc, test_shape_embedding);
     tcase_add_test(tc, test_params);

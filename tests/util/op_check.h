@@ -79,6 +79,16 @@ int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
                      const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
                      const struct mxct_tensor *out_grad, struct mxct_tensor *in_grad_out);
 
+/* Runs operator `name` through the executor: binds it to arrays holding `in` (its
+ * inputs) and `aux` (its auxiliary states) with gradient request `reqs[i]` (mxc_grad_req)
+ * for input i, runs forward (training) and backward with `head` as the head gradient of
+ * its first output (NULL for loss operators), and fills `grads` (one per input) with new
+ * tensors holding the gradients; an input bound with MXC_GRAD_NULL gets an empty tensor
+ * (ndim 0, no data). Asserts that every step succeeds. */
+void mxct_op_bound_grads(const char *name, struct mxct_params params, const struct mxct_tensor *in,
+                         int num_in, const struct mxct_tensor *aux, int num_aux, const int *reqs,
+                         const struct mxct_tensor *head, struct mxct_tensor *grads);
+
 /* Reference data: `file` (relative to tests/data, or $MXC_TEST_DATA) is an NDArray list
  * saved by a generator script (mx.nd.save with named arrays). Loads the float32 array
  * named `name` into a new tensor (asserting it exists). */
