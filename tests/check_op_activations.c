@@ -383,15 +383,6 @@ START_TEST(test_dropout_backward) {
 }
 END_TEST
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 static struct mxct_tensor tensor_of(mxc_ndarray *a) {
     mxc_shape s;
     ck_assert_int_eq(mxc_nd_get_shape(a, &s), MXC_OK);
@@ -404,7 +395,7 @@ static struct mxct_tensor tensor_of(mxc_ndarray *a) {
 /* Dropout through the engine, in training: mxc_random_seed makes the draws repeat. */
 static struct mxct_tensor dropout_invoke(uint64_t seed, const struct mxct_tensor *x) {
     ck_assert_int_eq(mxc_random_seed(seed), MXC_OK);
-    mxc_ndarray *in = array_of(x), *out[1] = {NULL};
+    mxc_ndarray *in = mxct_array_of(x), *out[1] = {NULL};
     int rc = mxc_imperative_invoke("Dropout", 0, NULL, NULL, 1, &in, 1, out, 1);
     ck_assert_msg(rc == MXC_OK, "Dropout: %s", mxc_last_error());
     struct mxct_tensor t = tensor_of(out[0]);
@@ -665,7 +656,7 @@ START_TEST(test_invoke) {
     int n = c->num_in + c->num_aux;
     mxc_ndarray *arrays[5], *out[1] = {NULL};
     for (int i = 0; i < n; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, n, arrays, 1, out, c->train);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     struct mxct_tensor got = tensor_of(out[0]);
@@ -694,7 +685,7 @@ START_TEST(test_invoke_bad_shape) {
         mxct_tensor_from(shp(1, 3, 0, 0, 0), NULL), mxct_tensor_from(shp(1, 3, 0, 0, 0), NULL)};
     mxc_ndarray *arrays[5], *out[1] = {NULL};
     for (int i = 0; i < 5; i++)
-        arrays[i] = array_of(&t[i]);
+        arrays[i] = mxct_array_of(&t[i]);
     int rc = mxc_imperative_invoke("BatchNorm", 0, NULL, NULL, 5, arrays, 1, out, 1);
     expect_error(rc, MXC_ESHAPE, NEEDLES("BatchNorm", "gamma", "(2)", "(3)"));
     ck_assert_ptr_null(out[0]);

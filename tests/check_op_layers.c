@@ -666,15 +666,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 /* fc_basic, conv_basic, deconv_basic, pool_max through mxc_imperative_invoke. */
 START_TEST(test_invoke) {
     static const char *const picks[] = {"fc_basic", "conv_basic", "deconv_basic", "pool_max"};
@@ -689,7 +680,7 @@ START_TEST(test_invoke) {
     struct mxct_tensor want = mxct_ref_load(file, "out0");
     mxc_ndarray *arrays[3], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
@@ -706,7 +697,7 @@ START_TEST(test_invoke) {
     /* a wrong weight is an error naming both shapes, not a crash */
     if (c->num_in >= 2) {
         struct mxct_tensor w = mxct_tensor_from(shp(2, 1, 1, 0, 0), NULL);
-        mxc_ndarray *bad_w = array_of(&w), *saved = arrays[1], *none[1] = {NULL};
+        mxc_ndarray *bad_w = mxct_array_of(&w), *saved = arrays[1], *none[1] = {NULL};
         arrays[1] = bad_w;
         rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, none, 0);
         ck_assert_int_eq(rc, MXC_ESHAPE);

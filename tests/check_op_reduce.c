@@ -523,15 +523,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 /* One reference case per operator through mxc_imperative_invoke. */
 static const char *const invoke_picks[] = {
     "sum_axes02", "mean_axes12", "max_exclude_keep", "badd",    "bsub",
@@ -549,7 +540,7 @@ START_TEST(test_invoke) {
     struct mxct_tensor want = mxct_ref_load(file, "out0");
     mxc_ndarray *arrays[2], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
@@ -576,7 +567,7 @@ END_TEST
 START_TEST(test_invoke_error) {
     struct mxct_tensor a = mxct_tensor_from(shp(2, 2, 3, 0, 0), NULL);
     struct mxct_tensor b = mxct_tensor_from(shp(2, 4, 3, 0, 0), NULL);
-    mxc_ndarray *arrays[2] = {array_of(&a), array_of(&b)}, *out[1] = {NULL};
+    mxc_ndarray *arrays[2] = {mxct_array_of(&a), mxct_array_of(&b)}, *out[1] = {NULL};
     int rc = mxc_imperative_invoke("dot", 0, NULL, NULL, 2, arrays, 1, out, 0);
     ck_assert_int_eq(rc, MXC_ESHAPE);
     ck_assert_msg(strstr(mxc_last_error(), "(4, 3)"), "%s", mxc_last_error());

@@ -608,15 +608,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 /* Reads `a` back and compares it with `want` exactly (shape included). */
 static void expect_array(mxc_ndarray *a, const struct mxct_tensor *want, const char *what) {
     mxc_shape s;
@@ -645,7 +636,7 @@ START_TEST(test_invoke) {
     load_all(c, "out", c->num_out, want);
     mxc_ndarray *arrays[MAX_IO], *out[MAX_IO] = {NULL};
     for (int i = 0; i < c->num_in; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, c->num_out,
                                    out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
@@ -667,7 +658,7 @@ START_TEST(test_invoke) {
     if (strcmp(c->op, "Concat") == 0) {
         /* a wrong input is an error naming it and both shapes, not a crash */
         struct mxct_tensor w = mxct_tensor_from(shp(3, 2, 2, 4, 0), NULL);
-        mxc_ndarray *bad = array_of(&w), *saved = arrays[1], *none[1] = {NULL};
+        mxc_ndarray *bad = mxct_array_of(&w), *saved = arrays[1], *none[1] = {NULL};
         arrays[1] = bad;
         rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, none, 0);
         expect_error(rc, MXC_ESHAPE, NEEDLES("Concat", "arg1", "(2, 2, 4)"));

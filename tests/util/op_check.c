@@ -324,7 +324,7 @@ int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
     return rc;
 }
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
+mxc_ndarray *mxct_array_of(const struct mxct_tensor *t) {
     mxc_ndarray *a = NULL;
     ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
     ck_assert_int_eq(
@@ -343,16 +343,16 @@ void mxct_op_bound_grads(const char *name, struct mxct_params params, const stru
                                     &sym) == MXC_OK,
                   "%s: %s", name, mxc_last_error());
     for (int i = 0; i < num_in; i++) {
-        args[i] = array_of(&in[i]);
-        g[i] = reqs[i] == MXC_GRAD_NULL ? NULL : array_of(&in[i]);
+        args[i] = mxct_array_of(&in[i]);
+        g[i] = reqs[i] == MXC_GRAD_NULL ? NULL : mxct_array_of(&in[i]);
     }
     for (int i = 0; i < num_aux; i++)
-        states[i] = array_of(&aux[i]);
+        states[i] = mxct_array_of(&aux[i]);
     int rc = mxc_executor_bind(sym, mxc_cpu(), num_in, args, g, reqs, num_aux, states, &x);
     ck_assert_msg(rc == MXC_OK, "bind %s: %s", name, mxc_last_error());
     ck_assert_int_eq(mxc_executor_forward(x, 1), MXC_OK);
     if (head)
-        h = array_of(head);
+        h = mxct_array_of(head);
     ck_assert_msg(mxc_executor_backward(x, h ? 1 : 0, &h) == MXC_OK, "%s", mxc_last_error());
     for (int i = 0; i < num_in; i++) {
         grads[i] = (struct mxct_tensor){{0}, NULL};

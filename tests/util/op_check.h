@@ -10,6 +10,7 @@
 #define MXC_TEST_OP_CHECK_H
 
 #include "mxc/base.h"
+#include "mxc/ndarray.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -42,6 +43,9 @@ struct mxct_tensor mxct_tensor_random(mxc_shape shape, float lo, float hi, unsig
 struct mxct_tensor mxct_tensor_from(mxc_shape shape, const float *values);
 
 void mxct_tensors_free(struct mxct_tensor *t, int n);
+
+/* A new float32 CPU array holding a copy of `t` (asserting success); the caller frees it. */
+mxc_ndarray *mxct_array_of(const struct mxct_tensor *t);
 
 /* Runs operator `name` forward on `in` (its inputs) and `aux` (its auxiliary states,
  * updated in place; may be NULL when it has none). Fills `out` (room for every output,
