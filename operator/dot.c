@@ -187,15 +187,16 @@ static int products_backward(const struct mxc__op_call *c, const struct gemm_dim
     const float *a = c->in_data[0].data, *b = c->in_data[1].data, *dc = c->out_grad[0].data;
     float *da = c->in_grad[0].data, *db = c->in_grad[1].data;
     int64_t m = g->m, n = g->n, k = g->k;
+    /* a gradient nobody asked for (req null) may have no memory: no pointer into it */
     for (int64_t i = 0; i < g->batch; i++) {
         const float *ai = a + i * m * k, *bi = b + i * k * n, *dci = dc + i * m * n;
-        if (!ta)
+        if (c->req[0] != MXC__REQ_NULL && !ta)
             gemm(false, !tb, m, k, n, dci, bi, da + i * m * k, c->req[0]);
-        else
+        else if (c->req[0] != MXC__REQ_NULL)
             gemm(tb, true, k, m, n, bi, dci, da + i * m * k, c->req[0]);
-        if (!tb)
+        if (c->req[1] != MXC__REQ_NULL && !tb)
             gemm(!ta, false, k, n, m, ai, dci, db + i * k * n, c->req[1]);
-        else
+        else if (c->req[1] != MXC__REQ_NULL)
             gemm(true, ta, n, k, m, dci, ai, db + i * k * n, c->req[1]);
     }
     return MXC_OK;

@@ -6,6 +6,7 @@
  * inference (deduction, conflicts, bad axes), parameter tables (defaults, bounds, missing
  * keys) and one run of each operator through mxc_imperative_invoke and the engine.
  */
+#include "mxc/executor.h"
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
 #include "operator/op.h"
@@ -351,6 +352,43 @@ static void expect_reduced(const char *op, struct mxct_params kv, mxc_shape in, 
     expect_shape(&out, want, op);
 }
 
+/* dot and batch_dot with one input's gradient off (MXC_GRAD_NULL: no memory), plain and
+ * transposed: the backward computed a pointer into the missing gradient (NULL + batch
+ * offset, undefined behaviour reported by clang's UBSan; found by tests/fuzz/op_params).
+ * The other gradient is as with both on. */
+START_TEST(test_dot_grad_reqs) {
+    const bool batch = _i & 1, transposed = _i & 2, second_off = _i & 4;
+    const char *op = batch ? "batch_dot" : "dot";
+    struct mxct_params kv =
+        transposed ? MXCT_KV("transpose_a", "True", "transpose_b", "True") : MXCT_NO_PARAMS;
+    /* (2,) 3 x 4 times 4 x 5, or their transposes */
+    mxc_shape sa = batch ? shp(3, 2, 3, 4, 0) : shp(2, 3, 4, 0, 0);
+    mxc_shape sb = batch ? shp(3, 2, 4, 5, 0) : shp(2, 4, 5, 0, 0);
+    if (transposed) {
+        int r = sa.ndim - 1;
+        int64_t t = sa.dims[r];
+        sa.dims[r] = sa.dims[r - 1], sa.dims[r - 1] = t;
+        t = sb.dims[r];
+        sb.dims[r] = sb.dims[r - 1], sb.dims[r - 1] = t;
+    }
+    struct mxct_tensor in[2] = {mxct_tensor_random(sa, -1, 1, 1), mxct_tensor_random(sb, -1, 1, 2)};
+    struct mxct_tensor head =
+        mxct_tensor_random(batch ? shp(3, 2, 3, 5, 0) : shp(2, 3, 5, 0, 0), -1, 1, 3);
+    struct mxct_tensor want[2], got[2];
+    int on = second_off ? 0 : 1, off = 1 - on;
+    int reqs[2] = {MXC_GRAD_WRITE, MXC_GRAD_WRITE};
+    mxct_op_bound_grads(op, kv, in, 2, NULL, 0, reqs, &head, want);
+    reqs[off] = MXC_GRAD_NULL;
+    mxct_op_bound_grads(op, kv, in, 2, NULL, 0, reqs, &head, got);
+    ck_assert_ptr_null(got[off].data);
+    mxct_expect_close(&got[on], want[on].data, 0, 0, "the gradient still asked for");
+    mxct_tensors_free(want, 2);
+    mxct_tensors_free(got, 2);
+    mxct_tensors_free(in, 2);
+    mxct_tensors_free(&head, 1);
+}
+END_TEST
+
 START_TEST(test_shape_reduce) {
     mxc_shape x = shp(3, 2, 3, 4, 0);
     expect_reduced("sum", MXCT_NO_PARAMS, x, shp(1, 1, 0, 0, 0));
@@ -595,6 +633,7 @@ static Suite *suite(void) {
     tc = tcase_create("gradients");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
+    tcase_add_loop_test(tc, test_dot_grad_reqs, 0, 8);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inference");
