@@ -236,4 +236,11 @@ int mxc__shape_assign(mxc_shape *have, const mxc_shape *want, const char *op, co
 /* Same for dtypes (-1: unknown): MXC_ETYPE on conflict. */
 int mxc__type_assign(int *have, int want, const char *op, const char *arg);
 
+/* *out = a + b * c; false when that (or b * c) overflows int64. For geometry whose terms
+ * are dims and parameters, any of which may be near INT64_MAX (a pad of 2^63 - 1 parses). */
+static inline bool mxc__mul_add(int64_t a, int64_t b, int64_t c, int64_t *out) {
+    int64_t t;
+    return !__builtin_mul_overflow(b, c, &t) && !__builtin_add_overflow(a, t, out);
+}
+
 #endif /* MXC_OPERATOR_OP_H */
