@@ -336,6 +336,14 @@ START_TEST(test_shape_reshape) {
     ck_assert_int_eq(infer("Reshape", MXCT_KV("shape", "(0, -1)"), &unk, 1, &out), MXC_OK);
     ck_assert_int_eq(out.ndim, 0);
     ck_assert_int_eq(unk.ndim, 0);
+    /* target sizes whose product leaves int64, beside a -1 or in a -4 split (the products
+     * overflowed; found with tests/fuzz/op_params) */
+    mxc_shape six = shp(1, 6, 0, 0, 0);
+    out = (mxc_shape){0};
+    expect_error(infer("Reshape", MXCT_KV("shape", "(-1, 4611686018427387904, 4)"), &six, 1, &out),
+                 MXC_ESHAPE, NEEDLES("Reshape", "int64"));
+    expect_error(infer("Reshape", MXCT_KV("shape", "(-4, 4611686018427387904, 4)"), &six, 1, &out),
+                 MXC_ESHAPE, NEEDLES("Reshape", "do not make 6"));
 
     /* Flatten */
     unk = (mxc_shape){0};
