@@ -279,7 +279,7 @@ $(FUZZ_BUILD)/bin/fuzz_%: tests/fuzz/%.c tests/fuzz/fuzz_util.c tests/fuzz/fuzz_
 	@mkdir -p $(@D)
 	@echo "  CCLD    $@"
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< tests/fuzz/fuzz_util.c -o $@ $(FUZZ_LIB) \
-	    $(LDLIBS)
+	    $(filter-out -fopenmp,$(LDLIBS))
 
 # One target's run; $(1) is its name.
 define fuzz_run
