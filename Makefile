@@ -5,6 +5,7 @@
 #   make check            make test in the normal, address(+undefined)- and thread-sanitizer builds
 #                         (GCC), then in clang's undefined-behaviour build
 #   make bench            build and run the benchmarks
+#   make fuzz             the libFuzzer targets of tests/fuzz/, each FUZZ_SECONDS (see below)
 #   make train            README's main job: LeNet on Fashion-MNIST (TRAIN_ARGS=--resume)
 #   make demo             the engine demonstration
 #   make install PREFIX=/usr/local
@@ -221,5 +222,84 @@ install: lib
 clean:
 	rm -rf build build-address build-undefined build-thread build-cuda build-*-cuda build-clang \
 	    build-*-clang
+
+# ---- Fuzzing (libFuzzer; tests/fuzz/, docs/testing.md) ---------------------------------
+#   make fuzz                          build every target and run each for FUZZ_SECONDS (60)
+#   make fuzz FUZZ_SECONDS=3600 FUZZ_TARGETS=nd_list
+#   make fuzz-build                    build only: build-fuzz/bin/fuzz_<target>
+# The library is built again with clang, AddressSanitizer, UndefinedBehaviorSanitizer and
+# libFuzzer's coverage instrumentation in build-fuzz/ (serial: no OpenMP), and each
+# tests/fuzz/<target>.c is linked against it with libFuzzer's main. A target starts from
+# its committed seeds (tests/fuzz/corpus/<target>, only read) and keeps what it discovers
+# in build-fuzz/corpus/<target>; the run stops, failing make, at the first crash, leak,
+# sanitizer report, time-out (FUZZ_TIMEOUT seconds for one input) or memory over
+# FUZZ_RSS_MB, with the input in build-fuzz/artifacts/. Targets run one after another
+# on the naive engine (inline at push: fast, deterministic).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TIMEOUT ?= 10
+FUZZ_RSS_MB  ?= 2048
+FUZZ_ARGS    ?=
+FUZZ_BUILD   := build-fuzz
+FUZZ_SRCS    := $(filter-out tests/fuzz/fuzz_util.c,$(wildcard tests/fuzz/*.c))
+FUZZ_TARGETS ?= $(FUZZ_SRCS:tests/fuzz/%.c=%)
+# the longest input each target reads: a few KiB holds every seed and keeps runs fast
+FUZZ_MAX_LEN_nd_list     := 4096
+FUZZ_MAX_LEN_symbol_json := 8192
+FUZZ_MAX_LEN_idx         := 4096
+FUZZ_MAX_LEN_csv         := 2048
+FUZZ_MAX_LEN_op_params   := 512
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+                -fno-omit-frame-pointer
+FUZZ_CFLAGS  := $(CSTD) $(WARN) -pthread -Iinclude -I. -MMD -MP -O1 -g -fno-trapping-math \
+                $(FUZZ_SAN)
+FUZZ_LIB     := $(FUZZ_BUILD)/lib/libmxc.a
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_BINS    := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/bin/fuzz_%)
+
+.PHONY: fuzz fuzz-build fuzz-clean
+fuzz-build: $(FUZZ_BINS)
+clean: fuzz-clean
+fuzz-clean:
+	rm -rf $(FUZZ_BUILD)
+-include $(wildcard $(FUZZ_BUILD)/obj/*/*.d)
+
+# the build's dependencies and clang's (scripts/deps.sh --fuzz)
+$(FUZZ_BUILD)/.deps-ok: scripts/deps.sh
+	@bash scripts/deps.sh --fuzz
+	@mkdir -p $(@D) && touch $@
+
+$(FUZZ_BUILD)/obj/%.o: %.c | $(FUZZ_BUILD)/.deps-ok
+	@mkdir -p $(@D)
+	@echo "  CC      $< (fuzz)"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -DMXC_BUILDING_LIBRARY -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	@mkdir -p $(@D)
+	@rm -f $@
+	@echo "  AR      $@"
+	$(Q)ar rcs $@ $^
+
+$(FUZZ_BUILD)/bin/fuzz_%: tests/fuzz/%.c tests/fuzz/fuzz_util.c tests/fuzz/fuzz_util.h $(FUZZ_LIB)
+	@mkdir -p $(@D)
+	@echo "  CCLD    $@"
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< tests/fuzz/fuzz_util.c -o $@ $(FUZZ_LIB) \
+	    $(filter-out -fopenmp,$(LDLIBS))
+
+# One target's run; $(1) is its name.
+define fuzz_run
+	@echo "== fuzz $(1): $(FUZZ_SECONDS) s"
+	@mkdir -p $(FUZZ_BUILD)/corpus/$(1) $(FUZZ_BUILD)/artifacts
+	$(Q)MXC_ENGINE_TYPE=naive ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	    $(FUZZ_BUILD)/bin/fuzz_$(1) -max_total_time=$(FUZZ_SECONDS) \
+	    -max_len=$(or $(FUZZ_MAX_LEN_$(1)),4096) -timeout=$(FUZZ_TIMEOUT) \
+	    -rss_limit_mb=$(FUZZ_RSS_MB) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/artifacts/$(1)- $(FUZZ_ARGS) \
+	    $(FUZZ_BUILD)/corpus/$(1) tests/fuzz/corpus/$(1)
+
+endef
+
+fuzz: $(FUZZ_BINS)
+	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_run,$(t)))
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

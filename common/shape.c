@@ -16,18 +16,28 @@ mxc_shape mxc_shape_make(int ndim, const int64_t *dims) {
     return s;
 }
 
+/* The product of the non-zero dims must fit, not only the product of all: kernels and
+ * inference multiply some of the dims of an empty array too (BatchNorm's (outer, C, inner)
+ * of a (0, 3, 22, 1, 2^63 - 1) array overflowed), and with this rule every partial product
+ * of a valid shape's dims fits in int64, whatever their order. */
 int64_t mxc_shape_size(const mxc_shape *s) {
     if (s == NULL || s->ndim < 0 || s->ndim > MXC_MAX_NDIM)
         return -1;
     if (s->ndim == 0)
         return 0; /* the empty shape, as in MXNet's NDArray files */
     int64_t n = 1;
+    bool empty = false;
     for (int i = 0; i < s->ndim; i++) {
-        if (s->dims[i] < 0 || (s->dims[i] > 0 && n > INT64_MAX / s->dims[i]))
+        if (s->dims[i] < 0)
             return -1;
-        n *= s->dims[i];
+        if (s->dims[i] == 0)
+            empty = true;
+        else if (n > INT64_MAX / s->dims[i])
+            return -1;
+        else
+            n *= s->dims[i];
     }
-    return n;
+    return empty ? 0 : n;
 }
 
 const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size) {

@@ -129,25 +129,21 @@ void mxc_nd_list_free(size_t count, mxc_ndarray **arrays, char **names) {
     mxc__free(names);
 }
 
-int mxc_nd_load(const char *path, mxc_context ctx, size_t *count, mxc_ndarray ***arrays,
-                char ***names) {
+int mxc__nd_load_memory(const void *buf, size_t len, const char *source, mxc_context ctx,
+                        size_t *count, mxc_ndarray ***arrays, char ***names) {
     int rc = MXC_OK;
-    void *file = NULL;
-    size_t len = 0, n = 0;
+    size_t n = 0;
     struct mxc__nd_record *records = NULL;
     mxc_ndarray **out = NULL;
     char **out_names = NULL;
-    MXC_CHECK(path && count && arrays && names, MXC_EINVAL,
-              "mxc_nd_load: path, count, arrays and names must not be NULL");
     *count = 0;
     *arrays = NULL;
     *names = NULL;
-    MXC_TRY(read_file(path, &file, &len));
-    rc = mxc__nd_decode(file, len, &records, &n);
+    rc = mxc__nd_decode(buf, len, &records, &n);
     if (rc != MXC_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", mxc_last_error());
-        rc = mxc__error(rc, "mxc_nd_load: %s: %s", path, why);
+        rc = mxc__error(rc, "mxc_nd_load: %s: %s", source, why);
         goto fail;
     }
     out = mxc__calloc(n ? n : 1, sizeof *out);
@@ -168,7 +164,6 @@ int mxc_nd_load(const char *path, mxc_context ctx, size_t *count, mxc_ndarray **
         }
     }
     mxc__nd_records_free(records, n);
-    mxc__free(file);
     *count = n;
     *arrays = out;
     *names = out_names;
@@ -176,6 +171,22 @@ int mxc_nd_load(const char *path, mxc_context ctx, size_t *count, mxc_ndarray **
 fail:
     mxc_nd_list_free(n, out, out_names);
     mxc__nd_records_free(records, n);
+    return rc;
+}
+
+int mxc_nd_load(const char *path, mxc_context ctx, size_t *count, mxc_ndarray ***arrays,
+                char ***names) {
+    int rc = MXC_OK;
+    void *file = NULL;
+    size_t len = 0;
+    MXC_CHECK(path && count && arrays && names, MXC_EINVAL,
+              "mxc_nd_load: path, count, arrays and names must not be NULL");
+    *count = 0;
+    *arrays = NULL;
+    *names = NULL;
+    MXC_TRY(read_file(path, &file, &len));
+    rc = mxc__nd_load_memory(file, len, path, ctx, count, arrays, names);
+fail:
     mxc__free(file);
     return rc;
 }

@@ -94,25 +94,11 @@ static int read_i64(struct cursor *c, const char *what, int64_t *v) {
 }
 
 /* prod(dims) * esize. False when it overflows: the product of the non-zero dims must fit
- * in int64 (so later element counts cannot overflow, whatever the order of the dims) and
- * the byte count in size_t. A zero dim makes the size 0. */
+ * in int64 (mxc_shape_size's rule, so later element counts cannot overflow, whatever the
+ * order of the dims) and the byte count in size_t. */
 static bool shape_bytes(const mxc_shape *s, size_t esize, size_t *nbytes) {
-    uint64_t elems = 1;
-    bool zero = false;
-    for (int d = 0; d < s->ndim; d++) {
-        uint64_t dim = (uint64_t)s->dims[d];
-        if (dim == 0)
-            zero = true;
-        else if (elems > (uint64_t)INT64_MAX / dim)
-            return false;
-        else
-            elems *= dim;
-    }
-    if (zero) {
-        *nbytes = 0;
-        return true;
-    }
-    if (elems > SIZE_MAX / esize)
+    int64_t elems = mxc_shape_size(s);
+    if (elems < 0 || (uint64_t)elems > SIZE_MAX / esize)
         return false;
     *nbytes = (size_t)elems * esize;
     return true;

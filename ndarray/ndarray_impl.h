@@ -103,6 +103,13 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
 int mxc__copy_bytes(void *dst, mxc_context dst_ctx, const void *src, mxc_context src_ctx,
                     size_t nbytes, void *stream);
 
+/* mxc_nd_load on a file image already in memory (`len` bytes at `buf`, which may be freed
+ * at return): the one loader behind mxc_nd_load, also driven directly by the fuzz target
+ * tests/fuzz/nd_list.c. `source` names the image in error messages (the path). Returns as
+ * mxc_nd_load, which checks the pointers first. */
+int mxc__nd_load_memory(const void *buf, size_t len, const char *source, mxc_context ctx,
+                        size_t *count, mxc_ndarray ***arrays, char ***names);
+
 /* mxc_nd_create for public function `fn`, whose name its messages carry. */
 int mxc__nd_create(const char *fn, const mxc_shape *shape, int dtype, mxc_context ctx,
                    bool delay_alloc, mxc_ndarray **out);

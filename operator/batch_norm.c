@@ -97,12 +97,15 @@ static void bn_dims(const struct bn_param *p, const mxc_shape *s, int64_t *outer
 }
 
 /* Writes v (n) into o as req asks. */
-static void store(int req, float *o, const float *v, int64_t n) {
+/* Writes n values to o[at...] as `req` says. An output nobody asked for (req null, e.g. a
+ * gradient bound with MXC_GRAD_NULL) may have no memory: `o` is then NULL, and even o + at
+ * would be undefined, so nothing is computed from it. */
+static void store(int req, float *o, int64_t at, const float *v, int64_t n) {
     if (req == MXC__REQ_ADD)
         for (int64_t i = 0; i < n; i++)
-            o[i] += v[i];
-    else if (req != MXC__REQ_NULL && o != v)
-        memcpy(o, v, (size_t)n * sizeof(float));
+            o[at + i] += v[i];
+    else if (req != MXC__REQ_NULL && o + at != v)
+        memcpy(o + at, v, (size_t)n * sizeof(float));
 }
 
 static bool bn_training(const struct mxc__op_call *c) {
@@ -166,8 +169,8 @@ static int bn_forward(const struct mxc__op_call *c) {
                     yr[i] = xr[i] * scale + shift;
         }
     if (c->num_out > 2) {
-        store(c->req[1], c->out_data[1].data, mean, ch);
-        store(c->req[2], c->out_data[2].data, invstd, ch);
+        store(c->req[1], c->out_data[1].data, 0, mean, ch);
+        store(c->req[2], c->out_data[2].data, 0, invstd, ch);
     }
     return MXC_OK;
 }
@@ -212,10 +215,8 @@ static int bn_backward(const struct mxc__op_call *c) {
                     dr[i] = (gr[i] - gmean - (xr[i] - mu) * kk) * iw;
         }
         const float dg = p->fix_gamma ? 0.0f : (float)dot * is, db = (float)sg;
-        if (c->req[1] != MXC__REQ_NULL) /* an unwanted gradient has no memory */
-            store(c->req[1], dgamma + k, &dg, 1);
-        if (c->req[2] != MXC__REQ_NULL)
-            store(c->req[2], dbeta + k, &db, 1);
+        store(c->req[1], dgamma, k, &dg, 1);
+        store(c->req[2], dbeta, k, &db, 1);
     }
     return MXC_OK;
 }

@@ -44,7 +44,9 @@ static void outer_inner(const mxc_shape *s, int axis, int64_t *outer, int64_t *i
 
 /* The joined array big: (outer, total) and its parts part[k]: (outer, width[k]), the
  * widths summing to total, side by side in big's rows. to_big: big (req[0]) from the
- * parts (Concat forward, SliceChannel backward); else each part (req[k]) from big. */
+ * parts (Concat forward, SliceChannel backward); else each part (req[k]) from big. A part
+ * nobody asked for (req null: a gradient bound with MXC_GRAD_NULL) may have no memory, so
+ * no pointer into it is computed. */
 static void copy_parts(float *big, const struct mxc__tensor *parts, const int64_t *width, int n,
                        int64_t outer, int64_t total, bool to_big, const int *req) {
     for (int64_t o = 0; o < outer; o++) {
@@ -109,6 +111,10 @@ static int concat_shape(const void *params, mxc_shape *in, int num_in, mxc_shape
         }
         like.dims[axis] = in[i].ndim == like.ndim ? in[i].dims[axis] : ref->dims[axis];
         MXC_TRY(mxc__shape_assign(&in[i], &like, op, arg_names[i]));
+        MXC_CHECK(in[i].dims[axis] <= INT64_MAX - sum, MXC_ESHAPE,
+                  "Concat: the inputs' sizes along dim %d add up to more than int64 holds "
+                  "(%s at %s)",
+                  axis, arg_names[i], mxc__shape_str(&in[i], b, sizeof b));
         sum += in[i].dims[axis];
     }
     if (num_unknown == 0) {

@@ -143,7 +143,8 @@ static int check_params(const struct conv_param *p, bool deconv, const char *op)
 }
 
 /* The geometry of `data` (N, C, [H,] W) under `p`; MXC_ESHAPE / MXC_EINVAL on shapes the
- * parameters cannot apply to. Parameters must have passed check_params. */
+ * parameters cannot apply to, or whose geometry overflows int64. Parameters must have
+ * passed check_params. */
 static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *data,
                      struct geom *g) {
     const char *op = deconv ? "Deconvolution" : "Convolution";
@@ -168,26 +169,29 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
     q.dw = axis(&p->dilate, nsp, 1, 1, 1);
     q.ph = axis(&p->pad, nsp, 0, 0, 0);
     q.pw = axis(&p->pad, nsp, 1, 0, 0);
-    int64_t ekh = q.dh * (q.kh - 1) + 1, ekw = q.dw * (q.kw - 1) + 1; /* dilated kernel */
-    if (!deconv) {
+    int64_t ekh = 0, ekw = 0; /* the dilated kernel */
+    bool fits = mxc__mul_add(1, q.dh, q.kh - 1, &ekh) && mxc__mul_add(1, q.dw, q.kw - 1, &ekw);
+    if (fits && !deconv) {
         q.ic = c, q.ih = h, q.iw = w;
         q.oc = p->num_filter;
-        if (h + 2 * q.ph < ekh || w + 2 * q.pw < ekw)
+        int64_t hp = 0, wp = 0; /* the padded input */
+        fits = mxc__mul_add(h, 2, q.ph, &hp) && mxc__mul_add(w, 2, q.pw, &wp);
+        if (fits && (hp < ekh || wp < ekw))
             return mxc__error(MXC_ESHAPE,
                               "%s: the dilated kernel (%lld, %lld) is larger "
                               "than the padded input (%lld, %lld)",
-                              op, (long long)ekh, (long long)ekw, (long long)(h + 2 * q.ph),
-                              (long long)(w + 2 * q.pw));
-        q.oh = (h + 2 * q.ph - ekh) / q.sh + 1;
-        q.ow = (w + 2 * q.pw - ekw) / q.sw + 1;
-    } else {
+                              op, (long long)ekh, (long long)ekw, (long long)hp, (long long)wp);
+        q.oh = fits ? (hp - ekh) / q.sh + 1 : 0;
+        q.ow = fits ? (wp - ekw) / q.sw + 1 : 0;
+    } else if (fits) {
         q.oc = c, q.oh = h, q.ow = w;
         q.ic = p->num_filter;
-        int64_t full_h = q.sh * (h - 1) + ekh, full_w = q.sw * (w - 1) + ekw;
+        int64_t full_h = 0, full_w = 0;
+        fits = mxc__mul_add(ekh, q.sh, h - 1, &full_h) && mxc__mul_add(ekw, q.sw, w - 1, &full_w);
         bool target = false;
         for (int i = 0; i < p->target_shape.ndim; i++)
             target |= p->target_shape.dims[i] != 0;
-        if (target) { /* MXNet: pad = ceil(excess / 2), adj = excess % 2 */
+        if (fits && target) { /* MXNet: pad = ceil(excess / 2), adj = excess % 2 */
             int64_t th = axis(&p->target_shape, nsp, 0, 1, 1);
             int64_t tw = axis(&p->target_shape, nsp, 1, 1, 1);
             if (th > full_h || tw > full_w)
@@ -195,14 +199,15 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
                                   "%s: target_shape is larger than the full "
                                   "output (%lld, %lld)",
                                   op, (long long)full_h, (long long)full_w);
-            q.ph = (full_h - th + 1) / 2;
-            q.pw = (full_w - tw + 1) / 2;
+            q.ph = (full_h - th) / 2 + (full_h - th) % 2;
+            q.pw = (full_w - tw) / 2 + (full_w - tw) % 2;
             q.ih = th, q.iw = tw;
-        } else {
-            q.ih = full_h - 2 * q.ph + axis(&p->adj, nsp, 0, 0, 0);
-            q.iw = full_w - 2 * q.pw + axis(&p->adj, nsp, 1, 0, 0);
+        } else if (fits) {
+            fits = mxc__mul_add(full_h, -2, q.ph, &q.ih) && mxc__mul_add(full_w, -2, q.pw, &q.iw) &&
+                   mxc__mul_add(q.ih, 1, axis(&p->adj, nsp, 0, 0, 0), &q.ih) &&
+                   mxc__mul_add(q.iw, 1, axis(&p->adj, nsp, 1, 0, 0), &q.iw);
         }
-        if (q.ih < 1 || q.iw < 1)
+        if (fits && (q.ih < 1 || q.iw < 1))
             return mxc__error(MXC_ESHAPE, "%s: the padding leaves an empty output", op);
     }
     if (q.ic % q.groups || q.oc % q.groups)
@@ -212,8 +217,13 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
                           op, (long long)q.groups, (long long)c, p->num_filter);
     q.icg = q.ic / q.groups;
     q.ocg = q.oc / q.groups;
-    q.krows = q.icg * q.kh * q.kw;
-    q.pix = q.oh * q.ow;
+    fits = fits && mxc__mul_add(0, q.icg, q.kh, &q.krows) &&
+           mxc__mul_add(0, q.krows, q.kw, &q.krows) && mxc__mul_add(0, q.oh, q.ow, &q.pix);
+    if (!fits)
+        return mxc__error(MXC_ESHAPE,
+                          "%s: data %s under kernel, stride, dilate and pad as given has "
+                          "sizes beyond int64",
+                          op, mxc__shape_str(data, buf, sizeof buf));
     *g = q;
     return MXC_OK;
 }
@@ -371,10 +381,12 @@ static int make_plan(const struct mxc__op_call *c, const struct geom *g, const s
     if ((size_t)p->workspace << 20 < budget * (size_t)slots)
         budget = ((size_t)p->workspace << 20) / (size_t)slots;
     int64_t chunk = per_image ? (int64_t)(budget / per_image) : 1;
-    if (chunk > per_slot)
-        chunk = per_slot;
     if (chunk < 1)
         chunk = 1;
+    /* an empty batch needs no buffers: sizing them for one image would ask, with a large
+     * pad, for terabytes of temp space to compute nothing */
+    if (chunk > per_slot)
+        chunk = per_slot;
     pl->chunk = chunk;
     pl->slots = slots;
     pl->ncol = (size_t)(g->krows * chunk * g->pix);

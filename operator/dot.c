@@ -187,6 +187,7 @@ static int products_backward(const struct mxc__op_call *c, const struct gemm_dim
     const float *a = c->in_data[0].data, *b = c->in_data[1].data, *dc = c->out_grad[0].data;
     float *da = c->in_grad[0].data, *db = c->in_grad[1].data;
     int64_t m = g->m, n = g->n, k = g->k;
+    /* a gradient nobody asked for (req null) may have no memory: no pointer into it */
     for (int64_t i = 0; i < g->batch; i++) {
         const float *ai = a + i * m * k, *bi = b + i * k * n, *dci = dc + i * m * n;
         /* an unwanted gradient has no memory: no address into it */

@@ -32,7 +32,7 @@
 
 /* What a kernel sees of an array while it runs. */
 struct mxc__tensor {
-    void *data;
+    void *data; /* never NULL for an array: an empty one (size 0) points at a placeholder */
     mxc_shape shape;
     int dtype;
     mxc_context ctx;
@@ -267,5 +267,12 @@ int mxc__shape_assign(mxc_shape *have, const mxc_shape *want, const char *op, co
 
 /* Same for dtypes (-1: unknown): MXC_ETYPE on conflict. */
 int mxc__type_assign(int *have, int want, const char *op, const char *arg);
+
+/* *out = a + b * c; false when that (or b * c) overflows int64. For geometry whose terms
+ * are dims and parameters, any of which may be near INT64_MAX (a pad of 2^63 - 1 parses). */
+static inline bool mxc__mul_add(int64_t a, int64_t b, int64_t c, int64_t *out) {
+    int64_t t;
+    return !__builtin_mul_overflow(b, c, &t) && !__builtin_add_overflow(a, t, out);
+}
 
 #endif /* MXC_OPERATOR_OP_H */

@@ -68,15 +68,16 @@ static int64_t pick(const mxc_shape *t, int nsp, int hw, int64_t dflt) {
     return t->ndim ? t->dims[nsp == 1 ? 0 : hw] : dflt;
 }
 
-static int64_t out_size(int64_t in, int64_t k, int64_t p, int64_t s, bool full) {
-    int64_t span = in + 2 * p - k;
-    return 1 + (full ? (span + s - 1) / s : span / s);
+/* Windows of k with stride s over `padded` (>= k) positions: floor, or ceil when full. */
+static int64_t out_size(int64_t padded, int64_t k, int64_t s, bool full) {
+    int64_t span = padded - k;
+    return 1 + span / s + (full && span % s != 0);
 }
 
 /* Checks the parameters against data (N, C, [H,] W) and fills the geometry. */
 static int make_pgeom(const struct pool_param *p, const mxc_shape *data, struct pgeom *g) {
     const char *op = "Pooling";
-    char buf[128];
+    char buf[128], buf2[128];
     if (p->pool_type == POOL_LP)
         return mxc__error(MXC_ENOTSUP,
                           "%s: pool_type lp is not supported (max, avg, sum "
@@ -129,15 +130,19 @@ static int make_pgeom(const struct pool_param *p, const mxc_shape *data, struct 
     q.pw = pick(&p->pad, nsp, 1, 0);
     if (q.kh < 1 || q.kw < 1)
         return mxc__error(MXC_EINVAL, "%s: kernel sizes must be positive", op);
-    if (q.kh > q.ih + 2 * q.ph || q.kw > q.iw + 2 * q.pw)
+    int64_t hp, wp; /* the padded input */
+    if (!mxc__mul_add(q.ih, 2, q.ph, &hp) || !mxc__mul_add(q.iw, 2, q.pw, &wp))
+        return mxc__error(MXC_ESHAPE, "%s: data %s padded by %s has sizes beyond int64", op,
+                          mxc__shape_str(data, buf, sizeof buf),
+                          mxc__shape_str(&p->pad, buf2, sizeof buf2));
+    if (q.kh > hp || q.kw > wp)
         return mxc__error(MXC_ESHAPE,
                           "%s: kernel (%lld, %lld) exceeds the padded input "
                           "(%lld, %lld)",
-                          op, (long long)q.kh, (long long)q.kw, (long long)(q.ih + 2 * q.ph),
-                          (long long)(q.iw + 2 * q.pw));
+                          op, (long long)q.kh, (long long)q.kw, (long long)hp, (long long)wp);
     bool full = p->pooling_convention == CONV_FULL;
-    q.oh = out_size(q.ih, q.kh, q.ph, q.sh, full);
-    q.ow = out_size(q.iw, q.kw, q.pw, q.sw, full);
+    q.oh = out_size(hp, q.kh, q.sh, full);
+    q.ow = out_size(wp, q.kw, q.sw, full);
     *g = q;
     return MXC_OK;
 }
@@ -167,11 +172,22 @@ struct window {
     float divisor;
 };
 
+/* The window of output index i along an axis of `in` input positions padded by `pad`
+ * (stride s, size k): [*lo, *hi) in padded coordinates minus pad, clipped to the padded
+ * input's end. A window past that end (the full convention with a stride beyond the input)
+ * is empty there; clipping first keeps the arithmetic inside int64 for any stride. */
+static void span_of(int64_t i, int64_t s, int64_t k, int64_t in, int64_t pad, int64_t *lo,
+                    int64_t *hi) {
+    int64_t end = in + pad; /* fits: the padded size in + 2 pad was checked */
+    if (!mxc__mul_add(-pad, i, s, lo) || *lo > end)
+        *lo = end;
+    *hi = k < end - *lo ? *lo + k : end;
+}
+
 static struct window window_of(const struct pgeom *g, bool include_pad, int64_t y, int64_t x) {
-    int64_t hs = y * g->sh - g->ph, ws = x * g->sw - g->pw;
-    int64_t he = hs + g->kh < g->ih + g->ph ? hs + g->kh : g->ih + g->ph;
-    int64_t we = ws + g->kw < g->iw + g->pw ? ws + g->kw : g->iw + g->pw;
-    int64_t padded = (he - hs) * (we - ws);
+    int64_t hs, he, ws, we;
+    span_of(y, g->sh, g->kh, g->ih, g->ph, &hs, &he);
+    span_of(x, g->sw, g->kw, g->iw, g->pw, &ws, &we);
     struct window w;
     w.h0 = hs > 0 ? hs : 0;
     w.w0 = ws > 0 ? ws : 0;
@@ -181,7 +197,8 @@ static struct window window_of(const struct pgeom *g, bool include_pad, int64_t 
         w.h1 = w.h0;
     if (w.w1 < w.w0)
         w.w1 = w.w0;
-    int64_t count = include_pad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0);
+    double count = include_pad ? (double)(he - hs) * (double)(we - ws)
+                               : (double)(w.h1 - w.h0) * (double)(w.w1 - w.w0);
     w.divisor = count > 0 ? (float)count : 1.0f;
     return w;
 }

@@ -157,7 +157,8 @@ static int reshape_infer(const mxc_shape *spec, const mxc_shape *src, bool rever
                 d1 = d0 / d2;
             if (d2 == -1)
                 d2 = d0 / d1;
-            if (d1 * d2 != d0)
+            int64_t made;
+            if (!mxc__mul_add(0, d1, d2, &made) || made != d0)
                 RESHAPE_FAIL("split sizes %lld * %lld do not make %lld", (long long)d1,
                              (long long)d2, (long long)d0);
             PUSH(d1);
@@ -170,9 +171,10 @@ static int reshape_infer(const mxc_shape *spec, const mxc_shape *src, bool rever
         }
     }
     if (inf >= 0) {
-        int64_t known = 1;
+        int64_t known = 1; /* sizes from `spec` may be anything up to INT64_MAX */
         for (int i = 0; i < nt; i++)
-            known *= t[i];
+            if (!mxc__mul_add(0, known, t[i], &known))
+                RESHAPE_FAIL("the other dimensions hold more elements than int64 does");
         if (known == 0 || mxc_shape_size(src) % known != 0)
             RESHAPE_FAIL("the -1 cannot be inferred (%lld elements, %lld in the other "
                          "dimensions)",

@@ -4,16 +4,24 @@
 #   scripts/deps.sh          what the build and the tests need
 #   scripts/deps.sh --bench  also the benchmarks' baselines: Debian's PyTorch and numpy for
 #                            /usr/bin/python3 (scripts/bench_train_pytorch.py); `make bench`
+#   scripts/deps.sh --fuzz   also clang and its sanitizer and libFuzzer runtimes
+#                            (tests/fuzz/); `make fuzz`
 set -euo pipefail
 
 packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fashion-mnist)
-# `make check`'s clang build: the compiler and its sanitizer runtimes; libomp for the
-# benchmarks' OpenMP baselines when they are built with CC=clang.
+# `make check`'s clang build: the compiler and its sanitizer runtimes (which the fuzz
+# targets use too, with libFuzzer); libomp for the benchmarks' OpenMP baselines when they
+# are built with CC=clang.
 packages+=(clang libclang-rt-14-dev libomp-14-dev)
-# --bench: the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages).
-if [ "${1:-}" = "--bench" ]; then
-    packages+=(python3-torch python3-numpy)
-fi
+for option in "$@"; do
+    case "$option" in
+    # the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages)
+    --bench) packages+=(python3-torch python3-numpy) ;;
+    # the fuzz targets: nothing beyond the clang build's packages
+    --fuzz) ;;
+    *) echo "mxc deps: unknown option $option" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

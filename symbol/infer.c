@@ -109,14 +109,19 @@ static int merge_shape(mxc_shape *entry, const mxc_shape *got, const struct mxc_
                        const char *what, bool *changed) {
     if (got->ndim == 0)
         return MXC_OK;
+    char b1[128], b2[128];
     if (entry->ndim == 0) {
+        if (mxc_shape_size(got) < 0) /* the table holds valid shapes only */
+            return mxc__error(MXC_ESHAPE,
+                              "node '%s' (%s): %s would have shape %s: a negative dimension "
+                              "or more elements than int64 holds",
+                              n->name, n->op->name, what, mxc__shape_str(got, b1, sizeof b1));
         *entry = *got;
         *changed = true;
         return MXC_OK;
     }
     if (shape_eq(entry, got))
         return MXC_OK;
-    char b1[128], b2[128];
     return mxc__error(MXC_ESHAPE, "node '%s' (%s): %s has shape %s but %s is expected", n->name,
                       n->op->name, what, mxc__shape_str(entry, b1, sizeof b1),
                       mxc__shape_str(got, b2, sizeof b2));
@@ -126,10 +131,24 @@ static const char *input_name(const struct mxc__graph_node *n, int k, const char
     return k < n->num_args ? names[k] : n->op->aux[k - n->num_args];
 }
 
+/* Every shape in the table is valid (mxc_shape_size >= 0: no negative dim, and the
+ * non-zero dims multiply within int64): the given ones and the hints are checked here,
+ * what operators infer in merge_shape. So an operator's inference never sees a shape
+ * whose dims overflow when multiplied (Deconvolution's (1, 2, 2^63 - 1, 3) did). */
 int mxc__graph_infer_shape(const struct mxc__graph *g, mxc_shape *shapes, int *num_unknown) {
     int rc = apply_hints_shape(g, shapes);
     if (rc != MXC_OK)
         return rc;
+    for (int i = 0; i < g->num_nodes; i++)
+        for (int k = 0; k < g->nodes[i].num_outputs; k++) {
+            const mxc_shape *s = &shapes[g->entry_ptr[i] + k];
+            char b[128];
+            if (s->ndim != 0 && mxc_shape_size(s) < 0)
+                return mxc__error(MXC_EINVAL,
+                                  "'%s' has shape %s: a negative dimension or more elements "
+                                  "than int64 holds",
+                                  g->nodes[i].name, mxc__shape_str(s, b, sizeof b));
+        }
     mxc_shape in[MXC__MAX_OP_ARGS], out[MXC__MAX_OP_ARGS];
     const char *names[MXC__MAX_OP_ARGS], *onames[MXC__MAX_OP_ARGS];
     for (int sweep = 0; sweep <= g->num_nodes + 1; sweep++) {

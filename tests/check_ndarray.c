@@ -905,6 +905,27 @@ START_TEST(test_misuse_null_operand) {
 }
 END_TEST
 
+/* An empty shape is valid only when its other dims multiply without overflow: kernels
+ * multiply some of the dims of empty arrays too (BatchNorm's (outer, C, inner) of a
+ * (0, 3, 22, 1, 2^63 - 1) array overflowed int64; found by tests/fuzz/op_params). */
+START_TEST(test_empty_shape_sizes) {
+    mxc_shape huge = SHAPE(0, 3, 22, 1, INT64_MAX), wide = SHAPE(INT64_C(1) << 62, 4, 0);
+    mxc_shape fits = SHAPE(0, INT64_C(1) << 60, 4), zeros = SHAPE(0, 0, 0);
+    ck_assert_int_eq(mxc_shape_size(&huge), -1);
+    ck_assert_int_eq(mxc_shape_size(&wide), -1);
+    ck_assert_int_eq(mxc_shape_size(&fits), 0);
+    ck_assert_int_eq(mxc_shape_size(&zeros), 0);
+    mxc_ndarray *out = (mxc_ndarray *)&out;
+    CK_ERR(MXC_EINVAL, mxc_nd_create(&huge, MXC_FLOAT32, mxc_cpu(), 1, &out));
+    ck_assert_ptr_null(out);
+    CK_ERR(MXC_EINVAL, mxc_nd_zeros(&wide, MXC_FLOAT32, mxc_cpu(), &out));
+    CK_OK(mxc_nd_zeros(&fits, MXC_FLOAT32, mxc_cpu(), &out));
+    ck_assert_int_eq(mxc_nd_size(out), 0);
+    mxc_nd_free(out);
+    CK_OK(mxc_nd_wait_all());
+}
+END_TEST
+
 /* Bad arguments to creation, views and copies. */
 START_TEST(test_misuse_create_and_views) {
     mxc_ndarray *out = (mxc_ndarray *)&out; /* set to NULL by every failing constructor */
@@ -1440,6 +1461,7 @@ static Suite *ndarray_suite(void) {
     tc = nd_tcase(s, "misuse", 20);
     tcase_add_test(tc, test_misuse_bad_handles);
     tcase_add_test(tc, test_misuse_create_and_views);
+    tcase_add_test(tc, test_empty_shape_sizes);
     tcase_add_test(tc, test_misuse_arithmetic);
     tcase_add_test(tc, test_bad_out_unchanged);
     tcase_add_test(tc, test_misuse_null_operand);

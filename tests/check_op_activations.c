@@ -8,6 +8,7 @@
  * reproducibility for a seed); shape inference, parameter tables and one run of each
  * operator through mxc_imperative_invoke and the engine.
  */
+#include "mxc/executor.h"
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
 #include "operator/op.h"
@@ -382,15 +383,6 @@ START_TEST(test_dropout_backward) {
 }
 END_TEST
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 static struct mxct_tensor tensor_of(mxc_ndarray *a) {
     mxc_shape s;
     ck_assert_int_eq(mxc_nd_get_shape(a, &s), MXC_OK);
@@ -403,7 +395,7 @@ static struct mxct_tensor tensor_of(mxc_ndarray *a) {
 /* Dropout through the engine, in training: mxc_random_seed makes the draws repeat. */
 static struct mxct_tensor dropout_invoke(uint64_t seed, const struct mxct_tensor *x) {
     ck_assert_int_eq(mxc_random_seed(seed), MXC_OK);
-    mxc_ndarray *in = array_of(x), *out[1] = {NULL};
+    mxc_ndarray *in = mxct_array_of(x), *out[1] = {NULL};
     int rc = mxc_imperative_invoke("Dropout", 0, NULL, NULL, 1, &in, 1, out, 1);
     ck_assert_msg(rc == MXC_OK, "Dropout: %s", mxc_last_error());
     struct mxct_tensor t = tensor_of(out[0]);
@@ -664,7 +656,7 @@ START_TEST(test_invoke) {
     int n = c->num_in + c->num_aux;
     mxc_ndarray *arrays[5], *out[1] = {NULL};
     for (int i = 0; i < n; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, n, arrays, 1, out, c->train);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     struct mxct_tensor got = tensor_of(out[0]);
@@ -693,7 +685,7 @@ START_TEST(test_invoke_bad_shape) {
         mxct_tensor_from(shp(1, 3, 0, 0, 0), NULL), mxct_tensor_from(shp(1, 3, 0, 0, 0), NULL)};
     mxc_ndarray *arrays[5], *out[1] = {NULL};
     for (int i = 0; i < 5; i++)
-        arrays[i] = array_of(&t[i]);
+        arrays[i] = mxct_array_of(&t[i]);
     int rc = mxc_imperative_invoke("BatchNorm", 0, NULL, NULL, 5, arrays, 1, out, 1);
     expect_error(rc, MXC_ESHAPE, NEEDLES("BatchNorm", "gamma", "(2)", "(3)"));
     ck_assert_ptr_null(out[0]);
@@ -701,6 +693,33 @@ START_TEST(test_invoke_bad_shape) {
         mxc_nd_free(arrays[i]);
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
     mxct_tensors_free(t, 5);
+}
+END_TEST
+
+/* A gradient nobody asked for (beta bound with MXC_GRAD_NULL) has no memory: the backward
+ * kernel wrote through NULL + channel (undefined behaviour, reported by clang's UBSan;
+ * found by tests/fuzz/symbol_json). The other gradients are as with every request on. */
+START_TEST(test_batchnorm_null_grad_req) {
+    struct mxct_tensor in[3] = {mxct_tensor_random(shp(2, 4, 3, 0, 0), -1, 1, 7),
+                                mxct_tensor_random(shp(1, 3, 0, 0, 0), 0.5f, 1.5f, 8),
+                                mxct_tensor_random(shp(1, 3, 0, 0, 0), -1, 1, 9)};
+    struct mxct_tensor aux[2] = {mxct_tensor_from(shp(1, 3, 0, 0, 0), NULL),
+                                 mxct_tensor_from(shp(1, 3, 0, 0, 0), (const float[]){1, 1, 1})};
+    struct mxct_tensor head = mxct_tensor_random(shp(2, 4, 3, 0, 0), -1, 1, 10);
+    struct mxct_params kv = MXCT_KV("fix_gamma", "False");
+    struct mxct_tensor want[3], got[3];
+    mxct_op_bound_grads("BatchNorm", kv, in, 3, aux, 2,
+                        (const int[]){MXC_GRAD_WRITE, MXC_GRAD_WRITE, MXC_GRAD_WRITE}, &head, want);
+    mxct_op_bound_grads("BatchNorm", kv, in, 3, aux, 2,
+                        (const int[]){MXC_GRAD_WRITE, MXC_GRAD_WRITE, MXC_GRAD_NULL}, &head, got);
+    mxct_expect_close(&got[0], want[0].data, 0, 0, "data gradient with beta's gradient off");
+    mxct_expect_close(&got[1], want[1].data, 0, 0, "gamma gradient with beta's gradient off");
+    ck_assert_ptr_null(got[2].data);
+    mxct_tensors_free(want, 3);
+    mxct_tensors_free(got, 3);
+    mxct_tensors_free(in, 3);
+    mxct_tensors_free(aux, 2);
+    mxct_tensors_free(&head, 1);
 }
 END_TEST
 
@@ -737,6 +756,7 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_invoke, 0, 3);
     tcase_add_test(tc, test_invoke_bad_shape);
+    tcase_add_test(tc, test_batchnorm_null_grad_req);
     suite_add_tcase(s, tc);
     return s;
 }

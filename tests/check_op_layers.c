@@ -424,6 +424,61 @@ static void expect_error(int rc, int code, const char *const *needles) {
 
 #define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
+/* Convolution, Deconvolution and Pooling geometry whose sizes leave int64 (a dim or a
+ * parameter near 2^63, e.g. data (1, 1, 2^63 - 1, 1) padded by 1): an error, where the
+ * arithmetic overflowed (found by tests/fuzz/op_params). */
+START_TEST(test_shape_geometry_overflow) {
+    static const struct {
+        const char *op;
+        int num_in;
+        const char *kv[8];
+        int64_t dims[4];
+    } cases[] = {
+        {"Convolution",
+         3,
+         {"kernel", "(2, 3)", "num_filter", "2", "pad", "(1, 1)"},
+         {1, 1, INT64_MAX, 1}},
+        {"Convolution",
+         3,
+         {"kernel", "(2, 2)", "num_filter", "1", "dilate", "(9223372036854775807, 1)"},
+         {1, 1, 3, 3}},
+        {"Convolution", /* weight (1, 2, 2^61, 4): 2^64 elements */
+         3,
+         {"kernel", "(2305843009213693952, 4)", "num_filter", "1", "pad",
+          "(1152921504606846976, 2)"},
+         {1, 2, 3, 3}},
+        {"Deconvolution",
+         2,
+         {"kernel", "(2, 2)", "num_filter", "1", "stride", "(9223372036854775807, 1)"},
+         {1, 1, 3, 3}},
+        {"Deconvolution",
+         2,
+         {"kernel", "(2, 2)", "num_filter", "1", "stride", "(3, 1)"},
+         {1, 1, INT64_MAX / 2, 1}},
+        {"Pooling", 1, {"kernel", "(2, 2)", "pad", "(1, 1)"}, {1, 1, INT64_MAX, 1}},
+        {"Pooling", 1, {"kernel", "(2, 2)", "pad", "(9223372036854775807, 1)"}, {1, 1, 3, 3}},
+    };
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(cases); i++) {
+        const char *keys[4], *vals[4];
+        int n = 0;
+        for (; cases[i].kv[2 * n]; n++)
+            keys[n] = cases[i].kv[2 * n], vals[n] = cases[i].kv[2 * n + 1];
+        mxc_shape in[3] = {mxc_shape_make(4, cases[i].dims), {0}, {0}}, out = {0};
+        int rc = infer(cases[i].op, (struct mxct_params){n, keys, vals}, in, cases[i].num_in, &out);
+        ck_assert_msg(rc == MXC_ESHAPE && strstr(mxc_last_error(), "int64"), "case %zu: %s: %s", i,
+                      mxc_err_name(rc), mxc_last_error());
+    }
+    /* Pooling's full convention rounds up without overflowing: one window per position */
+    mxc_shape p[1] = {shp(4, 1, 1, 3, 3)}, out = {0};
+    ck_assert_int_eq(infer("Pooling",
+                           MXCT_KV("kernel", "(2, 2)", "stride", "(9223372036854775807, 1)",
+                                   "pooling_convention", "full"),
+                           p, 1, &out),
+                     MXC_OK);
+    expect_shape(&out, shp(4, 1, 1, 2, 2), "pooling full with a huge stride");
+}
+END_TEST
+
 START_TEST(test_shape_fc) {
     mxc_shape in[3] = {shp(4, 8, 3, 2, 2)}, out = {0};
     ck_assert_int_eq(infer("FullyConnected", MXCT_KV("num_hidden", "10"), in, 3, &out), MXC_OK);
@@ -666,15 +721,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 /* fc_basic, conv_basic, deconv_basic, pool_max through mxc_imperative_invoke. */
 START_TEST(test_invoke) {
     static const char *const picks[] = {"fc_basic", "conv_basic", "deconv_basic", "pool_max"};
@@ -689,7 +735,7 @@ START_TEST(test_invoke) {
     struct mxct_tensor want = mxct_ref_load(file, "out0");
     mxc_ndarray *arrays[3], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
@@ -706,7 +752,7 @@ START_TEST(test_invoke) {
     /* a wrong weight is an error naming both shapes, not a crash */
     if (c->num_in >= 2) {
         struct mxct_tensor w = mxct_tensor_from(shp(2, 1, 1, 0, 0), NULL);
-        mxc_ndarray *bad_w = array_of(&w), *saved = arrays[1], *none[1] = {NULL};
+        mxc_ndarray *bad_w = mxct_array_of(&w), *saved = arrays[1], *none[1] = {NULL};
         arrays[1] = bad_w;
         rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, none, 0);
         ck_assert_int_eq(rc, MXC_ESHAPE);
@@ -727,6 +773,55 @@ START_TEST(test_invoke) {
 }
 END_TEST
 
+/* An empty batch computes nothing and takes no temp space: the column buffer of one image
+ * was sized anyway, 136 TB with a pad of 188888444444 (found by tests/fuzz/op_params;
+ * malloc failed, MXC_ENOMEM). The output is empty, the weight and bias gradients zero. */
+/* The full convention with a stride past the input: the last row of windows lies beyond the
+ * padded input, and computing where overflowed int64 for a stride of 2^63 - 1 (found by
+ * tests/fuzz/op_params). Any stride past the input gives the same output as 3 does. */
+START_TEST(test_pool_full_huge_stride) {
+    struct mxct_tensor x = mxct_tensor_random(shp(4, 1, 1, 3, 3), -1, 1, 5), want, got;
+    const char *type = _i ? "max" : "avg";
+    ck_assert_int_eq(mxct_op_forward("Pooling",
+                                     MXCT_KV("kernel", "(2, 2)", "stride", "(3, 1)",
+                                             "pooling_convention", "full", "pool_type", type),
+                                     false, &x, 1, NULL, &want),
+                     MXC_OK);
+    ck_assert_int_eq(
+        mxct_op_forward("Pooling",
+                        MXCT_KV("kernel", "(2, 2)", "stride", "(9223372036854775807, 1)",
+                                "pooling_convention", "full", "pool_type", type),
+                        false, &x, 1, NULL, &got),
+        MXC_OK);
+    expect_shape(&got.shape, shp(4, 1, 1, 2, 2), "output");
+    mxct_expect_close(&got, want.data, 0, 0, type);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(&got, 1);
+    mxct_tensors_free(&x, 1);
+}
+END_TEST
+
+START_TEST(test_conv_empty_batch) {
+    struct mxct_tensor in[3] = {mxct_tensor_from(shp(4, 0, 2, 5, 5), NULL),
+                                mxct_tensor_random(shp(4, 2, 2, 3, 3), -1, 1, 3),
+                                mxct_tensor_random(shp(1, 2, 0, 0, 0), -1, 1, 4)};
+    struct mxct_params kv =
+        MXCT_KV("kernel", "(3, 3)", "num_filter", "2", "pad", "(188888444444, 1)");
+    struct mxct_tensor out[1], grads[3];
+    int rc = mxct_op_forward("Convolution", kv, true, in, 3, NULL, out);
+    ck_assert_msg(rc == MXC_OK, "%s", mxc_last_error());
+    expect_shape(&out[0].shape, shp(4, 0, 2, 377776888891, 5), "empty batch output");
+    rc = mxct_op_backward("Convolution", kv, true, in, 3, NULL, out, grads);
+    ck_assert_msg(rc == MXC_OK, "%s", mxc_last_error());
+    for (int i = 1; i < 3; i++)
+        for (int64_t k = 0; k < mxc_shape_size(&grads[i].shape); k++)
+            ck_assert_float_eq(grads[i].data[k], 0.0f);
+    mxct_tensors_free(grads, 3);
+    mxct_tensors_free(out, 1);
+    mxct_tensors_free(in, 3);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("op_layers");
     TCase *tc = tcase_create("reference");
@@ -739,6 +834,8 @@ static Suite *suite(void) {
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
     tcase_add_loop_test(tc, test_pool_max2x2, 0, 3);
+    tcase_add_test(tc, test_conv_empty_batch);
+    tcase_add_loop_test(tc, test_pool_full_huge_stride, 0, 2);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inference");
@@ -746,6 +843,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_shape_conv);
     tcase_add_test(tc, test_shape_deconv);
     tcase_add_test(tc, test_shape_pool);
+    tcase_add_test(tc, test_shape_geometry_overflow);
     tcase_add_test(tc, test_params);
     suite_add_tcase(s, tc);
 

@@ -458,15 +458,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 /* One case per operator through mxc_imperative_invoke. */
 START_TEST(test_invoke) {
     static const char *const picks[] = {"sm_axis1", "lsm_last",   "so_multi",
@@ -482,7 +473,7 @@ START_TEST(test_invoke) {
     struct mxct_tensor want = mxct_ref_load(file, "out0");
     mxc_ndarray *arrays[2], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
@@ -499,7 +490,7 @@ START_TEST(test_invoke) {
     /* a label of the wrong shape is an error naming it, not a crash */
     if (c->num_in == 2) {
         struct mxct_tensor l = mxct_tensor_from(shp(2, 1, 7, 0, 0), NULL);
-        mxc_ndarray *bad = array_of(&l), *saved = arrays[1], *none[1] = {NULL};
+        mxc_ndarray *bad = mxct_array_of(&l), *saved = arrays[1], *none[1] = {NULL};
         arrays[1] = bad;
         rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, 2, arrays, 1, none, 0);
         ck_assert_int_eq(rc, MXC_ESHAPE);

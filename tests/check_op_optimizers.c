@@ -397,15 +397,6 @@ END_TEST
 
 /* ---- Through the engine -------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 static void expect_array(const mxc_ndarray *a, const struct ref_case *c, const char *fmt, int k) {
     struct mxct_tensor want = ref(c, fmt, k);
     mxc_shape s;
@@ -432,16 +423,16 @@ START_TEST(test_invoke_in_place) {
     const char *keys[9], *vals[9];
     struct mxct_params kv = split(c, keys, vals);
     struct mxct_tensor w = ref(c, "in0", 0);
-    mxc_ndarray *weight = array_of(&w), *state[2] = {NULL, NULL}, *grad[STEPS];
+    mxc_ndarray *weight = mxct_array_of(&w), *state[2] = {NULL, NULL}, *grad[STEPS];
     mxct_tensors_free(&w, 1);
     for (int j = 0; j < c->num_aux; j++) {
         struct mxct_tensor t = ref(c, j ? "aux1" : "aux0", 0);
-        state[j] = array_of(&t);
+        state[j] = mxct_array_of(&t);
         mxct_tensors_free(&t, 1);
     }
     for (int k = 0; k < STEPS; k++) {
         struct mxct_tensor g = ref(c, "in1_%d", k);
-        grad[k] = array_of(&g);
+        grad[k] = mxct_array_of(&g);
         mxct_tensors_free(&g, 1);
     }
     mxc_ndarray *slow = NULL;
@@ -481,10 +472,10 @@ START_TEST(test_invoke_new_output) {
     const char *keys[9], *vals[9];
     struct mxct_params kv = split(c, keys, vals);
     struct mxct_tensor w = ref(c, "in0", 0), g = ref(c, "in1_%d", 0);
-    mxc_ndarray *args[4] = {array_of(&w), array_of(&g), NULL, NULL};
+    mxc_ndarray *args[4] = {mxct_array_of(&w), mxct_array_of(&g), NULL, NULL};
     for (int j = 0; j < c->num_aux; j++) {
         struct mxct_tensor t = ref(c, j ? "aux1" : "aux0", 0);
-        args[2 + j] = array_of(&t);
+        args[2 + j] = mxct_array_of(&t);
         mxct_tensors_free(&t, 1);
     }
     mxc_ndarray *outs[1] = {NULL};

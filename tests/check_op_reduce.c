@@ -6,6 +6,7 @@
  * inference (deduction, conflicts, bad axes), parameter tables (defaults, bounds, missing
  * keys) and one run of each operator through mxc_imperative_invoke and the engine.
  */
+#include "mxc/executor.h"
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
 #include "operator/op.h"
@@ -351,6 +352,43 @@ static void expect_reduced(const char *op, struct mxct_params kv, mxc_shape in, 
     expect_shape(&out, want, op);
 }
 
+/* dot and batch_dot with one input's gradient off (MXC_GRAD_NULL: no memory), plain and
+ * transposed: the backward computed a pointer into the missing gradient (NULL + batch
+ * offset, undefined behaviour reported by clang's UBSan; found by tests/fuzz/op_params).
+ * The other gradient is as with both on. */
+START_TEST(test_dot_grad_reqs) {
+    const bool batch = _i & 1, transposed = _i & 2, second_off = _i & 4;
+    const char *op = batch ? "batch_dot" : "dot";
+    struct mxct_params kv =
+        transposed ? MXCT_KV("transpose_a", "True", "transpose_b", "True") : MXCT_NO_PARAMS;
+    /* (2,) 3 x 4 times 4 x 5, or their transposes */
+    mxc_shape sa = batch ? shp(3, 2, 3, 4, 0) : shp(2, 3, 4, 0, 0);
+    mxc_shape sb = batch ? shp(3, 2, 4, 5, 0) : shp(2, 4, 5, 0, 0);
+    if (transposed) {
+        int r = sa.ndim - 1;
+        int64_t t = sa.dims[r];
+        sa.dims[r] = sa.dims[r - 1], sa.dims[r - 1] = t;
+        t = sb.dims[r];
+        sb.dims[r] = sb.dims[r - 1], sb.dims[r - 1] = t;
+    }
+    struct mxct_tensor in[2] = {mxct_tensor_random(sa, -1, 1, 1), mxct_tensor_random(sb, -1, 1, 2)};
+    struct mxct_tensor head =
+        mxct_tensor_random(batch ? shp(3, 2, 3, 5, 0) : shp(2, 3, 5, 0, 0), -1, 1, 3);
+    struct mxct_tensor want[2], got[2];
+    int on = second_off ? 0 : 1, off = 1 - on;
+    int reqs[2] = {MXC_GRAD_WRITE, MXC_GRAD_WRITE};
+    mxct_op_bound_grads(op, kv, in, 2, NULL, 0, reqs, &head, want);
+    reqs[off] = MXC_GRAD_NULL;
+    mxct_op_bound_grads(op, kv, in, 2, NULL, 0, reqs, &head, got);
+    ck_assert_ptr_null(got[off].data);
+    mxct_expect_close(&got[on], want[on].data, 0, 0, "the gradient still asked for");
+    mxct_tensors_free(want, 2);
+    mxct_tensors_free(got, 2);
+    mxct_tensors_free(in, 2);
+    mxct_tensors_free(&head, 1);
+}
+END_TEST
+
 START_TEST(test_shape_reduce) {
     mxc_shape x = shp(3, 2, 3, 4, 0);
     expect_reduced("sum", MXCT_NO_PARAMS, x, shp(1, 1, 0, 0, 0));
@@ -523,15 +561,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 /* One reference case per operator through mxc_imperative_invoke. */
 static const char *const invoke_picks[] = {
     "sum_axes02", "mean_axes12", "max_exclude_keep", "badd",    "bsub",
@@ -549,7 +578,7 @@ START_TEST(test_invoke) {
     struct mxct_tensor want = mxct_ref_load(file, "out0");
     mxc_ndarray *arrays[2], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
@@ -576,7 +605,7 @@ END_TEST
 START_TEST(test_invoke_error) {
     struct mxct_tensor a = mxct_tensor_from(shp(2, 2, 3, 0, 0), NULL);
     struct mxct_tensor b = mxct_tensor_from(shp(2, 4, 3, 0, 0), NULL);
-    mxc_ndarray *arrays[2] = {array_of(&a), array_of(&b)}, *out[1] = {NULL};
+    mxc_ndarray *arrays[2] = {mxct_array_of(&a), mxct_array_of(&b)}, *out[1] = {NULL};
     int rc = mxc_imperative_invoke("dot", 0, NULL, NULL, 2, arrays, 1, out, 0);
     ck_assert_int_eq(rc, MXC_ESHAPE);
     ck_assert_msg(strstr(mxc_last_error(), "(4, 3)"), "%s", mxc_last_error());
@@ -604,6 +633,7 @@ static Suite *suite(void) {
     tc = tcase_create("gradients");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
+    tcase_add_loop_test(tc, test_dot_grad_reqs, 0, 8);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inference");

@@ -8,6 +8,7 @@
  * impossible reshapes), parameter tables (defaults, bounds, missing keys) and one run of
  * each through mxc_imperative_invoke and the engine (ElementWiseSum also in place).
  */
+#include "mxc/executor.h"
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
 #include "operator/op.h"
@@ -335,6 +336,14 @@ START_TEST(test_shape_reshape) {
     ck_assert_int_eq(infer("Reshape", MXCT_KV("shape", "(0, -1)"), &unk, 1, &out), MXC_OK);
     ck_assert_int_eq(out.ndim, 0);
     ck_assert_int_eq(unk.ndim, 0);
+    /* target sizes whose product leaves int64, beside a -1 or in a -4 split (the products
+     * overflowed; found with tests/fuzz/op_params) */
+    mxc_shape six = shp(1, 6, 0, 0, 0);
+    out = (mxc_shape){0};
+    expect_error(infer("Reshape", MXCT_KV("shape", "(-1, 4611686018427387904, 4)"), &six, 1, &out),
+                 MXC_ESHAPE, NEEDLES("Reshape", "int64"));
+    expect_error(infer("Reshape", MXCT_KV("shape", "(-4, 4611686018427387904, 4)"), &six, 1, &out),
+                 MXC_ESHAPE, NEEDLES("Reshape", "do not make 6"));
 
     /* Flatten */
     unk = (mxc_shape){0};
@@ -423,6 +432,34 @@ START_TEST(test_shape_concat) {
     out = (mxc_shape){0};
     expect_error(infer("Concat", MXCT_KV("num_args", "2", "dim", "2"), ok, 2, &out), MXC_EINVAL,
                  NEEDLES("Concat", "dim=2"));
+    /* empty inputs whose sizes along dim add up past int64 (the sum overflowed; found by
+     * tests/fuzz/op_params) */
+    mxc_shape wide[3] = {shp(2, 0, 2, 0, 0), shp(2, 0, INT64_MAX, 0, 0), shp(2, 0, 2, 0, 0)};
+    out = (mxc_shape){0};
+    expect_error(infer("Concat", MXCT_KV("num_args", "3", "dim", "1"), wide, 3, &out), MXC_ESHAPE,
+                 NEEDLES("Concat", "int64", "arg1"));
+}
+END_TEST
+
+/* Concat's backward with the first input's gradient off (MXC_GRAD_NULL: no memory) and
+ * the last one's added to: it computed a pointer into the missing gradient (NULL + row,
+ * undefined behaviour reported by clang's UBSan; found by tests/fuzz/op_params). */
+START_TEST(test_concat_grad_reqs) {
+    struct mxct_tensor in[3] = {mxct_tensor_random(shp(2, 2, 1, 0, 0), -1, 1, 1),
+                                mxct_tensor_random(shp(2, 2, 2, 0, 0), -1, 1, 2),
+                                mxct_tensor_random(shp(2, 2, 1, 0, 0), -1, 1, 3)};
+    struct mxct_tensor head = mxct_tensor_random(shp(2, 2, 4, 0, 0), -1, 1, 4), g[3];
+    mxct_op_bound_grads("Concat", MXCT_KV("num_args", "3", "dim", "1"), in, 3, NULL, 0,
+                        (const int[]){MXC_GRAD_NULL, MXC_GRAD_WRITE, MXC_GRAD_ADD}, &head, g);
+    ck_assert_ptr_null(g[0].data);
+    const float *h = head.data;
+    const float want1[4] = {h[1], h[2], h[5], h[6]};
+    const float want2[2] = {in[2].data[0] + h[3], in[2].data[1] + h[7]};
+    mxct_expect_close(&g[1], want1, 0, 0, "written gradient of arg1");
+    mxct_expect_close(&g[2], want2, 1e-6, 0, "added gradient of arg2");
+    mxct_tensors_free(g, 3);
+    mxct_tensors_free(in, 3);
+    mxct_tensors_free(&head, 1);
 }
 END_TEST
 
@@ -579,15 +616,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static mxc_ndarray *array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
-
 /* Reads `a` back and compares it with `want` exactly (shape included). */
 static void expect_array(mxc_ndarray *a, const struct mxct_tensor *want, const char *what) {
     mxc_shape s;
@@ -616,7 +644,7 @@ START_TEST(test_invoke) {
     load_all(c, "out", c->num_out, want);
     mxc_ndarray *arrays[MAX_IO], *out[MAX_IO] = {NULL};
     for (int i = 0; i < c->num_in; i++)
-        arrays[i] = array_of(&in[i]);
+        arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, c->num_out,
                                    out, 0);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
@@ -638,7 +666,7 @@ START_TEST(test_invoke) {
     if (strcmp(c->op, "Concat") == 0) {
         /* a wrong input is an error naming it and both shapes, not a crash */
         struct mxct_tensor w = mxct_tensor_from(shp(3, 2, 2, 4, 0), NULL);
-        mxc_ndarray *bad = array_of(&w), *saved = arrays[1], *none[1] = {NULL};
+        mxc_ndarray *bad = mxct_array_of(&w), *saved = arrays[1], *none[1] = {NULL};
         arrays[1] = bad;
         rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, none, 0);
         expect_error(rc, MXC_ESHAPE, NEEDLES("Concat", "arg1", "(2, 2, 4)"));
@@ -673,6 +701,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_shape_reshape);
     tcase_add_test(tc, test_shape_transpose_expand);
     tcase_add_test(tc, test_shape_concat);
+    tcase_add_test(tc, test_concat_grad_reqs);
     tcase_add_test(tc, test_shape_slice_sum);
     tcase_add_test(tc, test_shape_embedding);
     tcase_add_test(tc, test_params);

@@ -939,6 +939,72 @@ START_TEST(test_zero_size_inner_axis) {
     CK_OK(mxc_nd_wait_all());
     mxc_nd_free(e);
     mxc_nd_free(w);
+/* ---- Empty arrays (a dimension of 0) ------------------------------------------------- */
+
+struct empty_case {
+    const char *op;
+    const char *kv[8]; /* key, value, ..., NULL */
+    int num_in;
+    mxc_shape in[3]; /* {ndim, {dims}} */
+    mxc_shape out;
+};
+
+/* The operators whose kernels met empty inputs in tests/fuzz/op_params: each offset or
+ * memset the NULL data pointer empty tensors had (undefined behaviour, reported by clang's
+ * UBSan). */
+static const struct empty_case empty_cases[] = {
+    {"_power_scalar", {"scalar", "2.5"}, 1, {{4, {3, 1, 0, 4}}}, {4, {3, 1, 0, 4}}},
+    {"broadcast_add", {NULL}, 2, {{3, {0, 1, 3}}, {3, {1, 4, 3}}}, {3, {0, 4, 3}}},
+    {"Concat", {"num_args", "2", "dim", "0"}, 2, {{2, {0, 2}}, {2, {2, 2}}}, {2, {2, 2}}},
+    {"Convolution",
+     {"kernel", "(3, 3)", "num_filter", "2", "pad", "(1, 1)"},
+     3,
+     {{4, {0, 2, 5, 5}}, {4, {2, 2, 3, 3}}, {1, {2}}},
+     {4, {0, 2, 5, 5}}},
+    {"Deconvolution",
+     {"kernel", "(2, 2)", "num_filter", "2", "stride", "(2, 2)"},
+     2,
+     {{4, {0, 2, 3, 3}}, {4, {2, 2, 2, 2}}},
+     {4, {0, 2, 6, 6}}},
+    {"Embedding",
+     {"input_dim", "4", "output_dim", "3"},
+     2,
+     {{2, {0, 2}}, {2, {4, 3}}},
+     {3, {0, 2, 3}}},
+    {"SoftmaxOutput", {NULL}, 2, {{2, {0, 3}}, {1, {0}}}, {2, {0, 3}}},
+};
+
+/* Every array's tensor points somewhere, an empty one's too; each case runs on empty
+ * inputs and gives an output of the inferred shape. */
+START_TEST(test_invoke_empty) {
+    const struct empty_case *c = &empty_cases[_i];
+    const char *keys[4], *vals[4];
+    int num_params = 0;
+    while (c->kv[2 * num_params]) {
+        keys[num_params] = c->kv[2 * num_params];
+        vals[num_params] = c->kv[2 * num_params + 1];
+        num_params++;
+    }
+    mxc_ndarray *in[3] = {NULL, NULL, NULL}, *out[1] = {NULL};
+    for (int i = 0; i < c->num_in; i++)
+        ck_assert_int_eq(mxc_nd_zeros(&c->in[i], MXC_FLOAT32, mxc_cpu(), &in[i]), MXC_OK);
+    struct mxc__tensor t;
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    ck_assert_int_eq(mxc__nd_tensor(in[0], false, &t), MXC_OK);
+    ck_assert_int_eq(t.size, mxc_shape_size(&c->in[0]));
+    ck_assert_ptr_nonnull(t.data);
+    int rc = mxc_imperative_invoke(c->op, num_params, keys, vals, c->num_in, in, 1, out, 1);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
+    ck_assert_int_eq(mxc_nd_wait_to_read(out[0]), MXC_OK);
+    mxc_shape got;
+    ck_assert_int_eq(mxc_nd_get_shape(out[0], &got), MXC_OK);
+    ck_assert_int_eq(got.ndim, c->out.ndim);
+    for (int d = 0; d < got.ndim; d++)
+        ck_assert_int_eq(got.dims[d], c->out.dims[d]);
+    for (int i = 0; i < c->num_in; i++)
+        mxc_nd_free(in[i]);
+    mxc_nd_free(out[0]);
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
 }
 END_TEST
 
@@ -977,6 +1043,7 @@ static Suite *operator_suite(void) {
     tcase_add_loop_test(tc, test_zero_size_every_operator, 0, (int)MXC_ARRAY_SIZE(zero_cases));
     tcase_add_test(tc, test_zero_size_cases_cover_every_operator);
     tcase_add_test(tc, test_zero_size_inner_axis);
+    tcase_add_loop_test(tc, test_invoke_empty, 0, (int)MXC_ARRAY_SIZE(empty_cases));
     suite_add_tcase(s, tc);
     return s;
 }

@@ -415,6 +415,39 @@ START_TEST(test_infer_shape_conflict) {
 }
 END_TEST
 
+/* Every shape inference works with is valid (no negative dim, non-zero dims that multiply
+ * within int64): given shapes and hints are checked, and an operator inferring a larger one
+ * is an error. Deconvolution overflowed int64 on data (1, 2, 2^63 - 1, 3) (found by
+ * tests/fuzz/op_params). */
+START_TEST(test_infer_shape_huge) {
+    mxc_symbol *data = var("data");
+    mxc_symbol *deconv =
+        apply("Deconvolution", "deconv", MXCT_KV("kernel", "(1, 2)", "num_filter", "2"), 1, &data);
+    const char *dn[1] = {"data"};
+    mxc_shape given[3] = {SHAPE(1, 2, INT64_MAX, 3), SHAPE(-5, 2, 3, 3),
+                          SHAPE(INT64_C(1) << 62, 4, 0, 1)};
+    for (int i = 0; i < 3; i++) {
+        CK_ERR(MXC_EINVAL,
+               mxc_symbol_infer_shape(deconv, 1, dn, &given[i], NULL, NULL, NULL, NULL, NULL));
+        ck_assert_msg(strstr(mxc_last_error(), "'data'") && strstr(mxc_last_error(), "int64"), "%s",
+                      mxc_last_error());
+    }
+    /* a hint */
+    CK_OK(mxc_symbol_set_attr(data, "__shape__", "(4611686018427387904, 4, 1, 1)"));
+    CK_ERR(MXC_EINVAL, mxc_symbol_infer_shape(deconv, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
+    ck_assert_msg(strstr(mxc_last_error(), "'data'"), "%s", mxc_last_error());
+    /* an output: (2^33, 8) x (8, 2^31 - 1) */
+    CK_OK(mxc_symbol_set_attr(data, "__shape__", "(8589934592, 8)"));
+    mxc_symbol *big = fc("fc", data, "2147483647");
+    CK_ERR(MXC_ESHAPE, mxc_symbol_infer_shape(big, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL));
+    ck_assert_msg(strstr(mxc_last_error(), "node 'fc'") && strstr(mxc_last_error(), "int64"), "%s",
+                  mxc_last_error());
+    mxc_symbol_free(big);
+    mxc_symbol_free(deconv);
+    mxc_symbol_free(data);
+}
+END_TEST
+
 START_TEST(test_infer_shape_conv_pool) {
     mxc_symbol *d = var("data");
     mxc_symbol *c =
@@ -1014,6 +1047,7 @@ static Suite *symbol_suite(void) {
     tcase_add_test(tc, test_infer_shape_mlp);
     tcase_add_test(tc, test_infer_shape_both_ways);
     tcase_add_test(tc, test_infer_shape_conflict);
+    tcase_add_test(tc, test_infer_shape_huge);
     tcase_add_test(tc, test_infer_shape_conv_pool);
     tcase_add_test(tc, test_infer_type);
     suite_add_tcase(s, tc);

@@ -166,8 +166,10 @@ typedef struct mxc_shape {
 MXC_API mxc_shape mxc_shape_make(int ndim, const int64_t *dims);
 
 /** Number of elements of `shape` (0 for ndim 0, the empty shape), or -1 if `shape` is
- * NULL, its ndim is outside [0, MXC_MAX_NDIM], a dimension is negative or the product
- * overflows. Thread-safe. */
+ * NULL, its ndim is outside [0, MXC_MAX_NDIM], a dimension is negative or the product of
+ * the non-zero dimensions overflows int64 (a shape with a 0 dimension is valid only when
+ * the others multiply without overflow, so that no product of some of a valid shape's
+ * dimensions overflows). Thread-safe. */
 MXC_API int64_t mxc_shape_size(const mxc_shape *shape);
 
 /* ---- Hooks ------------------------------------------------------------------------- */

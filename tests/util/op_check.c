@@ -5,7 +5,9 @@
  */
 #include "tests/util/op_check.h"
 
+#include "mxc/executor.h"
 #include "mxc/ndarray.h"
+#include "mxc/symbol.h"
 #include "operator/op.h"
 
 #include <math.h>
@@ -588,6 +590,57 @@ int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
     mxct_tensors_free(out, p.num_out);
     mxct_tensors_free(og, p.num_out);
     return rc;
+}
+
+mxc_ndarray *mxct_array_of(const struct mxct_tensor *t) {
+    mxc_ndarray *a = NULL;
+    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
+    ck_assert_int_eq(
+        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
+        MXC_OK);
+    return a;
+}
+
+void mxct_op_bound_grads(const char *name, struct mxct_params params, const struct mxct_tensor *in,
+                         int num_in, const struct mxct_tensor *aux, int num_aux, const int *reqs,
+                         const struct mxct_tensor *head, struct mxct_tensor *grads) {
+    mxc_symbol *sym = NULL;
+    mxc_executor *x = NULL;
+    mxc_ndarray *args[MAX_ARGS], *g[MAX_ARGS] = {NULL}, *states[MAX_ARGS], *h = NULL;
+    ck_assert_msg(mxc_symbol_create(name, params.num, params.keys, params.vals, "op", 0, NULL, NULL,
+                                    &sym) == MXC_OK,
+                  "%s: %s", name, mxc_last_error());
+    for (int i = 0; i < num_in; i++) {
+        args[i] = mxct_array_of(&in[i]);
+        g[i] = reqs[i] == MXC_GRAD_NULL ? NULL : mxct_array_of(&in[i]);
+    }
+    for (int i = 0; i < num_aux; i++)
+        states[i] = mxct_array_of(&aux[i]);
+    int rc = mxc_executor_bind(sym, mxc_cpu(), num_in, args, g, reqs, num_aux, states, &x);
+    ck_assert_msg(rc == MXC_OK, "bind %s: %s", name, mxc_last_error());
+    ck_assert_int_eq(mxc_executor_forward(x, 1), MXC_OK);
+    if (head)
+        h = mxct_array_of(head);
+    ck_assert_msg(mxc_executor_backward(x, h ? 1 : 0, &h) == MXC_OK, "%s", mxc_last_error());
+    for (int i = 0; i < num_in; i++) {
+        grads[i] = (struct mxct_tensor){{0}, NULL};
+        if (g[i] == NULL)
+            continue;
+        grads[i] = mxct_tensor_from(in[i].shape, NULL);
+        rc = mxc_nd_sync_copy_to_cpu(g[i], grads[i].data,
+                                     (size_t)mxc_shape_size(&in[i].shape) * sizeof(float));
+        ck_assert_msg(rc == MXC_OK, "%s: %s", name, mxc_last_error());
+    }
+    mxc_executor_free(x);
+    for (int i = 0; i < num_in; i++) {
+        mxc_nd_free(args[i]);
+        mxc_nd_free(g[i]);
+    }
+    for (int i = 0; i < num_aux; i++)
+        mxc_nd_free(states[i]);
+    mxc_nd_free(h);
+    mxc_symbol_free(sym);
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
 }
 
 struct mxct_tensor mxct_ref_load(const char *file, const char *name) {

@@ -12,6 +12,7 @@
 #define MXC_TEST_OP_CHECK_H
 
 #include "mxc/base.h"
+#include "mxc/ndarray.h"
 
 #include <check.h>
 #include <stdbool.h>
@@ -44,6 +45,9 @@ struct mxct_tensor mxct_tensor_random(mxc_shape shape, float lo, float hi, unsig
 struct mxct_tensor mxct_tensor_from(mxc_shape shape, const float *values);
 
 void mxct_tensors_free(struct mxct_tensor *t, int n);
+
+/* A new float32 CPU array holding a copy of `t` (asserting success); the caller frees it. */
+mxc_ndarray *mxct_array_of(const struct mxct_tensor *t);
 
 /* Runs operator `name` forward on `in` (its inputs) and `aux` (its auxiliary states,
  * updated in place; may be NULL when it has none). Fills `out` (room for every output,
@@ -92,6 +96,15 @@ int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
  * mxct_op_backward run the same checks on their own inputs after their own. */
 void mxct_op_check_inplace(const char *name, struct mxct_params params, bool is_train,
                            const struct mxct_tensor *in, int num_in, const struct mxct_tensor *aux);
+/* Runs operator `name` through the executor: binds it to arrays holding `in` (its
+ * inputs) and `aux` (its auxiliary states) with gradient request `reqs[i]` (mxc_grad_req)
+ * for input i, runs forward (training) and backward with `head` as the head gradient of
+ * its first output (NULL for loss operators), and fills `grads` (one per input) with new
+ * tensors holding the gradients; an input bound with MXC_GRAD_NULL gets an empty tensor
+ * (ndim 0, no data). Asserts that every step succeeds. */
+void mxct_op_bound_grads(const char *name, struct mxct_params params, const struct mxct_tensor *in,
+                         int num_in, const struct mxct_tensor *aux, int num_aux, const int *reqs,
+                         const struct mxct_tensor *head, struct mxct_tensor *grads);
 
 /* Reference data: `file` (relative to tests/data, or $MXC_TEST_DATA) is an NDArray list
  * saved by a generator script (mx.nd.save with named arrays). Loads the float32 array
