@@ -939,6 +939,9 @@ START_TEST(test_zero_size_inner_axis) {
     CK_OK(mxc_nd_wait_all());
     mxc_nd_free(e);
     mxc_nd_free(w);
+}
+END_TEST
+
 /* ---- Empty arrays (a dimension of 0) ------------------------------------------------- */
 
 struct empty_case {
