@@ -90,8 +90,10 @@ static struct {
  * helper preempted in the middle of its chunk holds the loop until the scheduler runs it
  * again (milliseconds), and LeNet beside three busy processes on 2 cores trained slower
  * with two threads than with one. So the caller measures what the helpers bring: over a
- * window of loops, the time the caller alone would have needed (its own time per chunk ×
- * chunks) over the loop's time. Below MIN_SPEEDUP the helpers are left out for a while —
+ * window of loops they took part in, the time the caller alone would have needed (its own time per chunk ×
+ * chunks) over the loops' time, both summed, so that the loops where the time goes
+ * decide (a relu of microseconds gains nothing from a helper that has to wake up, a
+ * product of a millisecond nearly twice). Below MIN_SPEEDUP the helpers are left out for a while —
  * a back-off that doubles while they keep not paying, so probing costs little — and the
  * loops run on the caller alone. All of it runs under caller_lock. */
 #define WINDOW_LOOPS      16
@@ -100,11 +102,11 @@ static struct {
 #define MAX_BACKOFF_LOOPS 4096
 
 static struct {
-    int loops;          /* in the current window */
-    double speedup_sum; /* over the window */
-    int serial_left;    /* loops left to run without helpers */
-    int backoff;        /* the next serial stretch */
-} adapt = {0, 0, 0, BACKOFF_LOOPS};
+    int loops;                  /* in the current window */
+    uint64_t alone_ns, took_ns; /* summed over the window */
+    int serial_left;            /* loops left to run without helpers */
+    int backoff;                /* the next serial stretch */
+} adapt = {0, 0, 0, 0, BACKOFF_LOOPS};
 
 /* Whether this loop may use helpers. */
 static bool helpers_wanted(void) {
@@ -117,12 +119,13 @@ static bool helpers_wanted(void) {
 /* Records a loop the helpers took part in: `alone_ns` estimated for the caller alone,
  * `took_ns` measured. */
 static void record_speedup(uint64_t alone_ns, uint64_t took_ns) {
-    adapt.speedup_sum += (double)alone_ns / (double)(took_ns ? took_ns : 1);
+    adapt.alone_ns += alone_ns;
+    adapt.took_ns += took_ns;
     if (++adapt.loops < WINDOW_LOOPS)
         return;
-    double speedup = adapt.speedup_sum / adapt.loops;
+    double speedup = (double)adapt.alone_ns / (double)(adapt.took_ns ? adapt.took_ns : 1);
     adapt.loops = 0;
-    adapt.speedup_sum = 0;
+    adapt.alone_ns = adapt.took_ns = 0;
     if (speedup >= MIN_SPEEDUP) {
         adapt.backoff = BACKOFF_LOOPS;
         return;
@@ -265,7 +268,9 @@ void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg) 
     struct caller_share mine = {0, 0};
     run_chunks(seq, &mine);
     mxc__spin_wait_value(&pool.done, (unsigned)chunks, &pool.caller_sleeping);
-    if (mine.chunks > 0)
+    /* Only loops the helpers took part in say whether they pay: one that the caller ran
+     * alone because they came late cost them nothing (and taught nothing). */
+    if (mine.chunks > 0 && mine.chunks < chunks)
         record_speedup(mine.busy_ns / (uint64_t)mine.chunks * (uint64_t)chunks,
                        mxc__now_ns() - start_ns);
     mxc__mutex_unlock(&pool.caller_lock);
