@@ -97,6 +97,19 @@ bool mxc__log_enabled(int level);
 
 /* ---- Files ------------------------------------------------------------------------- */
 
+/* Opens `path` for reading when it is a regular file: *fd (the caller closes it) and its
+ * *size, the one size a loader takes from outside before checking the file's own counts
+ * against it. A directory (whose size says nothing: ftell gave 2^63 - 1), a FIFO (an open
+ * would block until a writer came), /dev/zero (never ends) or another non-regular file is
+ * MXC_EIO naming `path` and what it is, before anything is read. Messages start with `fn`.
+ * Returns MXC_OK, MXC_EIO, MXC_ENOMEM (a size no buffer can hold). */
+int mxc__file_open_regular(const char *fn, const char *path, int *fd, size_t *size);
+
+/* Reads the whole regular file `path` (mxc__file_open_regular) into a new buffer (freed
+ * with mxc__free) holding its *len bytes and a NUL after them, so text parsers can use it
+ * as a string. Returns as mxc__file_open_regular, or MXC_EIO when a read fails. */
+int mxc__file_read(const char *fn, const char *path, char **data, size_t *len);
+
 /* Replaces `path` crash-safely: `fill(f, arg)` writes the temporary `<path>.tmp.<pid>` (same
  * folder), which is flushed, fsynced, closed and renamed over `path`; then the folder is
  * fsynced so the rename survives a crash too. On failure the temporary is removed and

@@ -1,7 +1,10 @@
 /*
- * common/file.c — crash-safe file replacement for everything mxc saves (NDArray lists,
- * checkpoints): the new contents go to `<path>.tmp.<pid>` in the same folder, are flushed
- * and fsynced, renamed over `<path>`, and the folder is fsynced so that the rename itself
+ * common/file.c — the files mxc reads and writes. Reading: every loader (NDArray lists,
+ * symbol JSON, CSV, IDX) opens its file through mxc__file_open_regular, so a directory, a
+ * FIFO or a device is a clear MXC_EIO before a byte is read or a size is trusted.
+ * Writing: crash-safe replacement for everything mxc saves (NDArray lists, checkpoints,
+ * symbols): the new contents go to `<path>.tmp.<pid>` in the same folder, are flushed and
+ * fsynced, renamed over `<path>`, and the folder is fsynced so that the rename itself
  * survives a crash. Readers see the old file or the new one, never a part. A process
  * killed midway leaves its temporary behind; mxc__file_stale_temp recognises those.
  */
@@ -13,10 +16,78 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #define TMP_TAG ".tmp."
+
+/* ---- Reading ----------------------------------------------------------------------- */
+
+static const char *file_kind(mode_t mode) {
+    return S_ISDIR(mode)    ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "not a regular file";
+}
+
+int mxc__file_open_regular(const char *fn, const char *path, int *fd_out, size_t *size) {
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer; it changes nothing
+     * for a regular file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return mxc__error(MXC_EIO, "%s: cannot open %s: %s", fn, path, strerror(errno));
+    struct stat st;
+    int rc = MXC_OK;
+    if (fstat(fd, &st) != 0)
+        rc = mxc__error(MXC_EIO, "%s: cannot stat %s: %s", fn, path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = mxc__error(MXC_EIO, "%s: %s is %s, not a regular file", fn, path,
+                        file_kind(st.st_mode));
+    else if (st.st_size < 0 || (uintmax_t)st.st_size >= SIZE_MAX)
+        rc = mxc__error(MXC_ENOMEM, "%s: %s has %jd bytes, more than memory can hold", fn, path,
+                        (intmax_t)st.st_size);
+    if (rc != MXC_OK) {
+        close(fd);
+        return rc;
+    }
+    *fd_out = fd;
+    *size = (size_t)st.st_size;
+    return MXC_OK;
+}
+
+int mxc__file_read(const char *fn, const char *path, char **data, size_t *len) {
+    int rc = MXC_OK, fd = -1;
+    size_t size = 0, got = 0;
+    char *buf = NULL;
+    *data = NULL;
+    MXC_TRY(mxc__file_open_regular(fn, path, &fd, &size));
+    buf = mxc__malloc(size + 1);
+    MXC_CHECK(buf != NULL, MXC_ENOMEM, "%s: out of memory reading the %zu bytes of %s", fn, size,
+              path);
+    while (got < size) {
+        ssize_t r = read(fd, buf + got, size - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        MXC_CHECK(r > 0, MXC_EIO, "%s: reading %s failed after %zu of %zu bytes: %s", fn, path, got,
+                  size, r < 0 ? strerror(errno) : "the file got shorter");
+        got += (size_t)r;
+    }
+    buf[size] = '\0';
+    close(fd);
+    *data = buf;
+    *len = size;
+    return MXC_OK;
+fail:
+    if (fd >= 0)
+        close(fd);
+    mxc__free(buf);
+    return rc;
+}
+
+/* ---- Writing ----------------------------------------------------------------------- */
 
 /* Makes the last rename in `dir` durable. A file system that cannot sync a folder
  * (EINVAL) has nothing more to do. */

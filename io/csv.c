@@ -12,42 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Reads a whole file into a NUL-terminated buffer. */
-static int read_text(const char *path, char **out, size_t *len) {
-    int rc = MXC_OK;
-    char *buf = NULL;
-    size_t have = 0, cap = 0;
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    MXC_CHECK(f != NULL, MXC_EIO, "CSV: cannot open '%s': %s", path, strerror(errno));
-    for (;;) {
-        if (cap - have < 2) {
-            size_t next = cap ? cap * 2 : 4096;
-            char *grown = mxc__realloc(buf, next);
-            MXC_CHECK(grown != NULL, MXC_ENOMEM, "CSV: out of memory reading '%s'", path);
-            buf = grown;
-            cap = next;
-        }
-        size_t got = fread(buf + have, 1, cap - have - 1, f);
-        have += got;
-        if (got == 0) {
-            MXC_CHECK(!ferror(f), MXC_EIO, "CSV: cannot read '%s': %s", path, strerror(errno));
-            break;
-        }
-    }
-    buf[have] = '\0';
-    MXC_CHECK(strlen(buf) == have, MXC_EFORMAT, "CSV: '%s' contains a NUL byte", path);
-    fclose(f);
-    *out = buf;
-    *len = have;
-    return MXC_OK;
-fail:
-    if (f)
-        fclose(f);
-    mxc__free(buf);
-    return rc;
-}
-
 /* Parses `path` into rows of `width` numbers each: a new table in *out, rows in *rows. */
 static int parse_csv(const char *path, int64_t width, float **out, int64_t *rows) {
     int rc = MXC_OK;
@@ -56,7 +20,8 @@ static int parse_csv(const char *path, int64_t width, float **out, int64_t *rows
     size_t len, cap = 0;
     int64_t n = 0;
     *out = NULL;
-    MXC_TRY(read_text(path, &text, &len));
+    MXC_TRY(mxc__file_read("CSV", path, &text, &len));
+    MXC_CHECK(strlen(text) == len, MXC_EFORMAT, "CSV: '%s' contains a NUL byte", path);
     char *line = text;
     for (long lineno = 1; *line; lineno++) {
         char *end = strchr(line, '\n');

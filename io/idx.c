@@ -28,11 +28,17 @@ struct idx_file {
 
 static int idx_open(struct idx_file *f, const char *path) {
     f->path = path;
+    int fd;
+    size_t size;
+    int rc = mxc__file_open_regular("IDX", path, &fd, &size);
+    if (rc != MXC_OK)
+        return rc;
     errno = 0;
-    f->gz = gzopen(path, "rb");
-    if (!f->gz)
-        return mxc__error(errno ? MXC_EIO : MXC_ENOMEM, "IDX: cannot open '%s': %s", path,
-                          errno ? strerror(errno) : "out of memory");
+    f->gz = gzdopen(fd, "rb"); /* takes the descriptor */
+    if (!f->gz) {
+        close(fd);
+        return mxc__error(MXC_ENOMEM, "IDX: out of memory opening '%s'", path);
+    }
     return MXC_OK;
 }
 

@@ -22,6 +22,7 @@
 #include "io/io_impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ITER_MAGIC   0x49544552u /* "ITER" */
@@ -70,6 +71,7 @@ struct mxc_data_iter {
     bool stop;
     bool thread_started;
     mxc__thread thread;
+    mxc_data_iter *prefetch_prev, *prefetch_next; /* under prefetch_lock while the thread runs */
 
     /* Consumer only. */
     int current; /* slot of the current batch, -1 when none */
@@ -254,14 +256,62 @@ static int batch_shape(int64_t batch, const mxc_shape *s, bool squeeze, mxc_shap
     return MXC_OK;
 }
 
+/* ---- Prefetch threads at exit -------------------------------------------------------
+ * A program may exit with iterators it never freed. Their prefetch threads would go on
+ * pushing copies onto the default engine while the engine's exit hook destroys it (a hang
+ * or a use after free), so the hook below stops them first: it is registered when the
+ * first thread starts, after the engine's, and exit hooks run in reverse order. */
+
+static pthread_mutex_t prefetch_lock = PTHREAD_MUTEX_INITIALIZER;
+static mxc_data_iter *prefetching; /* iterators whose prefetch thread runs */
+static bool exit_hook;
+
+/* Ends the prefetch thread; the caller holds prefetch_lock. */
+static void stop_prefetch(mxc_data_iter *it) {
+    if (!it->thread_started)
+        return;
+    mxc__mutex_lock(&it->lock);
+    it->stop = true;
+    mxc__cond_broadcast(&it->producer_cv);
+    mxc__mutex_unlock(&it->lock);
+    mxc__thread_join(it->thread);
+    it->thread_started = false;
+    if (it->prefetch_prev)
+        it->prefetch_prev->prefetch_next = it->prefetch_next;
+    else
+        prefetching = it->prefetch_next;
+    if (it->prefetch_next)
+        it->prefetch_next->prefetch_prev = it->prefetch_prev;
+}
+
+static void stop_all_prefetch(void) {
+    pthread_mutex_lock(&prefetch_lock);
+    while (prefetching)
+        stop_prefetch(prefetching);
+    pthread_mutex_unlock(&prefetch_lock);
+}
+
+static int start_prefetch(mxc_data_iter *it) {
+    int rc = MXC_OK;
+    pthread_mutex_lock(&prefetch_lock);
+    if (!exit_hook)
+        exit_hook = atexit(stop_all_prefetch) == 0;
+    MXC_TRY(mxc__thread_start(&it->thread, prefetch_main, it, "mxc-prefetch"));
+    it->thread_started = true;
+    it->prefetch_prev = NULL;
+    it->prefetch_next = prefetching;
+    if (prefetching)
+        prefetching->prefetch_prev = it;
+    prefetching = it;
+fail:
+    pthread_mutex_unlock(&prefetch_lock);
+    return rc;
+}
+
 static void iter_destroy(mxc_data_iter *it) {
-    if (it->thread_started) {
-        mxc__mutex_lock(&it->lock);
-        it->stop = true;
-        mxc__cond_broadcast(&it->producer_cv);
-        mxc__mutex_unlock(&it->lock);
-        mxc__thread_join(it->thread);
-    }
+    pthread_mutex_lock(&prefetch_lock);
+    stop_prefetch(it);
+    pthread_mutex_unlock(&prefetch_lock);
     if (it->slots) {
         for (int i = 0; i < it->num_slots; i++) {
             mxc_nd_free(it->slots[i].data);
@@ -370,8 +420,7 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
 
     it->want_epoch = 0;
     mxc__handle_publish(&iter_kind, it);
-    MXC_TRY(mxc__thread_start(&it->thread, prefetch_main, it, "mxc-prefetch"));
-    it->thread_started = true;
+    MXC_TRY(start_prefetch(it));
     *out = it;
     return MXC_OK;
 

@@ -7,14 +7,10 @@
 #include "ndarray/nd_format.h"
 #include "ndarray/ndarray_impl.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* What mxc__file_replace writes: the list, in MXNet's format. */
 struct list_file {
@@ -64,57 +60,6 @@ fail:
     for (size_t i = 0; records && i < count; i++)
         mxc__free((void *)records[i].data);
     mxc__free(records);
-    return rc;
-}
-
-static const char *file_kind(mode_t mode) {
-    return S_ISDIR(mode)    ? "a directory"
-           : S_ISFIFO(mode) ? "a FIFO"
-           : S_ISCHR(mode)  ? "a character device"
-           : S_ISBLK(mode)  ? "a block device"
-           : S_ISSOCK(mode) ? "a socket"
-                            : "not a regular file";
-}
-
-/* Reads the whole regular file `path` into a new buffer of the size fstat gives, the one
- * size taken from outside (the records' sizes are checked against it by the decoder).
- * Anything else is MXC_EIO before a byte is read: a directory's size says nothing (ftell
- * gave 2^63 - 1 and the load asked for that much memory), /dev/zero never ends, and a
- * FIFO would block the open until a writer came (O_NONBLOCK prevents that; it changes
- * nothing for a regular file). */
-static int read_file(const char *path, void **data, size_t *len) {
-    int rc = MXC_OK;
-    char *buf = NULL;
-    struct stat st;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    MXC_CHECK(fd >= 0, MXC_EIO, "mxc_nd_load: cannot open %s: %s", path, strerror(errno));
-    MXC_CHECK(fstat(fd, &st) == 0, MXC_EIO, "mxc_nd_load: cannot stat %s: %s", path,
-              strerror(errno));
-    MXC_CHECK(S_ISREG(st.st_mode), MXC_EIO, "mxc_nd_load: %s is %s, not a regular file", path,
-              file_kind(st.st_mode));
-    MXC_CHECK(st.st_size >= 0 && (uintmax_t)st.st_size <= SIZE_MAX, MXC_ENOMEM,
-              "mxc_nd_load: %s has %jd bytes, more than memory can hold", path,
-              (intmax_t)st.st_size);
-    size_t size = (size_t)st.st_size, got = 0;
-    buf = mxc__malloc(size);
-    MXC_CHECK(buf != NULL, MXC_ENOMEM, "mxc_nd_load: out of memory reading the %zu bytes of %s",
-              size, path);
-    while (got < size) {
-        ssize_t r = read(fd, buf + got, size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        MXC_CHECK(r > 0, MXC_EIO, "mxc_nd_load: reading %s failed after %zu of %zu bytes: %s", path,
-                  got, size, r < 0 ? strerror(errno) : "the file got shorter");
-        got += (size_t)r;
-    }
-    close(fd);
-    *data = buf;
-    *len = size;
-    return MXC_OK;
-fail:
-    if (fd >= 0)
-        close(fd);
-    mxc__free(buf);
     return rc;
 }
 
@@ -177,14 +122,14 @@ fail:
 int mxc_nd_load(const char *path, mxc_context ctx, size_t *count, mxc_ndarray ***arrays,
                 char ***names) {
     int rc = MXC_OK;
-    void *file = NULL;
+    char *file = NULL;
     size_t len = 0;
     MXC_CHECK(path && count && arrays && names, MXC_EINVAL,
               "mxc_nd_load: path, count, arrays and names must not be NULL");
     *count = 0;
     *arrays = NULL;
     *names = NULL;
-    MXC_TRY(read_file(path, &file, &len));
+    MXC_TRY(mxc__file_read("mxc_nd_load", path, &file, &len));
     rc = mxc__nd_load_memory(file, len, path, ctx, count, arrays, names);
 fail:
     mxc__free(file);

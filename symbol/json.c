@@ -555,30 +555,10 @@ int mxc_symbol_load(const char *path, mxc_symbol **out) {
     *out = NULL;
     if (path == NULL)
         return mxc__error(MXC_EINVAL, "mxc_symbol_load: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return mxc__error(MXC_EIO, "mxc_symbol_load: cannot open '%s': %s", path, strerror(errno));
     char *data = NULL;
-    size_t len = 0, cap = 0, got;
-    int rc = MXC_OK;
-    do {
-        if (len + 8193 > cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *d = mxc__realloc(data, cap);
-            if (d == NULL) {
-                rc = mxc__error(MXC_ENOMEM, "out of memory reading '%s'", path);
-                break;
-            }
-            data = d;
-        }
-        got = fread(data + len, 1, 8192, f);
-        len += got;
-    } while (got == 8192);
-    if (rc == MXC_OK && ferror(f))
-        rc = mxc__error(MXC_EIO, "mxc_symbol_load: error reading '%s'", path);
-    fclose(f);
+    size_t len = 0;
+    int rc = mxc__file_read("mxc_symbol_load", path, &data, &len);
     if (rc == MXC_OK) {
-        data[len] = '\0';
         if (memchr(data, '\0', len) != NULL)
             rc = mxc__error(MXC_EFORMAT, "symbol JSON '%s': contains a NUL byte", path);
         else if (len == 0)

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 /* ---- Status table ------------------------------------------------------------------ */
 
@@ -776,6 +778,46 @@ START_TEST(test_queue_consumer_sleeps) {
 }
 END_TEST
 
+/* ---- Files (common/file.c) ----------------------------------------------------------- */
+
+/* Every loader reads through mxc__file_open_regular: a directory, a FIFO and /dev/zero are
+ * MXC_EIO naming the path and what it is, at once (a FIFO's open must not wait for a
+ * writer); a regular file comes back whole with a NUL after it. */
+START_TEST(test_file_read_regular_only) {
+    char *dir = mxct_temp_dir("mxc-dir-");
+    char *fifo = mxct_temp_fifo("mxc-fifo-");
+    const char *paths[] = {dir, fifo, "/dev/zero", "/nonexistent/x"};
+    const char *says[] = {"is a directory, not a regular file", "is a FIFO, not a regular file",
+                          "is a character device, not a regular file", "cannot open"};
+    for (int i = 0; i < 4; i++) {
+        char *data = (char *)1;
+        size_t len = 7;
+        ck_assert_int_eq(mxc__file_read("loader", paths[i], &data, &len), MXC_EIO);
+        ck_assert_ptr_null(data);
+        ck_assert_msg(strncmp(mxc_last_error(), "loader: ", 8) == 0 &&
+                          strstr(mxc_last_error(), paths[i]) && strstr(mxc_last_error(), says[i]),
+                      "%s", mxc_last_error());
+    }
+    char *path = mxct_temp_file("mxc-text-");
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    fputs("a,b\n1,2", f);
+    fclose(f);
+    char *data = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(mxc__file_read("loader", path, &data, &len), MXC_OK);
+    ck_assert_uint_eq(len, 7);
+    ck_assert_str_eq(data, "a,b\n1,2");
+    mxc__free(data);
+    unlink(path);
+    rmdir(dir);
+    unlink(fifo);
+    free(path);
+    free(dir);
+    free(fifo);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------------------- */
 
 static Suite *common_suite(void) {
@@ -809,6 +851,11 @@ static Suite *common_suite(void) {
     tcase_set_timeout(tc, mxct_timeout(20));
     tcase_add_loop_test(tc, test_pool_concurrent, 0, 2);
     tcase_add_test(tc, test_pool_distinct_objects);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("files");
+    tcase_set_timeout(tc, mxct_timeout(10)); /* a FIFO that blocked would hang here */
+    tcase_add_test(tc, test_file_read_regular_only);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("waits");

@@ -22,10 +22,13 @@
 
 #include <check.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -655,6 +658,28 @@ START_TEST(csv_bad) {
 }
 END_TEST
 
+/* A FIFO, a directory or a device given as a data file is MXC_EIO at once, not a wait for
+ * a writer or a read that never ends (both loaders open through mxc__file_open_regular). */
+START_TEST(not_regular_files) {
+    char *fifo = mxct_temp_fifo("mxc-io-fifo-");
+    struct idx_pair good = make_idx(4, 2, 2, false);
+    mxc_data_iter_params p = params_of(1);
+    const char *paths[] = {fifo, "/tmp", "/dev/zero"};
+    for (int i = 0; i < 3; i++) {
+        mxc_data_iter *it = NULL;
+        CK_ERR(MXC_EIO, mxc_data_iter_create_csv(paths[i], &SHAPE(3), NULL, NULL, &p, &it));
+        ck_assert_msg(strstr(mxc_last_error(), "not a regular file"), "%s", mxc_last_error());
+        CK_ERR(MXC_EIO, mxc_data_iter_create_idx(paths[i], good.labels, 1, &p, &it));
+        ck_assert_msg(strstr(mxc_last_error(), "not a regular file"), "%s", mxc_last_error());
+        CK_ERR(MXC_EIO, mxc_data_iter_create_idx(good.images, paths[i], 1, &p, &it));
+        ck_assert_ptr_null(it);
+    }
+    drop_idx(good);
+    unlink(fifo);
+    free(fifo);
+}
+END_TEST
+
 START_TEST(csv_committed_fixtures) {
     char data[4096], label[4096], bad[4096];
     snprintf(data, sizeof data, "%s/io/small.csv", data_dir());
@@ -872,6 +897,91 @@ START_TEST(free_mid_epoch) {
 }
 END_TEST
 
+/* A source of `n` samples of one value with a one-value label, read by `read`. */
+static struct mxc__io_source scalar_source(int64_t n,
+                                           int (*read)(void *, int64_t, float *, float *)) {
+    return (struct mxc__io_source){.name = "test",
+                                   .num_samples = n,
+                                   .data_shape = SHAPE(1),
+                                   .label_shape = SHAPE(1),
+                                   .read = read};
+}
+
+/* A source that takes a millisecond over every sample, so its prefetch thread stays busy. */
+static _Atomic long slow_reads;
+
+static int slow_read(void *impl, int64_t index, float *data, float *label) {
+    (void)impl;
+    mxct_sleep_us(1000);
+    data[0] = (float)index;
+    label[0] = (float)index;
+    atomic_fetch_add(&slow_reads, 1);
+    return MXC_OK;
+}
+
+/* Registered before the first mxc call, so it runs after the library's exit hooks: by then
+ * no prefetch thread may read any more. */
+static void reads_stopped_at_exit(void) {
+    long before = atomic_load(&slow_reads);
+    mxct_sleep_us(30000);
+    if (atomic_load(&slow_reads) != before)
+        _exit(6);
+}
+
+/* A program may exit without freeing its iterators, their prefetch threads busy reading and
+ * copying, one of them refilling a batch that a slow reader still holds. The library's exit
+ * hooks stop the threads before the engine goes: exit neither hangs (the engine's exit hook
+ * waited for copies that a prefetch thread kept pushing) nor races with them
+ * (ThreadSanitizer fails the child's exit status). */
+START_TEST(exit_with_live_iterators) {
+    const char *fork_mode = getenv("CK_FORK"); /* the child needs a process without engine */
+    if (fork_mode && strcmp(fork_mode, "no") == 0) {
+        printf("check_io: skipping exit_with_live_iterators: needs Check's fork mode\n");
+        return;
+    }
+    fflush(NULL);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        if (atexit(reads_stopped_at_exit) != 0)
+            _exit(2);
+        mxc_data_iter *held = counting_iter(400, 32, 8, 1);
+        mxc_ndarray *scratch = NULL;
+        if (mxc_data_iter_next(held) != 1 ||
+            mxc_nd_create(&SHAPE(1), MXC_FLOAT32, mxc_cpu(), 0, &scratch) != MXC_OK)
+            _exit(3);
+        push_slow_check(held, 0, 8, 32, 20000, scratch);
+        if (mxc_data_iter_next(held) != 1) /* gives batch 0 back for a refill */
+            _exit(4);
+        for (int i = 0; i < 3; i++) {
+            struct mxc__io_source src = scalar_source(1000, slow_read);
+            mxc_data_iter_params p = params_of(4);
+            p.prefetch = 8;
+            mxc_data_iter *it = NULL;
+            if (mxc__io_iter_create(&src, &p, &it) != MXC_OK)
+                _exit(5);
+        }
+        exit(0); /* the exit hooks run, the iterators are still there */
+    }
+    int status = 0;
+    double waited = 0, limit = 0.6 * mxct_timeout(30);
+    pid_t got;
+    while ((got = waitpid(child, &status, WNOHANG)) == 0 && waited < limit) {
+        usleep(10000);
+        waited += 0.01;
+    }
+    if (got == 0) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        ck_abort_msg("exit with live iterators hung for %.0f s", limit);
+    }
+    ck_assert_int_eq(got, child);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "the child's exit failed: status %#x (6: prefetch threads outlived exit)",
+                  status);
+}
+END_TEST
+
 /* A source whose sample 6 cannot be read: the error reaches next() with its message. */
 static int failing_read(void *impl, int64_t index, float *data, float *label) {
     (void)impl;
@@ -884,11 +994,7 @@ static int failing_read(void *impl, int64_t index, float *data, float *label) {
 }
 
 START_TEST(reader_error_at_next) {
-    struct mxc__io_source src = {.name = "test",
-                                 .num_samples = 12,
-                                 .data_shape = SHAPE(1),
-                                 .label_shape = SHAPE(1),
-                                 .read = failing_read};
+    struct mxc__io_source src = scalar_source(12, failing_read);
     mxc_data_iter_params p = params_of(4);
     mxc_data_iter *it = NULL;
     CK_OK(mxc__io_iter_create(&src, &p, &it));
@@ -1061,6 +1167,7 @@ static Suite *io_suite(void) {
     tcase_set_timeout(tc, mxct_timeout(10));
     tcase_add_test(tc, csv_good);
     tcase_add_test(tc, csv_bad);
+    tcase_add_test(tc, not_regular_files);
     tcase_add_test(tc, csv_committed_fixtures);
     tcase_add_test(tc, array_iter);
     suite_add_tcase(s, tc);
@@ -1070,6 +1177,7 @@ static Suite *io_suite(void) {
     tcase_add_test(tc, prefetch_reuse_rule);
     tcase_add_test(tc, refill_overwrites_a_failed_batch);
     tcase_add_test(tc, free_mid_epoch);
+    tcase_add_test(tc, exit_with_live_iterators);
     tcase_add_test(tc, reader_error_at_next);
     tcase_add_loop_test(tc, alloc_failure_sweep, 0, 3);
     suite_add_tcase(s, tc);

@@ -181,12 +181,8 @@ END_TEST
  * allocated for it: a directory (whose size used to be read as 2^63 - 1 bytes), a FIFO
  * (which must not block the load) and /dev/zero (which never ends). */
 START_TEST(test_load_refuses_what_is_not_a_regular_file) {
-    char *dir = mxct_temp_file("mxc-nd-dir-");
-    unlink(dir);
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
-    char *fifo = mxct_temp_file("mxc-nd-fifo-");
-    unlink(fifo);
-    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    char *dir = mxct_temp_dir("mxc-nd-dir-");
+    char *fifo = mxct_temp_fifo("mxc-nd-fifo-");
     const char *paths[] = {dir, fifo, "/dev/zero"};
     const char *kinds[] = {"a directory", "a FIFO", "a character device"};
     for (int i = 0; i < 3; i++) {

@@ -581,6 +581,16 @@ START_TEST(test_json_round_trip) {
     free(path);
     CK_ERR(MXC_EIO, mxc_symbol_save(g, "/nonexistent/x.json"));
     CK_ERR(MXC_EIO, mxc_symbol_load("/nonexistent/x.json", &fromfile));
+    /* not a regular file: MXC_EIO at once (a FIFO used to block, /dev/zero to read on) */
+    char *fifo = mxct_temp_fifo("mxc-sym-fifo-");
+    const char *odd[] = {fifo, "/tmp", "/dev/zero"};
+    for (int i = 0; i < 3; i++) {
+        CK_ERR(MXC_EIO, mxc_symbol_load(odd[i], &fromfile));
+        ck_assert_msg(strstr(mxc_last_error(), "not a regular file"), "%s", mxc_last_error());
+        ck_assert_ptr_null(fromfile);
+    }
+    unlink(fifo);
+    free(fifo);
     ck_assert_ptr_null(fromfile);
     free(first);
     mxc_symbol *all[] = {net, d, g, back};

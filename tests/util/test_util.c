@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- Scaling and timeouts ---------------------------------------------------------- */
@@ -306,6 +307,20 @@ char *mxct_temp_file(const char *prefix) {
     int fd = mkstemp(path);
     ck_assert_msg(fd >= 0, "mkstemp(%s): %s", path, strerror(errno));
     close(fd);
+    return path;
+}
+
+char *mxct_temp_dir(const char *prefix) {
+    char *path = mxct_temp_file(prefix);
+    unlink(path);
+    ck_assert_msg(mkdir(path, 0700) == 0, "mkdir(%s): %s", path, strerror(errno));
+    return path;
+}
+
+char *mxct_temp_fifo(const char *prefix) {
+    char *path = mxct_temp_file(prefix);
+    unlink(path);
+    ck_assert_msg(mkfifo(path, 0600) == 0, "mkfifo(%s): %s", path, strerror(errno));
     return path;
 }
 

@@ -147,6 +147,12 @@ void mxct_alloc_uninstall(void);
 /* A new empty file's path under $TMPDIR (or /tmp); the caller unlinks and frees it. */
 char *mxct_temp_file(const char *prefix);
 
+/* A new empty directory's path under $TMPDIR (or /tmp); the caller removes and frees it. */
+char *mxct_temp_dir(const char *prefix);
+
+/* A new FIFO's path under $TMPDIR (or /tmp); the caller unlinks and frees it. */
+char *mxct_temp_fifo(const char *prefix);
+
 /* The file's contents, NUL-terminated (length in *len if not NULL), or NULL. Free it. */
 char *mxct_read_file(const char *path, size_t *len);
 
