@@ -260,7 +260,7 @@ int mxc_data_iter_create_fashion_mnist(const char *dir, int train, int flat,
     snprintf(name, sizeof name, "%s-labels-idx1-ubyte", set);
     labels = dataset_path(dir, name);
     MXC_CHECK(images && labels, MXC_ENOMEM, "%s: out of memory", __func__);
-    rc = mxc_data_iter_create_idx(images, labels, flat, params, out);
+    rc = mxc__in_call(__func__, mxc_data_iter_create_idx(images, labels, flat, params, out));
 fail:
     mxc__free(images);
     mxc__free(labels);
