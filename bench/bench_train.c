@@ -36,7 +36,8 @@
  *   build/bin/bench_train --contention K[,K...] [--cases ...] [--epochs-samples N] ...
  *       each training case quiet and then beside K busy processes (each one thread
  *       spinning on the CPU, started before and killed after the loaded runs), for every
- *       K given: mxc as configured, mxc with MXC_OP_NTHREADS=1 under the same load, and
+ *       K given: mxc as configured and mxc with MXC_OP_NTHREADS=1 under the same load
+ *       (one epoch per child, the two alternating, medians of --repeats each), and
  *       PyTorch quiet and loaded; prints samples/s, the loaded/quiet ratios, mxc loaded
  *       over mxc single-threaded, and each run's CPU seconds (JSON bench
  *       "train_contention")
@@ -583,6 +584,34 @@ static void stop_busy(const pid_t *pids, int k) {
         }
 }
 
+/* mxc as configured and with one thread per operator, in alternating single-epoch
+ * children so that both meet the same load over time (a busy process's share drifts);
+ * each result is the median of its runs, its CPU seconds those of all its runs (the same
+ * epochs as a quiet run of o->repeats). */
+static void run_mxc_alternating(const char *self, const char *kase, const struct options *o,
+                                struct mxc_result *configured, struct mxc_result *single) {
+    struct options one = *o;
+    one.repeats = 1;
+    double rates[2][64], cpu[2] = {0, 0};
+    int n = o->repeats < 64 ? (int)o->repeats : 64, ok[2] = {0, 0};
+    for (int r = 0; r < n; r++)
+        for (int k = 0; k < 2; k++) {
+            int which = (r + k) % 2; /* who goes first alternates too */
+            struct mxc_result *res = which ? single : configured;
+            run_mxc(self, kase, which ? "MXC_OP_NTHREADS" : NULL, which ? "1" : NULL, &one, res);
+            if (res->ok) {
+                rates[which][ok[which]++] = res->rate;
+                cpu[which] += res->cpu_s;
+            }
+        }
+    for (int which = 0; which < 2; which++) {
+        struct mxc_result *res = which ? single : configured;
+        res->ok = ok[which] == n;
+        res->rate = bench_median(rates[which], ok[which]);
+        res->cpu_s = cpu[which];
+    }
+}
+
 /* One case quiet and beside each number of busy processes in `busy`: mxc as configured
  * (by default one worker whose operators use every core), mxc with one thread per
  * operator under the same load (the floor a multi-threaded run must not fall below), and
@@ -620,8 +649,7 @@ static int run_contention(const char *self, const struct options *o, const int *
             struct mxc_result loaded, single;
             struct torch_result tloaded;
             memset(&tloaded, 0, sizeof tloaded);
-            run_mxc(self, kase, NULL, NULL, o, &loaded);
-            run_mxc(self, kase, "MXC_OP_NTHREADS", "1", o, &single);
+            run_mxc_alternating(self, kase, o, &loaded, &single);
             if (baseline)
                 run_torch(kase, o, &tloaded, why, sizeof why);
             stop_busy(pids, k);
