@@ -128,6 +128,10 @@ bool mxc__file_stale_temp(const char *name, size_t *target_len);
 /* Monotonic clock in nanoseconds. */
 uint64_t mxc__now_ns(void);
 
+/* CPU time of the calling thread in nanoseconds: the time it ran, not the time it waited
+ * for a core (a system call, unlike mxc__now_ns). */
+uint64_t mxc__thread_cpu_ns(void);
+
 /* Reads a non-negative integer from the environment; `fallback` when unset. Invalid
  * values are logged and ignored. */
 long mxc__env_long(const char *name, long fallback);

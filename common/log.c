@@ -61,6 +61,12 @@ uint64_t mxc__now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t mxc__thread_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 long mxc__env_long(const char *name, long fallback) {
     const char *v = getenv(name);
     if (v == NULL || *v == '\0')

@@ -88,55 +88,77 @@ static struct {
 /* ---- Whether helpers pay off -------------------------------------------------------- *
  * On a machine busy with other processes the helpers may cost more than they give: a
  * helper preempted in the middle of its chunk holds the loop until the scheduler runs it
- * again (milliseconds), and LeNet beside three busy processes on 2 cores trained slower
- * with two threads than with one. So the caller measures what the helpers bring: over a
- * window of loops they took part in, the time the caller alone would have needed (its own time per chunk ×
- * chunks) over the loops' time, both summed, so that the loops where the time goes
- * decide (a relu of microseconds gains nothing from a helper that has to wake up, a
- * product of a millisecond nearly twice). Below MIN_SPEEDUP the helpers are left out for a while —
- * a back-off that doubles while they keep not paying, so probing costs little — and the
- * loops run on the caller alone. All of it runs under caller_lock. */
-#define WINDOW_LOOPS      16
-#define MIN_SPEEDUP       1.15
-#define BACKOFF_LOOPS     64
-#define MAX_BACKOFF_LOOPS 4096
+ * again (milliseconds), and the MLP beside three busy processes on 2 cores trained 10-20%
+ * slower with two threads than with one. Estimating from inside a parallel loop what the
+ * caller alone would have taken proved unreliable under load (a preemption of the caller
+ * in its own chunk counted as work it would have had to do for every chunk), so the
+ * caller measures both ways: a window of WINDOW_LOOPS loops with helpers, then one on the
+ * caller alone, each as work done per wall-clock time — the work being the caller's
+ * thread CPU time per chunk it ran × chunks, which leaves out the time it waited for a
+ * core — and then runs the better way for a stretch of loops before it measures again.
+ * Helpers must do MIN_SPEEDUP times better to be kept. The stretch doubles while the
+ * verdict stays the same, to MAX_STRETCH_LOOPS (the alone window then costs a quiet
+ * machine under 2%), and starts over when it changes. Loops outside the windows are not
+ * timed at all. All of it runs under caller_lock. */
+#define WINDOW_LOOPS        32
+#define MIN_SPEEDUP         1.1
+#define FIRST_STRETCH_LOOPS 256
+#define MAX_STRETCH_LOOPS   4096
+
+enum phase { MEASURE_HELPERS, MEASURE_ALONE, DECIDED };
 
 static struct {
-    int loops;                  /* in the current window */
-    uint64_t alone_ns, took_ns; /* summed over the window */
-    int serial_left;            /* loops left to run without helpers */
-    int backoff;                /* the next serial stretch */
-} adapt = {0, 0, 0, 0, BACKOFF_LOOPS};
+    enum phase phase;
+    int left;                      /* loops left in this window or stretch */
+    double work_ns[2], wall_ns[2]; /* the windows' sums: [0] with helpers, [1] alone */
+    bool helpers;                  /* the verdict */
+    int stretch;                   /* the next stretch */
+} adapt = {MEASURE_HELPERS, WINDOW_LOOPS, {0, 0}, {0, 0}, true, FIRST_STRETCH_LOOPS};
 
-/* Whether this loop may use helpers. */
-static bool helpers_wanted(void) {
-    if (adapt.serial_left == 0)
-        return true;
-    adapt.serial_left--;
-    return false;
+/* How the next loop runs: with helpers or alone, and whether it is measured. */
+static bool helpers_wanted(bool *measured) {
+    *measured = adapt.phase != DECIDED;
+    if (adapt.phase == DECIDED)
+        return adapt.helpers;
+    return adapt.phase == MEASURE_HELPERS;
 }
 
-/* Records a loop the helpers took part in: `alone_ns` estimated for the caller alone,
- * `took_ns` measured. */
-static void record_speedup(uint64_t alone_ns, uint64_t took_ns) {
-    adapt.alone_ns += alone_ns;
-    adapt.took_ns += took_ns;
-    if (++adapt.loops < WINDOW_LOOPS)
-        return;
-    double speedup = (double)adapt.alone_ns / (double)(adapt.took_ns ? adapt.took_ns : 1);
-    adapt.loops = 0;
-    adapt.alone_ns = adapt.took_ns = 0;
-    if (speedup >= MIN_SPEEDUP) {
-        adapt.backoff = BACKOFF_LOOPS;
+static void end_window(void) {
+    if (adapt.phase == MEASURE_HELPERS) {
+        adapt.phase = MEASURE_ALONE;
+        adapt.left = WINDOW_LOOPS;
         return;
     }
-    adapt.serial_left = adapt.backoff;
+    if (adapt.phase == DECIDED) {
+        adapt.phase = MEASURE_HELPERS;
+        adapt.left = WINDOW_LOOPS;
+        adapt.work_ns[0] = adapt.wall_ns[0] = adapt.work_ns[1] = adapt.wall_ns[1] = 0;
+        return;
+    }
+    double with = adapt.work_ns[0] / (adapt.wall_ns[0] > 0 ? adapt.wall_ns[0] : 1);
+    double alone = adapt.work_ns[1] / (adapt.wall_ns[1] > 0 ? adapt.wall_ns[1] : 1);
+    bool helpers = with >= MIN_SPEEDUP * alone;
+    if (helpers == adapt.helpers)
+        adapt.stretch = adapt.stretch < MAX_STRETCH_LOOPS ? 2 * adapt.stretch : MAX_STRETCH_LOOPS;
+    else
+        adapt.stretch = FIRST_STRETCH_LOOPS;
+    adapt.helpers = helpers;
+    adapt.phase = DECIDED;
+    adapt.left = adapt.stretch;
     mxc__log(MXC_LOG_DEBUG,
-             "op threads: helpers gave %.2fx over %d loops; the next %d loops run "
-             "on one thread",
-             speedup, WINDOW_LOOPS, adapt.backoff);
-    if (adapt.backoff < MAX_BACKOFF_LOOPS)
-        adapt.backoff *= 2;
+             "op threads: work per wall time %.2f with helpers, %.2f alone; the next %d "
+             "loops run %s",
+             with, alone, adapt.stretch, helpers ? "with helpers" : "on one thread");
+}
+
+/* Counts a loop; a measured one adds its work and wall-clock time to its window. */
+static void count_loop(bool measured, bool with_helpers, uint64_t work_ns, uint64_t wall_ns) {
+    if (measured) {
+        adapt.work_ns[!with_helpers] += (double)work_ns;
+        adapt.wall_ns[!with_helpers] += (double)wall_ns;
+    }
+    if (--adapt.left <= 0)
+        end_window();
 }
 
 /* Range `i` of `parts` near-equal contiguous ranges of [0, n). */
@@ -148,8 +170,9 @@ static void split(int64_t n, int parts, int64_t i, int64_t *begin, int64_t *end)
 
 /* What the caller measures of its own part of a loop (helpers pass NULL). */
 struct caller_share {
+    bool timed; /* whether to read the CPU clock around each chunk */
     int chunks;
-    uint64_t busy_ns;
+    uint64_t cpu_ns;
 };
 
 /* Claims and runs chunks of job `seq` until none is left or the job has been replaced. */
@@ -170,13 +193,14 @@ static void run_chunks(unsigned seq, struct caller_share *mine) {
             continue;
         int64_t b, e;
         split(n, chunks, idx, &b, &e);
-        uint64_t t0 = mine ? mxc__now_ns() : 0;
+        uint64_t t0 = mine && mine->timed ? mxc__thread_cpu_ns() : 0;
         tl_region_depth++;
         body(arg, b, e);
         tl_region_depth--;
         if (mine) {
             mine->chunks++;
-            mine->busy_ns += mxc__now_ns() - t0;
+            if (mine->timed)
+                mine->cpu_ns += mxc__thread_cpu_ns() - t0;
         }
         unsigned finished = atomic_fetch_add(&pool.done, 1) + 1; /* seq_cst: see thread.h */
         if (finished == (unsigned)chunks && atomic_load(&pool.caller_sleeping))
@@ -237,8 +261,12 @@ void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg) 
         body(arg, 0, n);
         return;
     }
-    if (!helpers_wanted()) {
+    bool measured;
+    if (!helpers_wanted(&measured)) {
+        uint64_t wall0 = measured ? mxc__now_ns() : 0, cpu0 = measured ? mxc__thread_cpu_ns() : 0;
         body(arg, 0, n);
+        count_loop(measured, false, measured ? mxc__thread_cpu_ns() - cpu0 : 0,
+                   measured ? mxc__now_ns() - wall0 : 0);
         mxc__mutex_unlock(&pool.caller_lock);
         return;
     }
@@ -248,7 +276,7 @@ void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg) 
     if (helpers > chunks - 1)
         helpers = (int)chunks - 1;
 
-    uint64_t start_ns = mxc__now_ns();
+    uint64_t start_ns = measured ? mxc__now_ns() : 0;
     unsigned seq = atomic_load_explicit(&pool.job_seq, memory_order_relaxed) + 1;
     /* Close the old job before rewriting the fields a late helper might still read. */
     atomic_store_explicit(&pool.claim, (unsigned long long)seq << 32 | CLAIM_INDEX_MASK,
@@ -265,13 +293,14 @@ void mxc__parallel_for(int64_t n, int64_t grain, mxc__range_fn body, void *arg) 
     if (atomic_load(&pool.sleeping_helpers) > 0)
         mxc__futex_wake(&pool.job_seq, helpers);
 
-    struct caller_share mine = {0, 0};
+    struct caller_share mine = {measured, 0, 0};
     run_chunks(seq, &mine);
     mxc__spin_wait_value(&pool.done, (unsigned)chunks, &pool.caller_sleeping);
-    /* Only loops the helpers took part in say whether they pay: one that the caller ran
-     * alone because they came late cost them nothing (and taught nothing). */
-    if (mine.chunks > 0 && mine.chunks < chunks)
-        record_speedup(mine.busy_ns / (uint64_t)mine.chunks * (uint64_t)chunks,
-                       mxc__now_ns() - start_ns);
+    /* the work: the caller's CPU time per chunk for every chunk (when the helpers took
+     * them all there is no estimate, and the loop does not count) */
+    if (!measured || mine.chunks > 0)
+        count_loop(measured, true,
+                   measured ? mine.cpu_ns / (uint64_t)mine.chunks * (uint64_t)chunks : 0,
+                   measured ? mxc__now_ns() - start_ns : 0);
     mxc__mutex_unlock(&pool.caller_lock);
 }

@@ -212,45 +212,55 @@ START_TEST(test_parallel_for_waits_sleep) {
 END_TEST
 
 /* Helpers that only slow a loop down (as on a loaded machine, where one preempted in its
- * chunk holds the loop for milliseconds) are left out after a window of 16 loops they
- * took part in, and tried again after a back-off of 64 loops. */
+ * chunk holds the loop for milliseconds) are measured against the caller alone, a window
+ * of loops each way, and left out for a stretch; then measured again. Bodies burn CPU
+ * rather than sleep: the measure counts work as the caller's CPU time. */
 struct slow_helpers {
     pthread_t caller;
-    atomic_int ranges, helper_ranges;
+    atomic_int helper_ranges;
 };
 
-static void helpers_sleep(void *arg, int64_t b, int64_t e) {
-    struct slow_helpers *h = arg;
-    atomic_fetch_add(&h->ranges, 1);
-    if (pthread_equal(pthread_self(), h->caller)) {
-        mxct_sleep_us(300); /* long enough for the helper to wake and take a range */
-    } else {
-        atomic_fetch_add(&h->helper_ranges, 1);
-        mxct_sleep_us(5000);
+static void burn_cpu_us(long us) {
+    uint64_t end = mxc__thread_cpu_ns() + (uint64_t)us * 1000u;
+    while (mxc__thread_cpu_ns() < end) {
     }
 }
 
-/* Runs one loop of 64 items (8 chunks at T = 2) and returns how many ranges it ran. */
-static int one_loop(struct slow_helpers *h) {
-    atomic_store(&h->ranges, 0);
-    mxc__parallel_for(64, 1, helpers_sleep, h);
-    return atomic_load(&h->ranges);
+static void helpers_slow(void *arg, int64_t b, int64_t e) {
+    struct slow_helpers *h = arg;
+    (void)b;
+    (void)e;
+    if (pthread_equal(pthread_self(), h->caller)) {
+        burn_cpu_us(100);
+    } else {
+        atomic_fetch_add(&h->helper_ranges, 1);
+        burn_cpu_us(2000);
+    }
+}
+
+/* Runs one loop of 64 items (8 chunks at T = 2, one range alone); whether a helper ran a range of it. */
+static bool loop_used_helpers(struct slow_helpers *h) {
+    int before = atomic_load(&h->helper_ranges);
+    mxc__parallel_for(64, 1, helpers_slow, h);
+    return atomic_load(&h->helper_ranges) != before;
 }
 
 START_TEST(test_parallel_for_drops_useless_helpers) {
     budget(2);
     struct slow_helpers h = {.caller = pthread_self()};
-    /* a window is 16 loops the helper took part in; loops it came too late for don't
-     * count, so allow some */
-    int loops = 0;
-    while (one_loop(&h) > 1 && loops < 200)
-        loops++;
-    ck_assert_msg(loops >= 16 && loops < 200, "%d loops before the helpers were left out", loops);
-    int before = atomic_load(&h.helper_ranges);
-    for (int i = 1; i < 64; i++)
-        ck_assert_msg(one_loop(&h) == 1, "loop %d after the window used helpers", i);
-    ck_assert_int_eq(atomic_load(&h.helper_ranges), before);
-    ck_assert_msg(one_loop(&h) > 1, "helpers not tried again after the back-off");
+    /* the two measuring windows (32 loops each) and the first stretch (256 loops) without
+     * helpers, in the first 320 loops */
+    int loops = 0, run = 0, longest = 0;
+    for (; loops < 320; loops++) {
+        run = loop_used_helpers(&h) ? 0 : run + 1;
+        longest = run > longest ? run : longest;
+    }
+    ck_assert_msg(longest >= 32 + 256, "the longest run of loops without helpers: %d", longest);
+    /* and then they are measured again */
+    bool again = false;
+    for (int i = 0; i < 32 && !again; i++)
+        again = loop_used_helpers(&h);
+    ck_assert_msg(again, "helpers not tried again after the stretch");
 }
 END_TEST
 
