@@ -92,7 +92,7 @@ static struct {
  * slower with two threads than with one. Estimating from inside a parallel loop what the
  * caller alone would have taken proved unreliable under load (a preemption of the caller
  * in its own chunk counted as work it would have had to do for every chunk), so the
- * caller measures both ways: a window of WINDOW_LOOPS loops with helpers, then one on the
+ * caller measures both ways: a window of WINDOW_LOOPS loops with helpers and one on the
  * caller alone, each as work done per wall-clock time — the work being the caller's
  * thread CPU time per chunk it ran × chunks, which leaves out the time it waited for a
  * core — and then runs the better way for a stretch of loops before it measures again.
@@ -104,8 +104,9 @@ static struct {
 #define MIN_SPEEDUP         1.1
 #define FIRST_STRETCH_LOOPS 256
 #define MAX_STRETCH_LOOPS   4096
+#define EARLY_LOOPS         4 /* the window with helpers may end after this many loops */
 
-enum phase { MEASURE_HELPERS, MEASURE_ALONE, DECIDED };
+enum phase { MEASURE_ALONE, MEASURE_HELPERS, DECIDED };
 
 static struct {
     enum phase phase;
@@ -123,20 +124,12 @@ static bool helpers_wanted(bool *measured) {
     return adapt.phase == MEASURE_HELPERS;
 }
 
-static void end_window(void) {
-    if (adapt.phase == MEASURE_HELPERS) {
-        adapt.phase = MEASURE_ALONE;
-        adapt.left = WINDOW_LOOPS;
-        return;
-    }
-    if (adapt.phase == DECIDED) {
-        adapt.phase = MEASURE_HELPERS;
-        adapt.left = WINDOW_LOOPS;
-        adapt.work_ns[0] = adapt.wall_ns[0] = adapt.work_ns[1] = adapt.wall_ns[1] = 0;
-        return;
-    }
-    double with = adapt.work_ns[0] / (adapt.wall_ns[0] > 0 ? adapt.wall_ns[0] : 1);
-    double alone = adapt.work_ns[1] / (adapt.wall_ns[1] > 0 ? adapt.wall_ns[1] : 1);
+static double per_wall(int way) {
+    return adapt.work_ns[way] / (adapt.wall_ns[way] > 0 ? adapt.wall_ns[way] : 1);
+}
+
+static void decide(void) {
+    double with = per_wall(0), alone = per_wall(1);
     bool helpers = with >= MIN_SPEEDUP * alone;
     if (helpers == adapt.helpers)
         adapt.stretch = adapt.stretch < MAX_STRETCH_LOOPS ? 2 * adapt.stretch : MAX_STRETCH_LOOPS;
@@ -151,14 +144,32 @@ static void end_window(void) {
              with, alone, adapt.stretch, helpers ? "with helpers" : "on one thread");
 }
 
-/* Counts a loop; a measured one adds its work and wall-clock time to its window. */
+/* Counts a loop; a measured one adds its work and wall-clock time to its window. After a
+ * stretch the window alone comes first, and the one with helpers then ends as soon as
+ * they do no better than alone (after EARLY_LOOPS): under load a loop may wait a whole
+ * time slice for a preempted helper, and a short run (a fresh process) would otherwise
+ * spend much of its time measuring. */
 static void count_loop(bool measured, bool with_helpers, uint64_t work_ns, uint64_t wall_ns) {
     if (measured) {
         adapt.work_ns[!with_helpers] += (double)work_ns;
         adapt.wall_ns[!with_helpers] += (double)wall_ns;
     }
-    if (--adapt.left <= 0)
-        end_window();
+    --adapt.left;
+    if (adapt.phase == MEASURE_HELPERS && adapt.wall_ns[1] > 0 &&
+        WINDOW_LOOPS - adapt.left >= EARLY_LOOPS && per_wall(0) < per_wall(1))
+        adapt.left = 0;
+    if (adapt.left > 0)
+        return;
+    if (adapt.phase == DECIDED) {
+        adapt.work_ns[0] = adapt.wall_ns[0] = adapt.work_ns[1] = adapt.wall_ns[1] = 0;
+        adapt.phase = MEASURE_ALONE;
+        adapt.left = WINDOW_LOOPS;
+    } else if (adapt.wall_ns[adapt.phase == MEASURE_ALONE ? 0 : 1] > 0) {
+        decide(); /* both ways measured */
+    } else {
+        adapt.phase = adapt.phase == MEASURE_ALONE ? MEASURE_HELPERS : MEASURE_ALONE;
+        adapt.left = WINDOW_LOOPS;
+    }
 }
 
 /* Range `i` of `parts` near-equal contiguous ranges of [0, n). */

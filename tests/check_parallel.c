@@ -213,7 +213,8 @@ END_TEST
 
 /* Helpers that only slow a loop down (as on a loaded machine, where one preempted in its
  * chunk holds the loop for milliseconds) are measured against the caller alone, a window
- * of loops each way, and left out for a stretch; then measured again. Bodies burn CPU
+ * of loops each way (the one with helpers cut short once they clearly lose), and left
+ * out for a stretch; then measured again. Bodies burn CPU
  * rather than sleep: the measure counts work as the caller's CPU time. */
 struct slow_helpers {
     pthread_t caller;
@@ -248,19 +249,20 @@ static bool loop_used_helpers(struct slow_helpers *h) {
 START_TEST(test_parallel_for_drops_useless_helpers) {
     budget(2);
     struct slow_helpers h = {.caller = pthread_self()};
-    /* the two measuring windows (32 loops each) and the first stretch (256 loops) without
-     * helpers, in the first 320 loops */
-    int loops = 0, run = 0, longest = 0;
-    for (; loops < 320; loops++) {
-        run = loop_used_helpers(&h) ? 0 : run + 1;
+    /* windows of 32 loops with helpers and 32 alone at the start; then stretches alone
+     * of 256, 512, ... loops, each followed by a window alone and one with helpers that
+     * ends after 4 loops as they lose: measured again and again, in few loops */
+    int run = 0, longest = 0, with_helpers = 0, episodes = 0;
+    for (int loops = 0; loops < 1200; loops++) {
+        bool used = loop_used_helpers(&h);
+        with_helpers += used;
+        episodes += used && run > 0;
+        run = used ? 0 : run + 1;
         longest = run > longest ? run : longest;
     }
-    ck_assert_msg(longest >= 32 + 256, "the longest run of loops without helpers: %d", longest);
-    /* and then they are measured again */
-    bool again = false;
-    for (int i = 0; i < 32 && !again; i++)
-        again = loop_used_helpers(&h);
-    ck_assert_msg(again, "helpers not tried again after the stretch");
+    ck_assert_msg(longest >= 512 + 32, "the longest run of loops without helpers: %d", longest);
+    ck_assert_msg(episodes >= 2, "helpers measured again %d times", episodes);
+    ck_assert_msg(with_helpers <= 32 + 2 * 4 + 8, "%d loops with helpers", with_helpers);
 }
 END_TEST
 
