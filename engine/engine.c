@@ -836,6 +836,8 @@ static int check_can_wait(const char *fn) {
     return MXC_OK;
 }
 
+static uint64_t wait_pushed(struct mxc_engine *eng, bool last);
+
 int mxc_engine_wait_for_var(mxc_engine *eng, mxc_var *var) {
     CHECK_ENGINE(eng);
     int rc = check_var(eng, var, "var", 0, "mxc_engine_wait_for_var");
@@ -869,8 +871,17 @@ int mxc_engine_wait_for_var(mxc_engine *eng, mxc_var *var) {
         }
         mxc__cond_destroy(&w.cond);
         mxc__mutex_destroy(&w.lock);
-        if (rc != MXC_OK)
+        if (rc == MXC_ENOMEM) {
+            /* No memory for the waiting operation: wait for everything pushed so far,
+             * which needs none. A wait must never return while what it waits for still
+             * runs: callers free what those operations use (a copy's host buffer). */
+            wait_pushed(eng, false);
+            mxc__spin_lock(&var->lock);
+            w.code = read_var_error(var, w.message, sizeof w.message);
+            mxc__spin_unlock(&var->lock);
+        } else if (rc != MXC_OK) {
             return rc;
+        }
     }
     if (w.code != MXC_OK)
         return mxc__error_set(w.code, w.message);

@@ -2381,6 +2381,48 @@ START_TEST(test_memory_failure_sweep) {
 }
 END_TEST
 
+/* A wait with no memory for its waiting operation still waits: it returns only after the
+ * variable's pending write ran (mxc_nd_save freed the host buffer of a copy still running
+ * when the wait failed with MXC_ENOMEM; TSan's report in CI). */
+static int slow_write_fn(const mxc_run_ctx *rctx, void *arg) {
+    (void)rctx;
+    mxct_sleep_us(30000);
+    atomic_store((atomic_int *)arg, 1);
+    return MXC_OK;
+}
+
+START_TEST(test_wait_for_var_without_memory) {
+    mxc_engine *e = mxct_engine_new(_i, NULL);
+    mxc_var *v = NULL, *w = NULL;
+    CK_OK(mxc_engine_new_var(e, &v));
+    CK_OK(mxc_engine_new_var(e, &w));
+    for (int round = 0; round < 3; round++) {
+        atomic_int ran = 0;
+        struct mxct_alloc_counts counts;
+        mxct_alloc_install(&counts);
+        mxc_engine_op_desc d = sync_desc(slow_write_fn, &ran, NO_VARS, VARS(v), "slow write");
+        push_desc(e, &d);
+        mxct_alloc_fail_after(&counts, 0);
+        /* use up the operation slots there are: the wait's own operation then needs memory */
+        mxc_engine_op_desc noop = sync_desc(noop_fn, NULL, NO_VARS, VARS(w), "noop");
+        int pushed = 0;
+        while (pushed < 1000000 && mxc_engine_push(e, &noop) == MXC_OK)
+            pushed++;
+        ck_assert_int_lt(pushed, 1000000);
+        int rc = mxc_engine_wait_for_var(e, v);
+        mxct_alloc_fail_after(&counts, -1);
+        ck_assert_msg(atomic_load(&ran) == 1, "round %d: the wait (%s) returned before the write",
+                      round, mxc_err_name(rc));
+        CK_OK(rc);
+        CK_OK(mxc_engine_wait_all(e));
+        mxct_alloc_uninstall();
+    }
+    CK_OK(mxc_engine_delete_var(e, v, NULL, NULL));
+    CK_OK(mxc_engine_delete_var(e, w, NULL, NULL));
+    mxc_engine_destroy(e);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------------------- */
 
 static TCase *engine_tcase(Suite *s, const char *name, double timeout_s) {
@@ -2448,6 +2490,7 @@ static Suite *engine_suite(void) {
     tc = engine_tcase(s, "memory", 60);
     MXCT_ADD_ENGINE_TEST(tc, test_memory_no_leaks);
     MXCT_ADD_ENGINE_TEST(tc, test_memory_failure_sweep);
+    MXCT_ADD_ENGINE_TEST(tc, test_wait_for_var_without_memory);
     return s;
 }
 
