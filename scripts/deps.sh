@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Checks for the Debian packages mxc's build, tests and benchmarks need and installs the
 # missing ones with apt-get (as root). Called by the Makefile; safe to run again.
-#   scripts/deps.sh          what the build and the tests need
+#   scripts/deps.sh          what the build and the tests need (clang and its sanitizer and
+#                            libFuzzer runtimes included: make check's clang build, make fuzz)
 #   scripts/deps.sh --bench  also the benchmarks' baselines: Debian's PyTorch and numpy for
 #                            /usr/bin/python3 (scripts/bench_train_pytorch.py); `make bench`
-#   scripts/deps.sh --fuzz   also clang and its sanitizer and libFuzzer runtimes
-#                            (tests/fuzz/); `make fuzz`
+#   scripts/deps.sh --fuzz   the same as without it (kept for `make fuzz`)
 set -euo pipefail
 
 packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fashion-mnist)
