@@ -11,7 +11,7 @@
 #   make install PREFIX=/usr/local
 #
 # Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=1 DEBUG=1
-#           SANITIZE=address|undefined|thread CUDA_ARCH=sm_80 (space-separated list allowed)
+#           SANITIZE=address|undefined|thread CUDA_ARCH="sm_80 sm_90" (the default; a list)
 # A sanitizer build lives in its own folder (build-address, ...) beside the normal one, and a
 # clang build in its own too (CC=clang: build-clang, build-undefined-clang, ...).
 
@@ -20,7 +20,7 @@ USE_CUDNN  ?= 0
 USE_MPI    ?= 0
 DEBUG      ?= 0
 SANITIZE   ?=
-CUDA_ARCH  ?= sm_80
+CUDA_ARCH  ?= sm_80 sm_90
 CUDA_HOME  ?= /usr/local/cuda
 PREFIX     ?= /usr/local
 
@@ -81,14 +81,15 @@ ifneq ($(SANITIZE),)
   LDFLAGS += $(SANFLAGS)
 endif
 
-# machine code for each CUDA_ARCH plus its PTX, so newer GPUs (an H100 with the default
-# sm_80) still run the kernels through the driver's JIT
-NVCCFLAGS := -O2 -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode \
+# machine code for each CUDA_ARCH (A100 and H100 by default) plus its PTX, so newer GPUs
+# still run the kernels through the driver's JIT; --extended-lambda for the device
+# lambdas of common/launch.cuh
+NVCCFLAGS := -O2 -std=c++17 --extended-lambda -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode \
              arch=compute_$(subst sm_,,$(a)),code=[$(a),compute_$(subst sm_,,$(a))])
 ifeq ($(USE_CUDA),1)
   CFLAGS  += -DMXC_USE_CUDA -I$(CUDA_HOME)/include
   # -lstdc++: the .cu objects are C++ (kernel registration uses its runtime)
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
   ifeq ($(USE_CUDNN),1)
     CFLAGS += -DMXC_USE_CUDNN
     LDLIBS += -lcudnn

@@ -90,6 +90,9 @@ void mxc__aligned_free(void *ptr);
 /* Formats a shape as "(2, 3)" into buf (returns buf). */
 const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size);
 
+/* Formats a context as "cpu(0)", "gpu(1)" or "cpu_pinned(0)" into buf (returns buf). */
+const char *mxc__ctx_name(mxc_context ctx, char *buf, size_t len);
+
 /* ---- Logging ----------------------------------------------------------------------- */
 
 void mxc__log(int level, const char *fmt, ...) MXC_PRINTF(2, 3);

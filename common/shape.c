@@ -1,6 +1,7 @@
 /*
  * common/shape.c — shape helpers every layer uses: construction, element counts with
- * overflow checks, and the "(2, 3)" spelling used in messages and MXNet's JSON.
+ * overflow checks, and the "(2, 3)" spelling used in messages and MXNet's JSON; the
+ * spelling of contexts in messages.
  */
 #include "common/common.h"
 
@@ -47,5 +48,16 @@ const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size) {
             (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)s->dims[i]);
     if (used < size)
         snprintf(buf + used, size - used, ")");
+    return buf;
+}
+
+const char *mxc__ctx_name(mxc_context ctx, char *buf, size_t len) {
+    switch (ctx.dev_type) {
+    case 0:
+    case MXC_CPU: snprintf(buf, len, "cpu(%d)", (int)ctx.dev_id); break;
+    case MXC_GPU: snprintf(buf, len, "gpu(%d)", (int)ctx.dev_id); break;
+    case MXC_CPU_PINNED: snprintf(buf, len, "cpu_pinned(%d)", (int)ctx.dev_id); break;
+    default: snprintf(buf, len, "ctx(%d, %d)", (int)ctx.dev_type, (int)ctx.dev_id); break;
+    }
     return buf;
 }

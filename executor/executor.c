@@ -16,6 +16,7 @@
 #include "executor/graph.h"
 #include "executor/plan.h"
 #include "ndarray/ndarray_impl.h"
+#include "operator/gpu.h"
 #include "symbol/symbol_impl.h"
 
 #include "common/thread.h"
@@ -119,10 +120,15 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
     if (rc != MXC_OK)
         return mxc__error_wrap(rc, "node %s", n->name);
     if (n->kind == MXC__X_ZEROS) {
-        if (n->req[0] != MXC__REQ_ADD && out[0].data)
-            memset(out[0].data, 0, (size_t)out[0].size * mxc_dtype_size(out[0].dtype));
+        if (n->req[0] == MXC__REQ_ADD || out[0].data == NULL)
+            return MXC_OK;
+        size_t bytes = (size_t)out[0].size * mxc_dtype_size(out[0].dtype);
+        if (rctx->ctx.dev_type == MXC_GPU)
+            return mxc__gpu_memset0(out[0].data, bytes, rctx->stream);
+        memset(out[0].data, 0, bytes);
         return MXC_OK;
     }
+    const bool gpu = rctx->ctx.dev_type == MXC_GPU;
     struct mxc__op_call call = {.rctx = rctx,
                                 .is_train = op->is_train,
                                 .params = n->op->param_size ? n->params : NULL,
@@ -136,7 +142,7 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
         call.num_in = n->num_in;
         call.out_data = out;
         call.num_out = n->num_out;
-        rc = n->op->forward_cpu(&call);
+        rc = gpu ? n->op->forward_gpu(&call) : n->op->forward_cpu(&call);
     } else {
         unsigned deps = n->op->backward_deps;
         call.out_grad = deps & MXC__DEP_OUT_GRAD ? in : NULL;
@@ -145,7 +151,7 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
         call.out_data = deps & MXC__DEP_OUT_DATA ? in + n->num_out_grad + n->num_in_data : NULL;
         call.num_out = n->num_out_data;
         call.in_grad = out;
-        rc = n->op->backward_cpu(&call);
+        rc = gpu ? n->op->backward_gpu(&call) : n->op->backward_cpu(&call);
     }
     if (rc != MXC_OK) /* the engine's message names the operator already */
         return mxc__error_wrap(rc, "node %s%s", n->name,
@@ -464,18 +470,27 @@ static int check_dtype(const mxc_ndarray *a, const char *what, const char *name,
                       whose, mxc_dtype_name(want));
 }
 
-/* Every operator node computes in its inputs' dtype on ctx. */
+/* Every operator node computes in its inputs' dtype on ctx, and a backward node has a
+ * backward kernel there: otherwise MXC_ENOTSUP at bind, never a fallback at run time. */
 static int check_kernels(const mxc_executor *x) {
+    const bool gpu = x->ctx.dev_type == MXC_GPU;
     for (int k = 0; k < x->g.num_nodes; k++) {
         const struct mxc__xnode *n = &x->g.nodes[k];
         if (n->op == NULL)
             continue;
         int t = n->num_in > 0 && n->in[0] >= 0 ? x->g.entries[n->in[0]].dtype : MXC_FLOAT32;
-        /* backward kernels exist where a gradient is needed (mxc__xgraph_build checks) */
-        if (!mxc_op_supports(n->op->name, x->ctx, t))
-            return mxc__error(MXC_ENOTSUP, "node %s: %s has no %s kernel for %s", n->name,
-                              n->op->name, x->ctx.dev_type == MXC_GPU ? "GPU" : "CPU",
-                              mxc_dtype_name(t));
+        /* backward kernels exist on some device where a gradient is needed
+         * (mxc__xgraph_build checks); here: on this one */
+        bool has = n->kind == MXC__X_BACKWARD
+                       ? (gpu ? n->op->backward_gpu : n->op->backward_cpu) != NULL
+                       : mxc_op_supports(n->op->name, x->ctx, t);
+        if (!has) {
+            char dev[32];
+            return mxc__error(MXC_ENOTSUP, "node %s: %s has no %s%s kernel for %s on %s", n->name,
+                              n->op->name, n->kind == MXC__X_BACKWARD ? "backward " : "",
+                              gpu ? "GPU" : "CPU", mxc_dtype_name(t),
+                              mxc__ctx_name(x->ctx, dev, sizeof dev));
+        }
     }
     return MXC_OK;
 }
@@ -541,8 +556,48 @@ static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
            memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)(a->ndim > 0 ? a->ndim : 0)) == 0;
 }
 
-/* Checks the caller's arrays against the symbol's lists. */
-static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *args,
+/* An executor computes on the CPU or on a GPU this process can use. */
+static int check_exec_ctx(mxc_context ctx) {
+    char name[32];
+    if (ctx.dev_type == MXC_CPU || ctx.dev_type == 0) /* 0: the CPU, as everywhere */
+        return MXC_OK;
+    if (ctx.dev_type != MXC_GPU)
+        return mxc__error(MXC_ENOTSUP, "an executor computes on cpu or gpu contexts, not on %s",
+                          mxc__ctx_name(ctx, name, sizeof name));
+    int n = mxc_gpu_count();
+    if (ctx.dev_id < 0 || ctx.dev_id >= n)
+        return mxc__error(MXC_ENODEV, "no device %s: %d GPU%s usable%s",
+                          mxc__ctx_name(ctx, name, sizeof name), n, n == 1 ? " is" : "s are",
+#ifdef MXC_USE_CUDA
+                          ""
+#else
+                          " (mxc was built without CUDA: USE_CUDA=1)"
+#endif
+        );
+    return MXC_OK;
+}
+
+/* Whether memory on `where` can be computed on by an executor on `ctx`: the same GPU, or
+ * host memory (plain or pinned) for a CPU executor. */
+static bool reachable(mxc_context where, mxc_context ctx) {
+    if (ctx.dev_type == MXC_GPU)
+        return where.dev_type == MXC_GPU && where.dev_id == ctx.dev_id;
+    return where.dev_type != MXC_GPU;
+}
+
+/* A checked array `a` (named `what` `name`) must live where the executor computes. */
+static int check_array_ctx(const mxc_ndarray *a, mxc_context ctx, const char *what,
+                           const char *name) {
+    if (reachable(a->chunk->ctx, ctx))
+        return MXC_OK;
+    char b1[32], b2[32];
+    return mxc__error(MXC_EINVAL, "%s %s is on %s but the executor computes on %s", what, name,
+                      mxc__ctx_name(a->chunk->ctx, b1, sizeof b1),
+                      mxc__ctx_name(ctx, b2, sizeof b2));
+}
+
+/* Checks the caller's arrays against the symbol's lists and the context. */
+static int check_bind_args(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarray *const *args,
                            mxc_ndarray *const *grads, const int *reqs, int num_aux,
                            mxc_ndarray *const *aux) {
     int n_args, n_aux;
@@ -561,6 +616,8 @@ static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *ar
     const char *fn = "mxc_executor_bind";
     for (int i = 0; i < num_args; i++) {
         rc = mxc__nd_check(args[i], fn, arg_names[i]);
+        if (rc == MXC_OK)
+            rc = check_array_ctx(args[i], ctx, "argument", arg_names[i]);
         if (rc != MXC_OK)
             return rc;
         int req = reqs ? reqs[i] : grads ? MXC_GRAD_WRITE : MXC_GRAD_NULL;
@@ -573,6 +630,8 @@ static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *ar
             return mxc__error(MXC_EINVAL, "%s wants a gradient but no gradient arrays are given",
                               arg_names[i]);
         rc = mxc__nd_check(grads[i], fn, "gradient");
+        if (rc == MXC_OK)
+            rc = check_array_ctx(grads[i], ctx, "the gradient of", arg_names[i]);
         if (rc != MXC_OK)
             return rc;
         char b1[128], b2[128];
@@ -581,19 +640,22 @@ static int check_bind_args(mxc_symbol *sym, int num_args, mxc_ndarray *const *ar
                               mxc__shape_str(&grads[i]->shape, b1, sizeof b1),
                               mxc__shape_str(&args[i]->shape, b2, sizeof b2));
     }
-    for (int i = 0; i < num_aux && rc == MXC_OK; i++)
+    for (int i = 0; i < num_aux && rc == MXC_OK; i++) {
         rc = mxc__nd_check(aux[i], fn, aux_names[i]);
+        if (rc == MXC_OK)
+            rc = check_array_ctx(aux[i], ctx, "auxiliary state", aux_names[i]);
+    }
     return rc;
 }
 
 static int bind(mxc_symbol *sym, mxc_context ctx, int num_args, mxc_ndarray *const *args,
                 mxc_ndarray *const *arg_grads, const int *grad_reqs, int num_aux,
                 mxc_ndarray *const *aux, mxc_executor **out) {
-    if (ctx.dev_type != MXC_CPU)
-        return mxc__error(MXC_ENOTSUP, "only CPU contexts so far");
-    int rc = mxc__symbol_check(sym, "mxc_executor_bind", "symbol");
+    int rc = check_exec_ctx(ctx);
     if (rc == MXC_OK)
-        rc = check_bind_args(sym, num_args, args, arg_grads, grad_reqs, num_aux, aux);
+        rc = mxc__symbol_check(sym, "mxc_executor_bind", "symbol");
+    if (rc == MXC_OK)
+        rc = check_bind_args(sym, ctx, num_args, args, arg_grads, grad_reqs, num_aux, aux);
     if (rc != MXC_OK)
         return rc;
     int *reqs = mxc__malloc(sizeof(int) * ((size_t)num_args + 1));
@@ -706,9 +768,8 @@ int mxc_executor_simple_bind(mxc_symbol *sym, mxc_context ctx, int num, const ch
                         names ? "given" : "NULL", shapes ? "given" : "NULL");
     else if (grad_req != MXC_GRAD_NULL && grad_req != MXC_GRAD_WRITE && grad_req != MXC_GRAD_ADD)
         rc = mxc__error(MXC_EINVAL, "grad_req %d is not null (0), write (1) or add (3)", grad_req);
-    else if (ctx.dev_type != MXC_CPU)
-        rc = mxc__error(MXC_ENOTSUP, "only CPU contexts so far");
-    else if ((rc = mxc__symbol_check(sym, __func__, "symbol")) == MXC_OK)
+    else if ((rc = check_exec_ctx(ctx)) == MXC_OK &&
+             (rc = mxc__symbol_check(sym, __func__, "symbol")) == MXC_OK)
         rc = bind_shapes(sym, ctx, num, names, shapes, grad_req, NULL, out);
     return mxc__in_call(__func__, rc);
 }

@@ -5,17 +5,19 @@
  * time. Accuracy (tests/check_fastmath.c sweeps every float in [-100, 100] at a stride
  * and compares with double libm): exp within a few ulp for x >= -86.6 (0 below, where
  * e^x < 3e-38), sigmoid within 2e-7 absolute, tanh within 4e-7 absolute and 2e-6
- * relative. NaN in gives NaN out.
+ * relative. NaN in gives NaN out. Each is MXC__HD: the GPU kernels call the same code.
  */
 #ifndef MXC_OPERATOR_FASTMATH_H
 #define MXC_OPERATOR_FASTMATH_H
+
+#include "common/hd.h"
 
 #include <stdint.h>
 #include <string.h>
 
 /* e^x: x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two for an exact product), e^r
  * by a degree-6 polynomial, 2^n put into the exponent. */
-static inline float mxc__expf(float x) {
+static inline MXC__HD float mxc__expf(float x) {
     const float hi = 88.7228391f, lo = -86.6f; /* ln(FLT_MAX); e^lo ~ 2.6e-38 */
     /* clamped so that NaN becomes hi (every comparison with NaN is false): n must stay a
      * number, converting NaN to int32 is undefined behaviour; NaN is returned below */
@@ -47,7 +49,7 @@ static inline float mxc__expf(float x) {
  * Eigen uses), x clamped to ±7.9053 where float tanh reaches ±1, and x itself below
  * 0.0004 where tanh(x) rounds to x: no exp, one division; about twice as fast as
  * 1 - 2 / (e^{2x} + 1), within 3e-7 absolute (5 ulp of 1). */
-static inline float mxc__tanhf(float x) {
+static inline MXC__HD float mxc__tanhf(float x) {
     const float lim = 7.90531110763549805f;
     float c = x > lim ? lim : x;
     c = c < -lim ? -lim : c;
@@ -70,6 +72,6 @@ static inline float mxc__tanhf(float x) {
 }
 
 /* 1 / (1 + e^-x) */
-static inline float mxc__sigmoidf(float x) { return 1.0f / (1.0f + mxc__expf(-x)); }
+static inline MXC__HD float mxc__sigmoidf(float x) { return 1.0f / (1.0f + mxc__expf(-x)); }
 
 #endif /* MXC_OPERATOR_FASTMATH_H */

@@ -7,16 +7,11 @@
 #ifndef MXC_PHILOX_MATH_H
 #define MXC_PHILOX_MATH_H
 
+#include "common/hd.h"
 #include "resource/philox.h"
 
 #include <math.h>
 #include <stdint.h>
-
-#ifdef __CUDACC__
-#define MXC__HD __host__ __device__
-#else
-#define MXC__HD
-#endif
 
 #define MXC__PHILOX_ROUNDS 10
 #define MXC__TWO_PI        6.283185307179586476925286766559

@@ -15,6 +15,10 @@ else
     done
 fi
 
+# Suites write their scratch files under build/ (paths relative to the repository root),
+# which a build for another folder (build-cuda) does not create.
+mkdir -p build
+
 passed=0
 failed=0
 failed_suites=()

@@ -57,17 +57,6 @@ static void pools_init(void) {
 
 static void ensure_init(void) { pthread_once(&pools_once, pools_init); }
 
-const char *mxc__storage_ctx_name(mxc_context ctx, char *buf, size_t len) {
-    switch (ctx.dev_type) {
-    case 0:
-    case MXC_CPU: snprintf(buf, len, "cpu(%d)", (int)ctx.dev_id); break;
-    case MXC_GPU: snprintf(buf, len, "gpu(%d)", (int)ctx.dev_id); break;
-    case MXC_CPU_PINNED: snprintf(buf, len, "cpu_pinned(%d)", (int)ctx.dev_id); break;
-    default: snprintf(buf, len, "ctx(%d, %d)", (int)ctx.dev_type, (int)ctx.dev_id); break;
-    }
-    return buf;
-}
-
 /* The pool of `ctx`, after checking that the context can hold memory in this build on
  * this machine. Errors name `fn`. */
 static int find_pool(const char *fn, mxc_context ctx, struct pool **out) {
@@ -81,7 +70,7 @@ static int find_pool(const char *fn, mxc_context ctx, struct pool **out) {
                           fn, (int)ctx.dev_type);
     if (ctx.dev_id < 0)
         return mxc__error(MXC_ENODEV, "%s: no device %s: dev_id is negative", fn,
-                          mxc__storage_ctx_name(ctx, name, sizeof name));
+                          mxc__ctx_name(ctx, name, sizeof name));
     ensure_init();
     if (ctx.dev_type == 0 || ctx.dev_type == MXC_CPU) {
         *out = &pools[POOL_CPU];
@@ -96,7 +85,7 @@ static int find_pool(const char *fn, mxc_context ctx, struct pool **out) {
     }
     if (ctx.dev_id >= STORAGE_MAX_GPUS)
         return mxc__error(MXC_ENOTSUP, "%s: %s: mxc supports at most %d GPUs", fn,
-                          mxc__storage_ctx_name(ctx, name, sizeof name), STORAGE_MAX_GPUS);
+                          mxc__ctx_name(ctx, name, sizeof name), STORAGE_MAX_GPUS);
     *out = &pools[POOL_GPU0 + ctx.dev_id];
     return MXC_OK;
 }
@@ -221,7 +210,7 @@ int mxc_storage_alloc(mxc_context ctx, size_t size, mxc_storage_block *out) {
     MXC_TRY(find_pool("mxc_storage_alloc", ctx, &p));
     if (size == 0)
         return MXC_OK;
-    mxc__storage_ctx_name(ctx, name, sizeof name);
+    mxc__ctx_name(ctx, name, sizeof name);
 
     bool pooling = atomic_load(&pooling_on) != 0;
     size_t cap = pooling ? mxc_storage_class_size(size) : size;
@@ -286,7 +275,7 @@ int mxc_storage_free(mxc_storage_block *block) {
     if (block == NULL || block->ptr == NULL)
         return MXC_OK;
     mxc_storage_block b = *block;
-    mxc__storage_ctx_name(b.ctx, name, sizeof name);
+    mxc__ctx_name(b.ctx, name, sizeof name);
     MXC_CHECK(find_pool("mxc_storage_free", b.ctx, &p) == MXC_OK, MXC_EMISUSE,
               "mxc_storage_free: block %p names context %s, where mxc_storage_alloc cannot "
               "have allocated it",
@@ -359,10 +348,9 @@ int mxc_storage_shutdown(void) {
         mxc__mutex_unlock(&p->lock);
         if (blocks > 0 && rc == MXC_OK) {
             char name[48];
-            rc = mxc__error(MXC_EMISUSE,
-                            "mxc_storage_shutdown: %zu block%s (%zu bytes) still in use on %s",
-                            blocks, blocks == 1 ? "" : "s", bytes,
-                            mxc__storage_ctx_name(p->ctx, name, sizeof name));
+            rc = mxc__error(
+                MXC_EMISUSE, "mxc_storage_shutdown: %zu block%s (%zu bytes) still in use on %s",
+                blocks, blocks == 1 ? "" : "s", bytes, mxc__ctx_name(p->ctx, name, sizeof name));
         }
     }
     return rc;

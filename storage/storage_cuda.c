@@ -30,11 +30,10 @@ int mxc__storage_device_check(const char *fn, mxc_context ctx) {
     int n = device_count();
     if (n == 0)
         return mxc__error(MXC_ENODEV, "%s: no device %s: this machine has no usable CUDA GPU", fn,
-                          mxc__storage_ctx_name(ctx, name, sizeof name));
+                          mxc__ctx_name(ctx, name, sizeof name));
     if (ctx.dev_id >= n)
         return mxc__error(MXC_ENODEV, "%s: no device %s: %d GPU%s usable", fn,
-                          mxc__storage_ctx_name(ctx, name, sizeof name), n,
-                          n == 1 ? " is" : "s are");
+                          mxc__ctx_name(ctx, name, sizeof name), n, n == 1 ? " is" : "s are");
     return MXC_OK;
 }
 
@@ -73,7 +72,7 @@ void mxc__storage_device_free(mxc_context ctx, void *ptr) {
     if (e != cudaSuccess) {
         char name[48];
         mxc__log(MXC_LOG_ERROR, "storage: freeing %p on %s failed: %s", ptr,
-                 mxc__storage_ctx_name(ctx, name, sizeof name), cudaGetErrorString(e));
+                 mxc__ctx_name(ctx, name, sizeof name), cudaGetErrorString(e));
         cudaGetLastError();
     }
 }
@@ -83,7 +82,7 @@ void mxc__storage_device_free(mxc_context ctx, void *ptr) {
 int mxc__storage_device_check(const char *fn, mxc_context ctx) {
     char name[48];
     return mxc__error(MXC_ENODEV, "%s: no device %s: mxc was built without CUDA (USE_CUDA=1)", fn,
-                      mxc__storage_ctx_name(ctx, name, sizeof name));
+                      mxc__ctx_name(ctx, name, sizeof name));
 }
 
 int mxc__storage_device_alloc(mxc_context ctx, size_t size, void **out) {

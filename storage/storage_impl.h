@@ -10,9 +10,6 @@
 #include "common/common.h"
 #include "mxc/storage.h"
 
-/* Writes "cpu(0)", "gpu(1)", "cpu_pinned(0)" or "ctx(7, 0)" into buf; returns buf. */
-const char *mxc__storage_ctx_name(mxc_context ctx, char *buf, size_t len);
-
 /* Checks that the GPU or pinned context `ctx` (dev_id >= 0) names a usable device.
  * Returns MXC_OK, or MXC_ENODEV with a message starting with `fn`. */
 int mxc__storage_device_check(const char *fn, mxc_context ctx);

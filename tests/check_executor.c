@@ -1077,7 +1077,7 @@ START_TEST(test_bind_checks_dtypes) {
                                                  MXC_GRAD_WRITE, &x));
     ck_assert_ptr_null(x);
     ck_assert_str_eq(mxc_last_error(), "mxc_executor_simple_bind: node fc: FullyConnected has "
-                                       "no CPU kernel for float64");
+                                       "no CPU kernel for float64 on cpu(0)");
     free_all(a, 5);
     free_all(g, 5);
     mxc_nd_free(d32);
