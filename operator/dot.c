@@ -5,11 +5,14 @@
  * with transpose_b (e0*...*e(l-1), el) transposed; the output's shape is lhs's free axes
  * followed by rhs's; 1-D · 1-D is the inner product, of shape (1,). batch_dot multiplies
  * (..., M, K) by (..., K, N) (each optionally transposed in its last two axes) for every
- * index of the equal leading batch axes. float32, row-major.
+ * index of the equal leading batch axes. float32, row-major. One description of the
+ * products serves the CPU (mxc__sgemm) and a GPU (cuBLAS, operator/blas_gpu.h).
  */
 #include "operator/op.h"
 
 #include "common/gemm.h"
+#include "operator/blas_gpu.h"
+#include "operator/gpu.h"
 
 #include <string.h>
 
@@ -153,81 +156,97 @@ static int batch_dot_shape(const void *params, mxc_shape *in, int num_in, mxc_sh
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
-/* c (m, n) (+)= op(a) · op(b): a stored (m, k), or (k, m) with ta; b (k, n), or (n, k). */
-static void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
-                 float *c, int req) {
+/* c (batch, m, n) (+)= op(a) · op(b), packed, for each of `batch` products: a (m, k), or
+ * (k, m) with ta; b (k, n), or (n, k) with tb. The signature of mxc__gemm_gpu
+ * (operator/blas_gpu.h), its twin on a GPU, so one description of the products below
+ * serves both devices. */
+typedef int (*gemm_fn)(const mxc_run_ctx *rctx, const char *what, int req, bool ta, bool tb,
+                       int64_t batch, int64_t m, int64_t n, int64_t k, const float *a,
+                       const float *b, float *c);
+
+static int gemm_cpu(const mxc_run_ctx *rctx, const char *what, int req, bool ta, bool tb,
+                    int64_t batch, int64_t m, int64_t n, int64_t k, const float *a, const float *b,
+                    float *c) {
+    (void)rctx, (void)what;
     if (req == MXC__REQ_NULL || m == 0 || n == 0)
-        return;
-    if (k == 0) {
-        if (req != MXC__REQ_ADD)
-            memset(c, 0, (size_t)(m * n) * sizeof(float));
-        return;
+        return MXC_OK; /* c may then have no memory: no address into it */
+    for (int64_t i = 0; i < batch; i++) {
+        float *ci = c + i * m * n;
+        if (k == 0) {
+            if (req != MXC__REQ_ADD)
+                memset(ci, 0, (size_t)(m * n) * sizeof(float));
+            continue;
+        }
+        mxc__sgemm(ta, tb, m, n, k, 1.0f, a + i * m * k, max1(ta ? m : k), b + i * k * n,
+                   max1(tb ? k : n), req == MXC__REQ_ADD ? 1.0f : 0.0f, ci, max1(n));
     }
-    mxc__sgemm(ta, tb, m, n, k, 1.0f, a, max1(ta ? m : k), b, max1(tb ? k : n),
-               req == MXC__REQ_ADD ? 1.0f : 0.0f, c, max1(n));
+    return MXC_OK;
 }
 
 /* out (batch, m, n) = op(lhs) · op(rhs), per batch */
-static int products_forward(const struct mxc__op_call *c, const struct gemm_dims *g) {
+static int products_forward(const struct mxc__op_call *c, const struct gemm_dims *g, const char *op,
+                            gemm_fn gemm) {
     const struct dot_param *p = c->params;
-    const float *a = c->in_data[0].data, *b = c->in_data[1].data;
-    float *y = c->out_data[0].data;
-    for (int64_t i = 0; i < g->batch; i++)
-        gemm(p->transpose_a, p->transpose_b, g->m, g->n, g->k, a + i * g->m * g->k,
-             b + i * g->k * g->n, y + i * g->m * g->n, c->req[0]);
-    return MXC_OK;
+    return gemm(c->rctx, op, c->req[0], p->transpose_a, p->transpose_b, g->batch, g->m, g->n, g->k,
+                c->in_data[0].data, c->in_data[1].data, c->out_data[0].data);
 }
 
 /* With C = op(A) op(B) and dC (m, n):
  *   d op(A) = dC · op(B)ᵀ, so dA (m, k) = dC · op(B)ᵀ, or dA (k, m) = op(B) · dCᵀ;
- *   d op(B) = op(A)ᵀ · dC, so dB (k, n) = op(A)ᵀ · dC, or dB (n, k) = dCᵀ · op(A). */
-static int products_backward(const struct mxc__op_call *c, const struct gemm_dims *g) {
+ *   d op(B) = op(A)ᵀ · dC, so dB (k, n) = op(A)ᵀ · dC, or dB (n, k) = dCᵀ · op(A).
+ * The two gradients never share memory with anything (no in-place option). */
+static int products_backward(const struct mxc__op_call *c, const struct gemm_dims *g,
+                             const char *op, gemm_fn gemm) {
     const struct dot_param *p = c->params;
     bool ta = p->transpose_a, tb = p->transpose_b;
     const float *a = c->in_data[0].data, *b = c->in_data[1].data, *dc = c->out_grad[0].data;
     float *da = c->in_grad[0].data, *db = c->in_grad[1].data;
-    int64_t m = g->m, n = g->n, k = g->k;
-    /* a gradient nobody asked for (req null) may have no memory: no pointer into it */
-    for (int64_t i = 0; i < g->batch; i++) {
-        const float *ai = a + i * m * k, *bi = b + i * k * n, *dci = dc + i * m * n;
-        /* an unwanted gradient has no memory: no address into it */
-        float *dai = c->req[0] != MXC__REQ_NULL ? da + i * m * k : NULL;
-        float *dbi = c->req[1] != MXC__REQ_NULL ? db + i * k * n : NULL;
-        if (!ta)
-            gemm(false, !tb, m, k, n, dci, bi, dai, c->req[0]);
-        else
-            gemm(tb, true, k, m, n, bi, dci, dai, c->req[0]);
-        if (!tb)
-            gemm(!ta, false, k, n, m, ai, dci, dbi, c->req[1]);
-        else
-            gemm(true, ta, n, k, m, dci, ai, dbi, c->req[1]);
-    }
-    return MXC_OK;
+    int64_t bn = g->batch, m = g->m, n = g->n, k = g->k;
+    int ra = c->req[0], rb = c->req[1];
+    int rc = !ta ? gemm(c->rctx, op, ra, false, !tb, bn, m, k, n, dc, b, da)
+                 : gemm(c->rctx, op, ra, tb, true, bn, k, m, n, b, dc, da);
+    if (rc != MXC_OK)
+        return rc;
+    return !tb ? gemm(c->rctx, op, rb, !ta, false, bn, k, n, m, a, dc, db)
+               : gemm(c->rctx, op, rb, true, ta, bn, n, k, m, dc, a, db);
 }
 
-static int dot_forward(const struct mxc__op_call *c) {
+/* One kernel of dot or batch_dot on either device. */
+static int dot_run(const struct mxc__op_call *c, bool batched, bool backward, gemm_fn gemm) {
     struct gemm_dims g;
-    dot_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
-    return products_forward(c, &g);
+    const mxc_shape *l = &c->in_data[0].shape, *r = &c->in_data[1].shape;
+    if (batched)
+        batch_dims(c->params, l, r, &g);
+    else
+        dot_dims(c->params, l, r, &g);
+    const char *op = batched ? "batch_dot" : "dot";
+    return backward ? products_backward(c, &g, op, gemm) : products_forward(c, &g, op, gemm);
 }
 
-static int dot_backward(const struct mxc__op_call *c) {
-    struct gemm_dims g;
-    dot_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
-    return products_backward(c, &g);
-}
-
+static int dot_forward(const struct mxc__op_call *c) { return dot_run(c, false, false, gemm_cpu); }
+static int dot_backward(const struct mxc__op_call *c) { return dot_run(c, false, true, gemm_cpu); }
 static int batch_dot_forward(const struct mxc__op_call *c) {
-    struct gemm_dims g;
-    batch_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
-    return products_forward(c, &g);
+    return dot_run(c, true, false, gemm_cpu);
+}
+static int batch_dot_backward(const struct mxc__op_call *c) {
+    return dot_run(c, true, true, gemm_cpu);
 }
 
-static int batch_dot_backward(const struct mxc__op_call *c) {
-    struct gemm_dims g;
-    batch_dims(c->params, &c->in_data[0].shape, &c->in_data[1].shape, &g);
-    return products_backward(c, &g);
+#ifdef MXC_USE_CUDA
+/* On a GPU: the same products, each batch one strided-batched cuBLAS call. */
+static int dot_forward_gpu(const struct mxc__op_call *c) {
+    return dot_run(c, false, false, mxc__gemm_gpu);
 }
+static int dot_backward_gpu(const struct mxc__op_call *c) {
+    return dot_run(c, false, true, mxc__gemm_gpu);
+}
+static int batch_dot_forward_gpu(const struct mxc__op_call *c) {
+    return dot_run(c, true, false, mxc__gemm_gpu);
+}
+static int batch_dot_backward_gpu(const struct mxc__op_call *c) {
+    return dot_run(c, true, true, mxc__gemm_gpu);
+}
+#endif
 
 const struct mxc__op_def mxc__op_dot = {
     .name = "dot",
@@ -241,6 +260,8 @@ const struct mxc__op_def mxc__op_dot = {
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
     .forward_cpu = dot_forward,
     .backward_cpu = dot_backward,
+    .forward_gpu = MXC__GPU(dot_forward_gpu),
+    .backward_gpu = MXC__GPU(dot_backward_gpu),
 };
 
 const struct mxc__op_def mxc__op_batch_dot = {
@@ -255,4 +276,6 @@ const struct mxc__op_def mxc__op_batch_dot = {
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
     .forward_cpu = batch_dot_forward,
     .backward_cpu = batch_dot_backward,
+    .forward_gpu = MXC__GPU(batch_dot_forward_gpu),
+    .backward_gpu = MXC__GPU(batch_dot_backward_gpu),
 };

@@ -4,11 +4,14 @@
  * bias; the products go through mxc__sgemm (common/gemm.h), which spends the operator's
  * thread budget. With flatten (the default) data (N, d1, ..., dk) is read as (N, d1*...*dk);
  * without it the last axis is the feature axis and the others are batch axes. With
- * no_bias the inputs are (data, weight) only. float32, row-major.
+ * no_bias the inputs are (data, weight) only. float32, row-major. On a GPU the same
+ * products go through cuBLAS (operator/blas_gpu.h).
  */
 #include "operator/op.h"
 
 #include "common/gemm.h"
+#include "operator/blas_gpu.h"
+#include "operator/gpu.h"
 
 #include <string.h>
 
@@ -147,6 +150,46 @@ static int fc_backward(const struct mxc__op_call *c) {
     return MXC_OK;
 }
 
+#ifdef MXC_USE_CUDA
+/* The GPU twins of fc_forward and fc_backward: the same products on cuBLAS, the bias
+ * broadcast and column sums as kernels (operator/blas_gpu.cu); device pointers only. */
+static int fc_forward_gpu(const struct mxc__op_call *c) {
+    const struct fc_param *p = c->params;
+    int req = c->req[0];
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    int64_t m, k, h = p->num_hidden;
+    fc_dims(p, &c->in_data[0].shape, &m, &k);
+    float *y = c->out_data[0].data;
+    if (!p->no_bias) {
+        int rc = mxc__bias_rows_gpu(c->rctx, req, m, h, c->in_data[2].data, y);
+        if (rc != MXC_OK)
+            return rc;
+        req = MXC__REQ_ADD; /* the product accumulates onto the bias */
+    }
+    return mxc__gemm_gpu(c->rctx, "FullyConnected", req, false, true, 1, m, h, k,
+                         c->in_data[0].data, c->in_data[1].data, y);
+}
+
+static int fc_backward_gpu(const struct mxc__op_call *c) {
+    const struct fc_param *p = c->params;
+    int64_t m, k, h = p->num_hidden;
+    fc_dims(p, &c->in_data[0].shape, &m, &k);
+    const float *dy = c->out_grad[0].data;
+    const float *x = c->in_data[0].data, *w = c->in_data[1].data;
+    const char *op = "FullyConnected backward";
+    /* d_data (M, K) = dy (M, H) · weight (H, K); d_weight (H, K) = dyᵀ · data (M, K) */
+    int rc =
+        mxc__gemm_gpu(c->rctx, op, c->req[0], false, false, 1, m, k, h, dy, w, c->in_grad[0].data);
+    if (rc == MXC_OK)
+        rc = mxc__gemm_gpu(c->rctx, op, c->req[1], true, false, 1, h, k, m, dy, x,
+                           c->in_grad[1].data);
+    if (rc == MXC_OK && !p->no_bias) /* d_bias (H) = sum over rows of dy */
+        rc = mxc__col_sums_gpu(c->rctx, c->req[2], m, h, dy, c->in_grad[2].data);
+    return rc;
+}
+#endif
+
 const struct mxc__op_def mxc__op_FullyConnected = {
     .name = "FullyConnected",
     .description = "out = data · weightᵀ + bias, data flattened to (batch, features)",
@@ -159,4 +202,6 @@ const struct mxc__op_def mxc__op_FullyConnected = {
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
     .forward_cpu = fc_forward,
     .backward_cpu = fc_backward,
+    .forward_gpu = MXC__GPU(fc_forward_gpu),
+    .backward_gpu = MXC__GPU(fc_backward_gpu),
 };
