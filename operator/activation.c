@@ -4,12 +4,14 @@
  * supported). Activation's gradients are all written with the output y, so its backward
  * reads only out_grad and out_data and the forward may run in place. LeakyReLU's
  * gradients read the input x (and prelu's per-channel gamma, broadcast along axis 1).
- * float32, row-major.
+ * float32, row-major. The per-element arithmetic is operator/activation_math.h, shared
+ * with the GPU kernels (operator/activation_gpu.cu).
  */
 #include "operator/op.h"
 
 #include "common/parallel.h"
-#include "operator/fastmath.h"
+#include "operator/activation_math.h"
+#include "operator/gpu.h"
 
 #include <math.h>
 #include <string.h>
@@ -39,12 +41,6 @@ static int same_shape(mxc_shape *data, mxc_shape *out, const char *op) {
 
 /* ---- Activation -------------------------------------------------------------------- */
 
-enum { ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_SOFTRELU, ACT_SOFTSIGN };
-
-struct act_param {
-    int act_type;
-};
-
 static const char *const act_choices[] = {"relu", "sigmoid", "tanh", "softrelu", "softsign", NULL};
 
 static const struct mxc__param act_params[] = {
@@ -56,9 +52,6 @@ static int act_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *o
     (void)params, (void)num_in, (void)num_out, (void)aux, (void)num_aux;
     return same_shape(&in[0], &out[0], "Activation");
 }
-
-/* softrelu(x) = log(1 + e^x), computed as x above 20 where the two agree in float. */
-static inline float softrelu(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 /* One call's arrays, split by act_forward_range / act_backward_range over threads. */
 struct act_job {
@@ -75,17 +68,16 @@ MXC__SIMD_KERNEL static void act_forward_range(void *arg, int64_t b, int64_t e) 
     int64_t n = e - b;
     int req = j->req;
     switch (j->type) {
-    case ACT_RELU: STORE(req, y, n, x[i] > 0.0f ? x[i] : 0.0f); break;
+    case ACT_RELU: STORE(req, y, n, mxc__relu(x[i])); break;
     case ACT_SIGMOID: STORE(req, y, n, mxc__sigmoidf(x[i])); break;
     case ACT_TANH: STORE(req, y, n, mxc__tanhf(x[i])); break;
-    case ACT_SOFTRELU: STORE(req, y, n, softrelu(x[i])); break;
-    default: STORE(req, y, n, x[i] / (1.0f + fabsf(x[i]))); break;
+    case ACT_SOFTRELU: STORE(req, y, n, mxc__softrelu(x[i])); break;
+    default: STORE(req, y, n, mxc__softsign(x[i])); break;
     }
 }
 
-/* dx (n) = dy (n) * f'(x), with f' written through y = f(x):
- * relu 1[y > 0], sigmoid y (1 - y), tanh 1 - y², softrelu 1 - e^-y (= sigmoid(x)),
- * softsign (1 - |y|)² (= 1 / (1 + |x|)²). dx may be dy (in place). */
+/* dx (n) = dy (n) * f'(x), with f' written through y = f(x) (activation_math.h). dx may
+ * be dy (in place). */
 MXC__SIMD_KERNEL static void act_backward_range(void *arg, int64_t b, int64_t e) {
     const struct act_job *j = arg;
     const float *y = j->x + b, *g = j->g + b;
@@ -93,11 +85,11 @@ MXC__SIMD_KERNEL static void act_backward_range(void *arg, int64_t b, int64_t e)
     int64_t n = e - b;
     int req = j->req;
     switch (j->type) {
-    case ACT_RELU: STORE(req, dx, n, y[i] > 0.0f ? g[i] : 0.0f); break;
-    case ACT_SIGMOID: STORE(req, dx, n, g[i] * y[i] * (1.0f - y[i])); break;
-    case ACT_TANH: STORE(req, dx, n, g[i] * (1.0f - y[i] * y[i])); break;
-    case ACT_SOFTRELU: STORE(req, dx, n, g[i] * -expm1f(-y[i])); break;
-    default: STORE(req, dx, n, g[i] * (1.0f - fabsf(y[i])) * (1.0f - fabsf(y[i]))); break;
+    case ACT_RELU: STORE(req, dx, n, mxc__relu_grad(y[i], g[i])); break;
+    case ACT_SIGMOID: STORE(req, dx, n, mxc__sigmoid_grad(y[i], g[i])); break;
+    case ACT_TANH: STORE(req, dx, n, mxc__tanh_grad(y[i], g[i])); break;
+    case ACT_SOFTRELU: STORE(req, dx, n, mxc__softrelu_grad(y[i], g[i])); break;
+    default: STORE(req, dx, n, mxc__softsign_grad(y[i], g[i])); break;
     }
 }
 
@@ -121,6 +113,13 @@ static int act_backward(const struct mxc__op_call *c) {
     return MXC_OK;
 }
 
+#ifdef MXC_USE_CUDA
+int mxc__act_forward_gpu(const struct mxc__op_call *c);   /* activation_gpu.cu */
+int mxc__act_backward_gpu(const struct mxc__op_call *c);  /* activation_gpu.cu */
+int mxc__leaky_forward_gpu(const struct mxc__op_call *c); /* activation_gpu.cu */
+int mxc__leaky_backward_gpu(const struct mxc__op_call *c);
+#endif
+
 const struct mxc__op_def mxc__op_Activation = {
     .name = "Activation",
     .description = "element-wise relu, sigmoid, tanh, softrelu (log(1 + e^x)) or softsign "
@@ -136,18 +135,11 @@ const struct mxc__op_def mxc__op_Activation = {
     .backward_inplace = MXC__INPLACE(0, 0),
     .forward_cpu = act_forward,
     .backward_cpu = act_backward,
+    .forward_gpu = MXC__GPU(mxc__act_forward_gpu),
+    .backward_gpu = MXC__GPU(mxc__act_backward_gpu),
 };
 
 /* ---- LeakyReLU --------------------------------------------------------------------- */
-
-enum { LR_RRELU, LR_LEAKY, LR_PRELU, LR_ELU, LR_SELU, LR_GELU };
-
-struct leaky_param {
-    int act_type;
-    float slope;
-    float lower_bound;
-    float upper_bound;
-};
 
 static const char *const leaky_choices[] = {"rrelu", "leaky", "prelu", "elu", "selu", "gelu", NULL};
 
@@ -161,10 +153,6 @@ static const struct mxc__param leaky_params[] = {
     MXC__P_FLOAT(LP, upper_bound, "0.334", 1, 0, "rrelu: upper bound of the random slope"),
 };
 #undef LP
-
-/* SELU's constants (Klambauer et al. 2017), as MXNet uses them. */
-#define SELU_ALPHA  1.6732632423543772848170429916717f
-#define SELU_LAMBDA 1.0507009873554804934193349852946f
 
 static int leaky_list_inputs(const void *params, const char **names, int max) {
     const struct leaky_param *p = params;
@@ -203,28 +191,6 @@ static int leaky_shape(const void *params, mxc_shape *in, int num_in, mxc_shape 
     return mxc__shape_assign(&in[1], &g, op, "gamma");
 }
 
-/* The layout prelu broadcasts gamma over: data (outer, C, inner), gamma (C) or (1). */
-static void prelu_dims(const struct mxc__op_call *c, int64_t *outer, int64_t *ch, int64_t *inner,
-                       int64_t *gstride) {
-    const mxc_shape *s = &c->in_data[0].shape;
-    *outer = s->dims[0];
-    *ch = s->dims[1];
-    *inner = 1;
-    for (int d = 2; d < s->ndim; d++)
-        *inner *= s->dims[d];
-    *gstride = c->in_data[1].size == 1 ? 0 : 1;
-}
-
-#define SQRT1_2 0.70710678118654752f /* 1 / sqrt(2) */
-
-static inline float gelu(float x) { return 0.5f * x * (1.0f + erff(x * SQRT1_2)); }
-
-/* Derivative of gelu: Φ(x) + x φ(x). */
-static inline float gelu_grad(float x) {
-    const float inv_sqrt_2pi = 0.3989422804014327f;
-    return 0.5f * (1.0f + erff(x * SQRT1_2)) + x * inv_sqrt_2pi * expf(-0.5f * x * x);
-}
-
 /* y = f(x), element-wise over data (N, C, ...). */
 static int leaky_forward(const struct mxc__op_call *c) {
     const struct leaky_param *p = c->params;
@@ -234,22 +200,20 @@ static int leaky_forward(const struct mxc__op_call *c) {
     int req = c->req[0];
     const float a = p->slope;
     switch (p->act_type) {
-    case LR_LEAKY: STORE(req, y, n, x[i] > 0.0f ? x[i] : a * x[i]); break;
-    case LR_ELU: STORE(req, y, n, x[i] > 0.0f ? x[i] : a * expm1f(x[i])); break;
-    case LR_SELU:
-        STORE(req, y, n, SELU_LAMBDA * (x[i] > 0.0f ? x[i] : SELU_ALPHA * expm1f(x[i])));
-        break;
-    case LR_GELU: STORE(req, y, n, gelu(x[i])); break;
+    case LR_LEAKY: STORE(req, y, n, mxc__leaky(x[i], a)); break;
+    case LR_ELU: STORE(req, y, n, mxc__elu(x[i], a)); break;
+    case LR_SELU: STORE(req, y, n, mxc__selu(x[i])); break;
+    case LR_GELU: STORE(req, y, n, mxc__gelu(x[i])); break;
     case LR_PRELU: {
         int64_t outer, ch, inner, gs;
-        prelu_dims(c, &outer, &ch, &inner, &gs);
+        mxc__prelu_dims(c, &outer, &ch, &inner, &gs);
         const float *gamma = c->in_data[1].data;
         for (int64_t o = 0; o < outer; o++)
             for (int64_t k = 0; k < ch; k++) {
                 const float *xr = x + (o * ch + k) * inner;
                 float *yr = y + (o * ch + k) * inner;
                 const float gk = gamma[k * gs];
-                STORE(req, yr, inner, xr[i] > 0.0f ? xr[i] : gk * xr[i]);
+                STORE(req, yr, inner, mxc__leaky(xr[i], gk));
             }
         break;
     }
@@ -268,15 +232,13 @@ static int leaky_backward(const struct mxc__op_call *c) {
     int req = c->req[0];
     const float a = p->slope;
     switch (p->act_type) {
-    case LR_LEAKY: STORE(req, dx, n, x[i] > 0.0f ? g[i] : a * g[i]); break;
-    case LR_ELU: STORE(req, dx, n, x[i] > 0.0f ? g[i] : a * expf(x[i]) * g[i]); break;
-    case LR_SELU:
-        STORE(req, dx, n, SELU_LAMBDA * (x[i] > 0.0f ? g[i] : SELU_ALPHA * expf(x[i]) * g[i]));
-        break;
-    case LR_GELU: STORE(req, dx, n, gelu_grad(x[i]) * g[i]); break;
+    case LR_LEAKY: STORE(req, dx, n, mxc__leaky_grad(x[i], g[i], a)); break;
+    case LR_ELU: STORE(req, dx, n, mxc__elu_grad(x[i], g[i], a)); break;
+    case LR_SELU: STORE(req, dx, n, mxc__selu_grad(x[i], g[i])); break;
+    case LR_GELU: STORE(req, dx, n, mxc__gelu_grad(x[i], g[i])); break;
     case LR_PRELU: {
         int64_t outer, ch, inner, gs;
-        prelu_dims(c, &outer, &ch, &inner, &gs);
+        mxc__prelu_dims(c, &outer, &ch, &inner, &gs);
         const float *gamma = c->in_data[1].data;
         float *dgamma = c->in_grad[1].data;
         int greq = c->req[1];
@@ -289,13 +251,13 @@ static int leaky_backward(const struct mxc__op_call *c) {
                 if (greq != MXC__REQ_NULL) {
                     float s = 0.0f;
                     for (int64_t i = 0; i < inner; i++)
-                        s += xr[i] > 0.0f ? 0.0f : xr[i] * gr[i];
+                        s += mxc__prelu_gamma_grad(xr[i], gr[i]);
                     dgamma[k * gs] += s;
                 }
                 if (req == MXC__REQ_NULL)
                     continue; /* dx is not wanted: it has no memory */
                 float *dr = dx + (o * ch + k) * inner;
-                STORE(req, dr, inner, xr[i] > 0.0f ? gr[i] : gk * gr[i]);
+                STORE(req, dr, inner, mxc__leaky_grad(xr[i], gr[i], gk));
             }
         break;
     }
@@ -317,4 +279,6 @@ const struct mxc__op_def mxc__op_LeakyReLU = {
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
     .forward_cpu = leaky_forward,
     .backward_cpu = leaky_backward,
+    .forward_gpu = MXC__GPU(mxc__leaky_forward_gpu),
+    .backward_gpu = MXC__GPU(mxc__leaky_backward_gpu),
 };
