@@ -7,22 +7,16 @@
  * momentum), the biased batch variance included (as MXNet 1.9 does). Otherwise the moving
  * statistics are used. The hidden outputs mean and var hold, as in MXNet, the mean and the
  * inverse standard deviation actually used; backward reads them instead of recomputing.
- * fix_gamma reads gamma as 1 and gives it a zero gradient.
+ * fix_gamma reads gamma as 1 and gives it a zero gradient. The per-channel and
+ * per-element arithmetic is operator/batch_norm_math.h, shared with the GPU kernels
+ * (operator/batch_norm_gpu.cu).
  */
+#include "operator/batch_norm_math.h"
+#include "operator/gpu.h"
 #include "operator/op.h"
 
 #include <math.h>
 #include <string.h>
-
-struct bn_param {
-    double eps;
-    float momentum;
-    bool fix_gamma;
-    bool use_global_stats;
-    bool output_mean_var;
-    int axis;
-    bool cudnn_off;
-};
 
 #define BP struct bn_param
 static const struct mxc__param bn_params[] = {
@@ -41,12 +35,6 @@ static const struct mxc__param bn_params[] = {
 static const char *const bn_inputs[] = {"data", "gamma", "beta", NULL};
 static const char *const bn_outputs[] = {"output", "mean", "var", NULL};
 static const char *const bn_aux[] = {"moving_mean", "moving_var", NULL};
-
-/* The channel axis of an ndim-D data, or -1 if `axis` is out of range. */
-static int bn_axis(const struct bn_param *p, int ndim) {
-    int a = p->axis < 0 ? p->axis + ndim : p->axis;
-    return a >= 0 && a < ndim ? a : -1;
-}
 
 /* data (.., C at axis, ..) -> output like data; gamma, beta, mean, var and the moving
  * statistics (C). C comes from data, else from any known per-channel shape. */
@@ -84,19 +72,6 @@ fail:
     return rc;
 }
 
-/* data seen as (outer, C, inner) */
-static void bn_dims(const struct bn_param *p, const mxc_shape *s, int64_t *outer, int64_t *ch,
-                    int64_t *inner) {
-    int a = bn_axis(p, s->ndim);
-    *outer = *inner = 1;
-    for (int d = 0; d < a; d++)
-        *outer *= s->dims[d];
-    *ch = s->dims[a];
-    for (int d = a + 1; d < s->ndim; d++)
-        *inner *= s->dims[d];
-}
-
-/* Writes v (n) into o as req asks. */
 /* Writes n values to o[at...] as `req` says. An output nobody asked for (req null, e.g. a
  * gradient bound with MXC_GRAD_NULL) may have no memory: `o` is then NULL, and even o + at
  * would be undefined, so nothing is computed from it. */
@@ -106,10 +81,6 @@ static void store(int req, float *o, int64_t at, const float *v, int64_t n) {
             o[at + i] += v[i];
     else if (req != MXC__REQ_NULL && o + at != v)
         memcpy(o + at, v, (size_t)n * sizeof(float));
-}
-
-static bool bn_training(const struct mxc__op_call *c) {
-    return c->is_train && !((const struct bn_param *)c->params)->use_global_stats;
 }
 
 /* Forward. x, y: (outer, C, inner); gamma, beta, moving stats, mean, invstd: (C). */
@@ -145,14 +116,14 @@ static int bn_forward(const struct mxc__op_call *c) {
                     ss += ((double)xr[i] - mu) * ((double)xr[i] - mu);
             }
             var = m ? ss / (double)m : 0.0;
-            mmean[k] = mmean[k] * p->momentum + (float)mu * (1.0f - p->momentum);
-            mvar[k] = mvar[k] * p->momentum + (float)var * (1.0f - p->momentum);
+            mmean[k] = mxc__bn_moving(mmean[k], (float)mu, p->momentum);
+            mvar[k] = mxc__bn_moving(mvar[k], (float)var, p->momentum);
         } else {
             mu = mmean[k];
             var = mvar[k];
         }
         mean[k] = (float)mu;
-        invstd[k] = (float)(1.0 / sqrt(var + p->eps));
+        invstd[k] = mxc__bn_invstd(var, p->eps);
     }
     int req = c->req[0];
     for (int64_t o = 0; o < outer && req != MXC__REQ_NULL; o++)
@@ -160,7 +131,7 @@ static int bn_forward(const struct mxc__op_call *c) {
             const float *xr = x + (o * ch + k) * inner;
             float *yr = y + (o * ch + k) * inner;
             const float scale = (p->fix_gamma ? 1.0f : gamma[k]) * invstd[k];
-            const float shift = beta[k] - mean[k] * scale;
+            const float shift = mxc__bn_shift(beta[k], mean[k], scale);
             if (req == MXC__REQ_ADD)
                 for (int64_t i = 0; i < inner; i++)
                     yr[i] += xr[i] * scale + shift;
@@ -209,10 +180,10 @@ static int bn_backward(const struct mxc__op_call *c) {
             float *dr = dx + (o * ch + k) * inner;
             if (req == MXC__REQ_ADD)
                 for (int64_t i = 0; i < inner; i++)
-                    dr[i] += (gr[i] - gmean - (xr[i] - mu) * kk) * iw;
+                    dr[i] += mxc__bn_dx(gr[i], xr[i], mu, gmean, kk, iw);
             else
                 for (int64_t i = 0; i < inner; i++)
-                    dr[i] = (gr[i] - gmean - (xr[i] - mu) * kk) * iw;
+                    dr[i] = mxc__bn_dx(gr[i], xr[i], mu, gmean, kk, iw);
         }
         const float dg = p->fix_gamma ? 0.0f : (float)dot * is, db = (float)sg;
         store(c->req[1], dgamma, k, &dg, 1);
@@ -220,6 +191,11 @@ static int bn_backward(const struct mxc__op_call *c) {
     }
     return MXC_OK;
 }
+
+#ifdef MXC_USE_CUDA
+int mxc__bn_forward_gpu(const struct mxc__op_call *c);  /* batch_norm_gpu.cu */
+int mxc__bn_backward_gpu(const struct mxc__op_call *c); /* batch_norm_gpu.cu */
+#endif
 
 const struct mxc__op_def mxc__op_BatchNorm = {
     .name = "BatchNorm",
@@ -236,4 +212,6 @@ const struct mxc__op_def mxc__op_BatchNorm = {
     .forward_resources = {MXC__RES_TEMP + 1},
     .forward_cpu = bn_forward,
     .backward_cpu = bn_backward,
+    .forward_gpu = MXC__GPU(mxc__bn_forward_gpu),
+    .backward_gpu = MXC__GPU(mxc__bn_backward_gpu),
 };
