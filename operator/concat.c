@@ -6,6 +6,8 @@
  * SliceChannel's forward and the other way round, both through copy_parts. float32,
  * row-major.
  */
+#include "operator/copy_gpu.h"
+#include "operator/gpu.h"
 #include "operator/op.h"
 
 #include <string.h>
@@ -42,26 +44,41 @@ static void outer_inner(const mxc_shape *s, int axis, int64_t *outer, int64_t *i
         *inner *= s->dims[i];
 }
 
+/* dst row r (width floats at dst + r * dpitch) (=, +=) src row r (at src + r * spitch),
+ * r in [0, rows): on the CPU, or on the GPU of gpu_rctx when it is not NULL. */
+static int copy_rows(const mxc_run_ctx *gpu_rctx, float *dst, int64_t dpitch, const float *src,
+                     int64_t spitch, int64_t rows, int64_t width, int req) {
+#ifdef MXC_USE_CUDA
+    if (gpu_rctx != NULL)
+        return mxc__copy_rows_gpu(dst, dpitch, src, spitch, rows, width, req, gpu_rctx->stream);
+#else
+    (void)gpu_rctx;
+#endif
+    for (int64_t r = 0; r < rows; r++)
+        mxc__copy_req(dst + r * dpitch, src + r * spitch, width, req);
+    return MXC_OK;
+}
+
 /* The joined array big: (outer, total) and its parts part[k]: (outer, width[k]), the
  * widths summing to total, side by side in big's rows. to_big: big (req[0]) from the
  * parts (Concat forward, SliceChannel backward); else each part (req[k]) from big. A part
  * nobody asked for (req null: a gradient bound with MXC_GRAD_NULL) may have no memory, so
- * no pointer into it is computed. */
-static void copy_parts(float *big, const struct mxc__tensor *parts, const int64_t *width, int n,
-                       int64_t outer, int64_t total, bool to_big, const int *req) {
-    for (int64_t o = 0; o < outer; o++) {
-        int64_t off = 0;
-        for (int k = 0; k < n; off += width[k], k++) {
-            if (req[to_big ? 0 : k] == MXC__REQ_NULL)
-                continue; /* an unwanted output has no memory */
-            float *row = big + o * total + off;
-            float *part = (float *)parts[k].data + o * width[k];
-            if (to_big)
-                mxc__copy_req(row, part, width[k], req[0]);
-            else
-                mxc__copy_req(part, row, width[k], req[k]);
-        }
+ * no pointer into it is computed. On the GPU of gpu_rctx when it is not NULL. */
+static int copy_parts(const mxc_run_ctx *gpu_rctx, float *big, const struct mxc__tensor *parts,
+                      const int64_t *width, int n, int64_t outer, int64_t total, bool to_big,
+                      const int *req) {
+    int64_t off = 0;
+    for (int k = 0; k < n; off += width[k], k++) {
+        int r = req[to_big ? 0 : k];
+        if (r == MXC__REQ_NULL || outer == 0)
+            continue; /* an unwanted output has no memory */
+        float *part = parts[k].data;
+        int rc = to_big ? copy_rows(gpu_rctx, big + off, total, part, width[k], outer, width[k], r)
+                        : copy_rows(gpu_rctx, part, width[k], big + off, total, outer, width[k], r);
+        if (rc != MXC_OK)
+            return rc;
     }
+    return MXC_OK;
 }
 
 /* ---- Concat --------------------------------------------------------------------------- */
@@ -147,26 +164,33 @@ static int64_t part_widths(const mxc_shape *big, int axis, const struct mxc__ten
 }
 
 /* out (outer, sum d_k, inner) from in_k (outer, d_k, inner). */
-static int concat_forward(const struct mxc__op_call *c) {
+static int concat_fwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     const struct concat_param *p = c->params;
     const mxc_shape *s = &c->out_data[0].shape;
     int64_t width[MXC__MAX_OP_ARGS], outer;
     int64_t total =
         part_widths(s, norm_axis(p->dim, s->ndim), c->in_data, c->num_in, width, &outer);
-    copy_parts(c->out_data[0].data, c->in_data, width, c->num_in, outer, total, true, c->req);
-    return MXC_OK;
+    return copy_parts(gpu_rctx, c->out_data[0].data, c->in_data, width, c->num_in, outer, total,
+                      true, c->req);
 }
 
 /* d_in_k = the k-th slice of d_out along dim. */
-static int concat_backward(const struct mxc__op_call *c) {
+static int concat_bwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     const struct concat_param *p = c->params;
     const mxc_shape *s = &c->out_grad[0].shape;
     int64_t width[MXC__MAX_OP_ARGS], outer;
     int64_t total =
         part_widths(s, norm_axis(p->dim, s->ndim), c->in_grad, c->num_in, width, &outer);
-    copy_parts(c->out_grad[0].data, c->in_grad, width, c->num_in, outer, total, false, c->req);
-    return MXC_OK;
+    return copy_parts(gpu_rctx, c->out_grad[0].data, c->in_grad, width, c->num_in, outer, total,
+                      false, c->req);
 }
+
+static int concat_forward(const struct mxc__op_call *c) { return concat_fwd(c, NULL); }
+static int concat_backward(const struct mxc__op_call *c) { return concat_bwd(c, NULL); }
+#ifdef MXC_USE_CUDA
+static int concat_forward_gpu(const struct mxc__op_call *c) { return concat_fwd(c, c->rctx); }
+static int concat_backward_gpu(const struct mxc__op_call *c) { return concat_bwd(c, c->rctx); }
+#endif
 
 const struct mxc__op_def mxc__op_Concat = {
     .name = "Concat",
@@ -180,6 +204,8 @@ const struct mxc__op_def mxc__op_Concat = {
     .backward_deps = MXC__DEP_OUT_GRAD,
     .forward_cpu = concat_forward,
     .backward_cpu = concat_backward,
+    .forward_gpu = MXC__GPU(concat_forward_gpu),
+    .backward_gpu = MXC__GPU(concat_backward_gpu),
 };
 
 /* ---- SliceChannel --------------------------------------------------------------------- */
@@ -266,22 +292,29 @@ static int slice_axis(const struct mxc__op_call *c, const mxc_shape *data) {
 }
 
 /* out_k (outer, d / n, inner) = data (outer, d, inner) slice k. */
-static int slice_forward(const struct mxc__op_call *c) {
+static int slice_fwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     const mxc_shape *s = &c->in_data[0].shape;
     int64_t width[MXC__MAX_OP_ARGS], outer;
     int64_t total = part_widths(s, slice_axis(c, s), c->out_data, c->num_out, width, &outer);
-    copy_parts(c->in_data[0].data, c->out_data, width, c->num_out, outer, total, false, c->req);
-    return MXC_OK;
+    return copy_parts(gpu_rctx, c->in_data[0].data, c->out_data, width, c->num_out, outer, total,
+                      false, c->req);
 }
 
 /* d_data = the d_out_k joined along the axis. */
-static int slice_backward(const struct mxc__op_call *c) {
+static int slice_bwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     const mxc_shape *s = &c->in_grad[0].shape;
     int64_t width[MXC__MAX_OP_ARGS], outer;
     int64_t total = part_widths(s, slice_axis(c, s), c->out_grad, c->num_out, width, &outer);
-    copy_parts(c->in_grad[0].data, c->out_grad, width, c->num_out, outer, total, true, c->req);
-    return MXC_OK;
+    return copy_parts(gpu_rctx, c->in_grad[0].data, c->out_grad, width, c->num_out, outer, total,
+                      true, c->req);
 }
+
+static int slice_forward(const struct mxc__op_call *c) { return slice_fwd(c, NULL); }
+static int slice_backward(const struct mxc__op_call *c) { return slice_bwd(c, NULL); }
+#ifdef MXC_USE_CUDA
+static int slice_forward_gpu(const struct mxc__op_call *c) { return slice_fwd(c, c->rctx); }
+static int slice_backward_gpu(const struct mxc__op_call *c) { return slice_bwd(c, c->rctx); }
+#endif
 
 const struct mxc__op_def mxc__op_SliceChannel = {
     .name = "SliceChannel",
@@ -295,6 +328,8 @@ const struct mxc__op_def mxc__op_SliceChannel = {
     .backward_deps = MXC__DEP_OUT_GRAD,
     .forward_cpu = slice_forward,
     .backward_cpu = slice_backward,
+    .forward_gpu = MXC__GPU(slice_forward_gpu),
+    .backward_gpu = MXC__GPU(slice_backward_gpu),
 };
 
 /* ---- ElementWiseSum ------------------------------------------------------------------- */
@@ -354,17 +389,36 @@ static int sum_forward(const struct mxc__op_call *c) {
     return MXC_OK;
 }
 
-/* d_arg_k = d_out for every k; d_arg0 last, since it may share d_out's memory. */
-static int sum_backward(const struct mxc__op_call *c) {
+/* d_arg_k = d_out for every k; d_arg0 last, since it may share d_out's memory. On the GPU
+ * of gpu_rctx when it is not NULL (the stream keeps the order). */
+static int sum_bwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     const float *g = c->out_grad[0].data;
     for (int k = c->num_in - 1; k >= 0; k--) {
         float *d = c->in_grad[k].data;
         if (d == g && c->req[k] != MXC__REQ_ADD)
             continue; /* in place */
-        mxc__copy_req(d, g, c->in_grad[k].size, c->req[k]);
+        int rc = copy_rows(gpu_rctx, d, 0, g, 0, 1, c->in_grad[k].size, c->req[k]);
+        if (rc != MXC_OK)
+            return rc;
     }
     return MXC_OK;
 }
+
+static int sum_backward(const struct mxc__op_call *c) { return sum_bwd(c, NULL); }
+
+#ifdef MXC_USE_CUDA
+/* out (n) (=, +=) the sum of the inputs, one element at a time (operator/copy_gpu.cu), so
+ * out may be any of them as on the CPU. */
+static int sum_forward_gpu(const struct mxc__op_call *c) {
+    const float *in[MXC__MAX_OP_ARGS];
+    for (int k = 0; k < c->num_in; k++)
+        in[k] = c->in_data[k].data;
+    return mxc__sum_gpu(c->out_data[0].data, in, c->num_in, c->out_data[0].size, c->req[0],
+                        c->rctx->stream);
+}
+
+static int sum_backward_gpu(const struct mxc__op_call *c) { return sum_bwd(c, c->rctx); }
+#endif
 
 const struct mxc__op_def mxc__op_ElementWiseSum = {
     .name = "ElementWiseSum",
@@ -380,4 +434,6 @@ const struct mxc__op_def mxc__op_ElementWiseSum = {
     .backward_inplace = MXC__INPLACE(0, 0),
     .forward_cpu = sum_forward,
     .backward_cpu = sum_backward,
+    .forward_gpu = MXC__GPU(sum_forward_gpu),
+    .backward_gpu = MXC__GPU(sum_backward_gpu),
 };

@@ -5,8 +5,14 @@
  * (Philox, so a seed set with mxc_random_seed reproduces them). The hidden output `mask`
  * holds the scale applied to each element (0 or 1 / (1 - p)); with `axes` one draw is
  * shared along those axes, so the mask has size 1 there and is broadcast over data.
- * Backward multiplies out_grad by the mask. float32, row-major.
+ * Backward multiplies out_grad by the mask. The GPU kernels (operator/dropout_gpu.cu) draw
+ * the same values from the same resource and share the mask rule (operator/dropout.h).
+ * float32, row-major.
  */
+#include "operator/dropout.h"
+
+#include "operator/copy_gpu.h"
+#include "operator/gpu.h"
 #include "operator/op.h"
 
 #include <string.h>
@@ -134,9 +140,9 @@ static int dropout_forward(const struct mxc__op_call *c) {
     if (rc != MXC_OK)
         return rc;
     const float keep = 1.0f - p->p;
-    const float scale = keep > 0.0f ? 1.0f / keep : 0.0f;
+    const float scale = mxc__dropout_scale(keep);
     for (int64_t i = 0; i < nm; i++)
-        mask[i] = mask[i] < keep ? scale : 0.0f;
+        mask[i] = mxc__dropout_mask(mask[i], keep, scale);
     if (c->req[0] != MXC__REQ_NULL)
         mul_mask(c->req[0], y->data, x->data, mask, &x->shape, &mk->shape);
     if (c->req[1] == MXC__REQ_ADD)
@@ -157,6 +163,46 @@ static int dropout_backward(const struct mxc__op_call *c) {
     return MXC_OK;
 }
 
+#ifdef MXC_USE_CUDA
+/* dropout_forward on a GPU: the draws by mxc__philox_fill_gpu, from the same generator. */
+static int dropout_forward_gpu(const struct mxc__op_call *c) {
+    const struct dropout_param *p = c->params;
+    const struct mxc__tensor *x = &c->in_data[0], *y = &c->out_data[0], *mk = &c->out_data[1];
+    void *stream = c->rctx->stream;
+    float *mask = mk->data;
+    int64_t nm = mk->size;
+    int rc = MXC_OK;
+    if (!dropout_active(c)) {
+        MXC_TRY(mxc__copy_req_gpu(y->data, x->data, x->size, c->req[0], stream));
+        if (c->req[1] != MXC__REQ_NULL)
+            MXC_TRY(mxc__dropout_mask_gpu(mask, nm, false, 0.0f, 0.0f, stream));
+        return MXC_OK;
+    }
+    if (c->req[1] == MXC__REQ_NULL || c->req[1] == MXC__REQ_ADD)
+        MXC_TRY(
+            mxc__resource_temp(c->resources[1], (size_t)(nm + 1) * sizeof(float), (void **)&mask));
+    MXC_TRY(mxc__philox_fill_gpu(&c->resources[0]->rng, mask, nm, false, 0.0f, 1.0f, stream));
+    const float keep = 1.0f - p->p;
+    MXC_TRY(mxc__dropout_mask_gpu(mask, nm, true, keep, mxc__dropout_scale(keep), stream));
+    MXC_TRY(mxc__dropout_mul_gpu(y->data, x->data, mask, x->shape.ndim, x->shape.dims,
+                                 mk->shape.dims, c->req[0], stream));
+    if (c->req[1] == MXC__REQ_ADD)
+        MXC_TRY(mxc__copy_req_gpu(mk->data, mask, nm, MXC__REQ_ADD, stream));
+fail:
+    return rc;
+}
+
+/* dropout_backward on a GPU. */
+static int dropout_backward_gpu(const struct mxc__op_call *c) {
+    const struct mxc__tensor *dy = &c->out_grad[0], *dx = &c->in_grad[0];
+    const struct mxc__tensor *mk = &c->out_data[1];
+    if (!dropout_active(c))
+        return mxc__copy_req_gpu(dx->data, dy->data, dx->size, c->req[0], c->rctx->stream);
+    return mxc__dropout_mul_gpu(dx->data, dy->data, mk->data, dy->shape.ndim, dy->shape.dims,
+                                mk->shape.dims, c->req[0], c->rctx->stream);
+}
+#endif
+
 const struct mxc__op_def mxc__op_Dropout = {
     .name = "Dropout",
     .description = "zeroes elements with probability p and scales the rest by 1 / (1 - p)",
@@ -173,4 +219,6 @@ const struct mxc__op_def mxc__op_Dropout = {
     .forward_resources = {MXC__RES_RANDOM + 1, MXC__RES_TEMP + 1},
     .forward_cpu = dropout_forward,
     .backward_cpu = dropout_backward,
+    .forward_gpu = MXC__GPU(dropout_forward_gpu),
+    .backward_gpu = MXC__GPU(dropout_backward_gpu),
 };

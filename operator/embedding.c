@@ -5,8 +5,12 @@
  * are clipped to the nearest row, forward and backward. Backward scatter-adds the
  * output gradient into the rows of weight; indices get no gradient (zeros when written;
  * MXNet refuses the request instead). sparse_grad is accepted and gives the same dense
- * gradient. float32, row-major.
+ * gradient. The GPU kernels are in operator/embedding_gpu.cu (the row rule shared through
+ * operator/embedding.h). float32, row-major.
  */
+#include "operator/embedding.h"
+
+#include "operator/gpu.h"
 #include "operator/op.h"
 
 #include <string.h>
@@ -72,15 +76,6 @@ fail:
     return rc;
 }
 
-/* The row an index value selects: truncated toward zero, clipped to [0, rows). */
-static inline int64_t row_of(float v, int64_t rows) {
-    if (!(v >= 1.0f)) /* also NaN */
-        return 0;
-    if (v >= (float)rows)
-        return rows - 1;
-    return (int64_t)v;
-}
-
 /* out[i, :] (=, +=) weight[row(data[i]), :]; data (n), weight (K, D), out (n, D). */
 static int embedding_forward(const struct mxc__op_call *c) {
     int req = c->req[0];
@@ -91,7 +86,7 @@ static int embedding_forward(const struct mxc__op_call *c) {
     int64_t dim = c->in_data[1].shape.dims[1];
     float *o = c->out_data[0].data;
     for (int64_t i = 0; i < n; i++) {
-        const float *src = w + row_of(idx[i], rows) * dim;
+        const float *src = w + mxc__embedding_row(idx[i], rows) * dim;
         float *dst = o + i * dim;
         if (req == MXC__REQ_ADD)
             for (int64_t j = 0; j < dim; j++)
@@ -116,13 +111,40 @@ static int embedding_backward(const struct mxc__op_call *c) {
     if (req != MXC__REQ_ADD)
         memset(dw, 0, (size_t)(rows * dim) * sizeof(float));
     for (int64_t i = 0; i < n; i++) {
-        float *dst = dw + row_of(idx[i], rows) * dim;
+        float *dst = dw + mxc__embedding_row(idx[i], rows) * dim;
         const float *src = g + i * dim;
         for (int64_t j = 0; j < dim; j++)
             dst[j] += src[j];
     }
     return MXC_OK;
 }
+
+#ifdef MXC_USE_CUDA
+static int embedding_forward_gpu(const struct mxc__op_call *c) {
+    return mxc__embedding_gpu(c->in_data[0].data, c->in_data[1].data, c->out_data[0].data,
+                              c->in_data[0].size, c->in_data[1].shape.dims[0],
+                              c->in_data[1].shape.dims[1], c->req[0], c->rctx->stream);
+}
+
+/* As embedding_backward: d_data zeroed when written, d_weight zeroed unless added to, then
+ * the scatter-add. */
+static int embedding_backward_gpu(const struct mxc__op_call *c) {
+    void *stream = c->rctx->stream;
+    int64_t rows = c->in_grad[1].shape.dims[0], dim = c->in_grad[1].shape.dims[1];
+    int rc = MXC_OK;
+    if (c->req[0] == MXC__REQ_WRITE || c->req[0] == MXC__REQ_INPLACE)
+        MXC_TRY(mxc__gpu_memset0(c->in_grad[0].data, (size_t)c->in_grad[0].size * sizeof(float),
+                                 stream));
+    if (c->req[1] == MXC__REQ_NULL)
+        return MXC_OK;
+    if (c->req[1] != MXC__REQ_ADD)
+        MXC_TRY(mxc__gpu_memset0(c->in_grad[1].data, (size_t)(rows * dim) * sizeof(float), stream));
+    rc = mxc__embedding_grad_gpu(c->in_data[0].data, c->out_grad[0].data, c->in_grad[1].data,
+                                 c->in_data[0].size, rows, dim, stream);
+fail:
+    return rc;
+}
+#endif
 
 const struct mxc__op_def mxc__op_Embedding = {
     .name = "Embedding",
@@ -136,4 +158,6 @@ const struct mxc__op_def mxc__op_Embedding = {
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
     .forward_cpu = embedding_forward,
     .backward_cpu = embedding_backward,
+    .forward_gpu = MXC__GPU(embedding_forward_gpu),
+    .backward_gpu = MXC__GPU(embedding_backward_gpu),
 };

@@ -8,14 +8,22 @@
  * where m = label size / label.shape[0] (outputs per sample), as MXNet 1.9.1 divides.
  * The backward ignores the head gradient (a loss starts the chain) and gives the label a
  * zero gradient. data: any shape (N, ...); label: data's shape, or (N) for data (N, 1),
- * or any shape with the same first dimension and size. float32, row-major.
+ * or any shape with the same first dimension and size. The per-element arithmetic lives in
+ * operator/regression.h, shared with the GPU kernels (operator/regression_gpu.cu).
+ * float32, row-major.
  */
+#include "operator/regression.h"
+
+#include "operator/gpu.h"
 #include "operator/op.h"
 
-#include <math.h>
 #include <string.h>
 
-enum reg_kind { REG_LINEAR, REG_LOGISTIC, REG_MAE };
+enum reg_kind {
+    REG_LINEAR = MXC__REG_LINEAR,
+    REG_LOGISTIC = MXC__REG_LOGISTIC,
+    REG_MAE = MXC__REG_MAE
+};
 
 static const char *const reg_names[] = {"LinearRegressionOutput", "LogisticRegressionOutput",
                                         "MAERegressionOutput"};
@@ -66,17 +74,23 @@ static int reg_forward(const struct mxc__op_call *c, enum reg_kind kind) {
         mxc__copy_req(y, x, n, req);
     } else if (req == MXC__REQ_ADD) {
         for (int64_t i = 0; i < n; i++)
-            y[i] += 1.0f / (1.0f + expf(-x[i]));
+            y[i] += mxc__reg_out(kind, x[i]);
     } else if (req != MXC__REQ_NULL) {
         for (int64_t i = 0; i < n; i++)
-            y[i] = 1.0f / (1.0f + expf(-x[i]));
+            y[i] = mxc__reg_out(kind, x[i]);
     }
     return MXC_OK;
 }
 
+/* The gradient's scale: grad_scale / (label size / label.shape[0]). */
+static float reg_scale(const struct mxc__op_call *c) {
+    const struct reg_param *p = c->params;
+    const struct mxc__tensor *lab = &c->in_data[1];
+    return p->grad_scale / ((float)lab->size / (float)lab->shape.dims[0]);
+}
+
 /* dx (+)= g(y - label) * grad_scale / m; label gradient 0. Reads label and y only. */
 static int reg_backward(const struct mxc__op_call *c, enum reg_kind kind) {
-    const struct reg_param *p = c->params;
     const struct mxc__tensor *lab = &c->in_data[1];
     const float *y = c->out_data[0].data, *l = lab->data;
     float *dx = c->in_grad[0].data;
@@ -86,25 +100,49 @@ static int reg_backward(const struct mxc__op_call *c, enum reg_kind kind) {
         memset(c->in_grad[1].data, 0, (size_t)lab->size * sizeof(float));
     if (req == MXC__REQ_NULL || n == 0)
         return MXC_OK;
-    float scale = p->grad_scale / ((float)lab->size / (float)lab->shape.dims[0]);
+    float scale = reg_scale(c);
     bool add = req == MXC__REQ_ADD;
-    if (kind == REG_MAE) {
-        for (int64_t i = 0; i < n; i++) {
-            float d = y[i] - l[i];
-            float v = (float)((d > 0) - (d < 0)) * scale;
-            dx[i] = add ? dx[i] + v : v;
-        }
-    } else {
-        for (int64_t i = 0; i < n; i++) {
-            float v = (y[i] - l[i]) * scale;
-            dx[i] = add ? dx[i] + v : v;
-        }
+    for (int64_t i = 0; i < n; i++) {
+        float v = mxc__reg_grad(kind, y[i], l[i], scale);
+        dx[i] = add ? dx[i] + v : v;
     }
     return MXC_OK;
 }
 
+#ifdef MXC_USE_CUDA
+static int reg_forward_gpu(const struct mxc__op_call *c, enum reg_kind kind) {
+    return mxc__reg_forward_gpu(kind, c->in_data[0].data, c->out_data[0].data, c->in_data[0].size,
+                                c->req[0], c->rctx->stream);
+}
+
+static int reg_backward_gpu(const struct mxc__op_call *c, enum reg_kind kind) {
+    const struct mxc__tensor *lab = &c->in_data[1];
+    int64_t n = c->out_data[0].size;
+    if (c->req[1] == MXC__REQ_WRITE || c->req[1] == MXC__REQ_INPLACE) {
+        int rc = mxc__gpu_memset0(c->in_grad[1].data, (size_t)lab->size * sizeof(float),
+                                  c->rctx->stream);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    if (c->req[0] == MXC__REQ_NULL || n == 0)
+        return MXC_OK;
+    return mxc__reg_backward_gpu(kind, c->out_data[0].data, lab->data, c->in_grad[0].data, n,
+                                 reg_scale(c), c->req[0], c->rctx->stream);
+}
+#define REG_GPU(ident, kind)                                        \
+    static int ident##_forward_gpu(const struct mxc__op_call *c) {  \
+        return reg_forward_gpu(c, kind);                            \
+    }                                                               \
+    static int ident##_backward_gpu(const struct mxc__op_call *c) { \
+        return reg_backward_gpu(c, kind);                           \
+    }
+#else
+#define REG_GPU(ident, kind)
+#endif
+
 /* One definition per kind, all from the generic pieces above. */
 #define REG_OP(ident, kind, desc)                                                               \
+    REG_GPU(ident, kind)                                                                        \
     static int ident##_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,     \
                              int num_out, mxc_shape *aux, int num_aux) {                        \
         (void)params, (void)num_in, (void)num_out, (void)aux, (void)num_aux;                    \
@@ -125,6 +163,8 @@ static int reg_backward(const struct mxc__op_call *c, enum reg_kind kind) {
         .inplace = MXC__INPLACE(0, 0),                                                          \
         .forward_cpu = ident##_forward,                                                         \
         .backward_cpu = ident##_backward,                                                       \
+        .forward_gpu = MXC__GPU(ident##_forward_gpu),                                           \
+        .backward_gpu = MXC__GPU(ident##_backward_gpu),                                         \
     };
 
 REG_OP(LinearRegressionOutput, REG_LINEAR, "identity forward; (out - label) backward")

@@ -6,6 +6,8 @@
  * (0 copy, -1 infer, -2 copy the rest, -3 merge two, -4 split one, read right to left with
  * reverse). float32, row-major.
  */
+#include "operator/copy_gpu.h"
+#include "operator/gpu.h"
 #include "operator/op.h"
 
 #include <stdio.h>
@@ -27,6 +29,19 @@ static int copy_backward(const struct mxc__op_call *c) {
     mxc__copy_req(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size, c->req[0]);
     return MXC_OK;
 }
+
+#ifdef MXC_USE_CUDA
+/* The same copies on a GPU (operator/copy_gpu.cu). */
+static int copy_forward_gpu(const struct mxc__op_call *c) {
+    return mxc__copy_req_gpu(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size,
+                             c->req[0], c->rctx->stream);
+}
+
+static int copy_backward_gpu(const struct mxc__op_call *c) {
+    return mxc__copy_req_gpu(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size, c->req[0],
+                             c->rctx->stream);
+}
+#endif
 
 /* The output of a size-preserving operator, or an error naming both shapes. */
 static int assign_same_size(mxc_shape *out, const mxc_shape *want, const mxc_shape *data,
@@ -68,6 +83,8 @@ const struct mxc__op_def mxc__op_Flatten = {
     .backward_inplace = MXC__INPLACE(0, 0),
     .forward_cpu = copy_forward,
     .backward_cpu = copy_backward,
+    .forward_gpu = MXC__GPU(copy_forward_gpu),
+    .backward_gpu = MXC__GPU(copy_backward_gpu),
 };
 
 /* ---- Reshape ------------------------------------------------------------------------ */
@@ -223,6 +240,8 @@ const struct mxc__op_def mxc__op_Reshape = {
     .backward_inplace = MXC__INPLACE(0, 0),
     .forward_cpu = copy_forward,
     .backward_cpu = copy_backward,
+    .forward_gpu = MXC__GPU(copy_forward_gpu),
+    .backward_gpu = MXC__GPU(copy_backward_gpu),
 };
 
 /* ---- expand_dims -------------------------------------------------------------------- */
@@ -288,6 +307,8 @@ const struct mxc__op_def mxc__op_expand_dims = {
     .backward_inplace = MXC__INPLACE(0, 0),
     .forward_cpu = copy_forward,
     .backward_cpu = copy_backward,
+    .forward_gpu = MXC__GPU(copy_forward_gpu),
+    .backward_gpu = MXC__GPU(copy_backward_gpu),
 };
 
 /* ---- transpose ---------------------------------------------------------------------- */
@@ -350,25 +371,41 @@ static int transpose_shape(const void *params, mxc_shape *in, int num_in, mxc_sh
     return mxc__shape_assign(&out[0], &o, "transpose", "output");
 }
 
-/* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i].
- * src: `shape`, row-major; dst: the permuted shape, row-major, walked in order with an
- * index counter, the last axis as the inner strided loop. */
-static void permute(float *dst, const float *src, const mxc_shape *shape, const int *perm,
-                    int req) {
+/* The walk of a permutation: dst axis i = src axis perm[i], src `shape` row-major; dims
+ * and strides (in src) per dst axis. Returns the element count. */
+static int64_t permute_plan(const mxc_shape *shape, const int *perm, int64_t *dims,
+                            int64_t *strides) {
     int nd = shape->ndim;
-    int64_t sstride[MXC_MAX_NDIM], dims[MXC_MAX_NDIM], strides[MXC_MAX_NDIM];
-    int64_t idx[MXC_MAX_NDIM] = {0};
+    int64_t sstride[MXC_MAX_NDIM];
     int64_t acc = 1;
     for (int i = nd - 1; i >= 0; i--) {
         sstride[i] = acc;
         acc *= shape->dims[i];
     }
-    if (req == MXC__REQ_NULL || acc == 0)
-        return;
     for (int i = 0; i < nd; i++) {
         dims[i] = shape->dims[perm[i]];
         strides[i] = sstride[perm[i]];
     }
+    return acc;
+}
+
+/* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i].
+ * src: `shape`, row-major; dst: the permuted shape, row-major, walked in order with an
+ * index counter, the last axis as the inner strided loop. */
+static int permute(const mxc_run_ctx *rctx, float *dst, const float *src, const mxc_shape *shape,
+                   const int *perm, int req) {
+    int nd = shape->ndim;
+    int64_t dims[MXC_MAX_NDIM], strides[MXC_MAX_NDIM];
+    int64_t idx[MXC_MAX_NDIM] = {0};
+    int64_t acc = permute_plan(shape, perm, dims, strides);
+    if (req == MXC__REQ_NULL || acc == 0)
+        return MXC_OK;
+#ifdef MXC_USE_CUDA
+    if (rctx != NULL)
+        return mxc__permute_gpu(dst, src, nd, dims, strides, req, rctx->stream);
+#else
+    (void)rctx;
+#endif
     int64_t inner = dims[nd - 1], is = strides[nd - 1], rows = acc / inner;
     bool add = req == MXC__REQ_ADD;
     for (int64_t r = 0; r < rows; r++) {
@@ -389,28 +426,39 @@ static void permute(float *dst, const float *src, const mxc_shape *shape, const 
             idx[i] = 0;
         }
     }
+    return MXC_OK;
 }
 
-/* out = data with axes permuted. */
-static int transpose_forward(const struct mxc__op_call *c) {
+/* out = data with axes permuted; on a GPU when gpu_rctx is given. */
+static int transpose_fwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     int perm[MXC_MAX_NDIM];
     int rc = transpose_perm(c->params, c->in_data[0].shape.ndim, perm);
-    if (rc == MXC_OK)
-        permute(c->out_data[0].data, c->in_data[0].data, &c->in_data[0].shape, perm, c->req[0]);
-    return rc;
+    if (rc != MXC_OK)
+        return rc;
+    return permute(gpu_rctx, c->out_data[0].data, c->in_data[0].data, &c->in_data[0].shape, perm,
+                   c->req[0]);
 }
 
 /* d_data = d_out permuted back: d_out has the output shape, the inverse permutation. */
-static int transpose_backward(const struct mxc__op_call *c) {
+static int transpose_bwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     int perm[MXC_MAX_NDIM], inv[MXC_MAX_NDIM];
     int rc = transpose_perm(c->params, c->in_grad[0].shape.ndim, perm);
     if (rc != MXC_OK)
         return rc;
     for (int i = 0; i < c->in_grad[0].shape.ndim; i++)
         inv[perm[i]] = i;
-    permute(c->in_grad[0].data, c->out_grad[0].data, &c->out_grad[0].shape, inv, c->req[0]);
-    return MXC_OK;
+    return permute(gpu_rctx, c->in_grad[0].data, c->out_grad[0].data, &c->out_grad[0].shape, inv,
+                   c->req[0]);
 }
+
+static int transpose_forward(const struct mxc__op_call *c) { return transpose_fwd(c, NULL); }
+static int transpose_backward(const struct mxc__op_call *c) { return transpose_bwd(c, NULL); }
+#ifdef MXC_USE_CUDA
+static int transpose_forward_gpu(const struct mxc__op_call *c) { return transpose_fwd(c, c->rctx); }
+static int transpose_backward_gpu(const struct mxc__op_call *c) {
+    return transpose_bwd(c, c->rctx);
+}
+#endif
 
 const struct mxc__op_def mxc__op_transpose = {
     .name = "transpose",
@@ -424,4 +472,6 @@ const struct mxc__op_def mxc__op_transpose = {
     .backward_deps = MXC__DEP_OUT_GRAD,
     .forward_cpu = transpose_forward,
     .backward_cpu = transpose_backward,
+    .forward_gpu = MXC__GPU(transpose_forward_gpu),
+    .backward_gpu = MXC__GPU(transpose_backward_gpu),
 };

@@ -9,12 +9,15 @@
  * gradient and starts the chain with (softmax - one_hot(label)) * grad_scale / normaliser,
  * as MXNet 1.9.1 does (label smoothing, ignored labels, probability labels of data's
  * shape). All three views of the data are (outer, n, inner) with the softmax along n;
- * one pair of kernels (softmax_block / softmax_grad_block) serves every operator.
+ * one pair of kernels (softmax_block / softmax_grad_block) serves every operator, and one
+ * pair on a GPU (operator/softmax_gpu.cu), the arithmetic shared through operator/softmax.h.
  * float32, row-major.
  */
+#include "operator/softmax.h"
+
+#include "operator/gpu.h"
 #include "operator/op.h"
 
-#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -37,16 +40,16 @@ static void softmax_block(const float *x, float *y, int64_t outer, int64_t n, in
             /* y = (x - max) / t - log(sum exp((x - max) / t)) */
             for (int64_t c = 0; c < n; c++)
                 for (int64_t i = 0; i < inner; i++)
-                    sum[i] += expf((xb[c * inner + i] - mx[i]) / t);
+                    sum[i] += mxc__softmax_exp(xb[c * inner + i], mx[i], t);
             for (int64_t i = 0; i < inner; i++)
                 sum[i] = logf(sum[i]);
             for (int64_t c = 0; c < n; c++)
                 for (int64_t i = 0; i < inner; i++)
-                    yb[c * inner + i] = (xb[c * inner + i] - mx[i]) / t - sum[i];
+                    yb[c * inner + i] = mxc__log_softmax_of(xb[c * inner + i], mx[i], t, sum[i]);
         } else {
             for (int64_t c = 0; c < n; c++)
                 for (int64_t i = 0; i < inner; i++) {
-                    float e = expf((xb[c * inner + i] - mx[i]) / t);
+                    float e = mxc__softmax_exp(xb[c * inner + i], mx[i], t);
                     yb[c * inner + i] = e;
                     sum[i] += e;
                 }
@@ -97,12 +100,11 @@ static void softmax_grad_block(const float *y, const float *g, float *dx, int64_
         memset(tmp, 0, (size_t)inner * sizeof(float));
         for (int64_t c = 0; c < n; c++)
             for (int64_t i = 0; i < inner; i++)
-                tmp[i] += log_out ? gb[c * inner + i] : gb[c * inner + i] * yb[c * inner + i];
+                tmp[i] += mxc__softmax_grad_term(yb[c * inner + i], gb[c * inner + i], log_out);
         for (int64_t c = 0; c < n; c++)
             for (int64_t i = 0; i < inner; i++) {
                 int64_t k = c * inner + i;
-                float v =
-                    log_out ? (gb[k] - expf(yb[k]) * tmp[i]) / t : yb[k] * (gb[k] - tmp[i]) / t;
+                float v = mxc__softmax_grad(yb[k], gb[k], tmp[i], t, log_out);
                 db[k] = add ? db[k] + v : v;
             }
     }
@@ -194,6 +196,34 @@ static int softmax_bwd(const struct mxc__op_call *c, bool log_out) {
     return MXC_OK;
 }
 
+#ifdef MXC_USE_CUDA
+static int softmax_fwd_gpu(const struct mxc__op_call *c, bool log_out) {
+    const struct softmax_param *p = c->params;
+    int64_t outer, n, inner;
+    axis_dims(p, &c->in_data[0].shape, &outer, &n, &inner);
+    return mxc__softmax_gpu(c->in_data[0].data, c->out_data[0].data, outer, n, inner,
+                            temperature_of(p), log_out, c->req[0], c->rctx->stream);
+}
+
+static int softmax_bwd_gpu(const struct mxc__op_call *c, bool log_out) {
+    const struct softmax_param *p = c->params;
+    int64_t outer, n, inner;
+    axis_dims(p, &c->out_data[0].shape, &outer, &n, &inner);
+    return mxc__softmax_grad_gpu(c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
+                                 outer, n, inner, temperature_of(p), log_out, c->req[0],
+                                 c->rctx->stream);
+}
+
+static int softmax_forward_gpu(const struct mxc__op_call *c) { return softmax_fwd_gpu(c, false); }
+static int softmax_backward_gpu(const struct mxc__op_call *c) { return softmax_bwd_gpu(c, false); }
+static int log_softmax_forward_gpu(const struct mxc__op_call *c) {
+    return softmax_fwd_gpu(c, true);
+}
+static int log_softmax_backward_gpu(const struct mxc__op_call *c) {
+    return softmax_bwd_gpu(c, true);
+}
+#endif
+
 static int softmax_forward(const struct mxc__op_call *c) { return softmax_fwd(c, false); }
 static int softmax_backward(const struct mxc__op_call *c) { return softmax_bwd(c, false); }
 static int log_softmax_forward(const struct mxc__op_call *c) { return softmax_fwd(c, true); }
@@ -215,6 +245,8 @@ const struct mxc__op_def mxc__op_softmax = {
     .backward_resources = {MXC__RES_TEMP + 1},
     .forward_cpu = softmax_forward,
     .backward_cpu = softmax_backward,
+    .forward_gpu = MXC__GPU(softmax_forward_gpu),
+    .backward_gpu = MXC__GPU(softmax_backward_gpu),
 };
 
 const struct mxc__op_def mxc__op_log_softmax = {
@@ -233,6 +265,8 @@ const struct mxc__op_def mxc__op_log_softmax = {
     .backward_resources = {MXC__RES_TEMP + 1},
     .forward_cpu = log_softmax_forward,
     .backward_cpu = log_softmax_backward,
+    .forward_gpu = MXC__GPU(log_softmax_forward_gpu),
+    .backward_gpu = MXC__GPU(log_softmax_backward_gpu),
 };
 
 /* ---- SoftmaxOutput --------------------------------------------------------------------- */
@@ -354,14 +388,30 @@ static int so_forward(const struct mxc__op_call *c) {
     return softmax_forward_req(c, outer, n, inner, 1.0f, false);
 }
 
-/* A label value as a class index the way MXNet casts it (int truncation); values no int
- * can hold match no class. */
-static int64_t label_class(float v) {
-    return v > (float)INT_MIN && v < (float)INT_MAX ? (int64_t)(int)v : INT64_MIN;
-}
-
 /* dx (+)= v */
 static inline void put(float *dx, int64_t k, float v, bool add) { dx[k] = add ? dx[k] + v : v; }
+
+/* What the SoftmaxOutput gradient of one call needs besides the data. */
+struct so_grad {
+    int64_t outer, n, inner, ignore;
+    float on, off; /* the target at the label and elsewhere */
+    double norm;   /* the normaliser, but for normalization=valid (counted from the labels) */
+};
+
+static struct so_grad so_grad_of(const struct softmax_output_param *p, const mxc_shape *y,
+                                 int64_t label_size) {
+    struct so_grad g;
+    so_dims(p, y, &g.outer, &g.n, &g.inner);
+    g.ignore = mxc__label_class(p->ignore_label);
+    g.norm = 1;
+    if (p->normalization == NORM_BATCH)
+        g.norm = (double)(p->multi_output ? g.outer : label_size);
+    if (p->multi_output && p->normalization != NORM_VALID)
+        g.norm *= (double)g.inner;
+    g.on = 1.0f - p->smooth_alpha;
+    g.off = g.n > 1 ? p->smooth_alpha / (float)(g.n - 1) : 0.0f;
+    return g;
+}
 
 /* in_grad[0] (outer, n, inner) = (y - target) * scale; target: one-hot of the label at
  * (o, i) (1 - alpha on the label, alpha / (n - 1) elsewhere with smoothing); rows whose
@@ -379,39 +429,67 @@ static int so_backward(const struct mxc__op_call *c) {
         return MXC_OK;
     if (same_shape(&lab->shape, &y->shape)) { /* probability labels: no normaliser */
         for (int64_t k = 0; k < y->size; k++)
-            put(dx, k, (yv[k] - lv[k]) * p->grad_scale, add);
+            put(dx, k, mxc__so_prob_grad(yv[k], lv[k], p->grad_scale), add);
         return MXC_OK;
     }
-    int64_t outer, n, inner;
-    so_dims(p, &y->shape, &outer, &n, &inner);
-    int64_t ignore = label_class(p->ignore_label);
-    double valid = 1;
-    if (p->normalization == NORM_BATCH) {
-        valid = (double)(p->multi_output ? outer : lab->size);
-    } else if (p->normalization == NORM_VALID) {
-        valid = 0;
+    struct so_grad g = so_grad_of(p, &y->shape, lab->size);
+    if (p->normalization == NORM_VALID) {
+        g.norm = 0;
         for (int64_t k = 0; k < lab->size; k++)
-            valid += label_class(lv[k]) != ignore;
-        valid = valid > 0 ? valid : 1;
+            g.norm += mxc__label_class(lv[k]) != g.ignore;
     }
-    if (p->multi_output && p->normalization != NORM_VALID)
-        valid *= (double)inner;
-    float scale = (float)(p->grad_scale / valid);
-    float on = 1.0f - p->smooth_alpha;
-    float off = n > 1 ? p->smooth_alpha / (float)(n - 1) : 0.0f;
-    for (int64_t o = 0; o < outer; o++) {
-        for (int64_t i = 0; i < inner; i++) {
-            int64_t cls = label_class(lv[o * inner + i]);
-            bool skip = p->use_ignore && cls == ignore;
-            for (int64_t ch = 0; ch < n; ch++) {
-                int64_t k = (o * n + ch) * inner + i;
-                float v = skip ? 0.0f : (yv[k] - (ch == cls ? on : off)) * scale;
-                put(dx, k, v, add);
+    float scale = mxc__so_scale(p->grad_scale, g.norm);
+    for (int64_t o = 0; o < g.outer; o++) {
+        for (int64_t i = 0; i < g.inner; i++) {
+            int64_t cls = mxc__label_class(lv[o * g.inner + i]);
+            bool skip = p->use_ignore && cls == g.ignore;
+            for (int64_t ch = 0; ch < g.n; ch++) {
+                int64_t k = (o * g.n + ch) * g.inner + i;
+                put(dx, k, mxc__so_grad(yv[k], ch, cls, skip, g.on, g.off, scale), add);
             }
         }
     }
     return MXC_OK;
 }
+
+#ifdef MXC_USE_CUDA
+static int so_forward_gpu(const struct mxc__op_call *c) {
+    const struct softmax_output_param *p = c->params;
+    int64_t outer, n, inner;
+    so_dims(p, &c->in_data[0].shape, &outer, &n, &inner);
+    return mxc__softmax_gpu(c->in_data[0].data, c->out_data[0].data, outer, n, inner, 1.0f, false,
+                            c->req[0], c->rctx->stream);
+}
+
+/* so_backward on a GPU; normalization=valid counts the labels on the device, into one
+ * float of temp space, so nothing comes back to the host. */
+static int so_backward_gpu(const struct mxc__op_call *c) {
+    const struct softmax_output_param *p = c->params;
+    const struct mxc__tensor *y = &c->out_data[0], *lab = &c->in_data[1];
+    void *stream = c->rctx->stream;
+    int req = c->req[0], rc;
+    if (c->req[1] == MXC__REQ_WRITE || c->req[1] == MXC__REQ_INPLACE) {
+        rc = mxc__gpu_memset0(c->in_grad[1].data, (size_t)lab->size * sizeof(float), stream);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    if (req == MXC__REQ_NULL || y->size == 0)
+        return MXC_OK;
+    if (same_shape(&lab->shape, &y->shape))
+        return mxc__so_prob_grad_gpu(y->data, lab->data, c->in_grad[0].data, y->size, p->grad_scale,
+                                     req, stream);
+    struct so_grad g = so_grad_of(p, &y->shape, lab->size);
+    float *valid_scale = NULL;
+    if (p->normalization == NORM_VALID) {
+        rc = mxc__resource_temp(c->resources[0], sizeof(float), (void **)&valid_scale);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    float scale = valid_scale ? p->grad_scale : mxc__so_scale(p->grad_scale, g.norm);
+    return mxc__so_grad_gpu(y->data, lab->data, c->in_grad[0].data, g.outer, g.n, g.inner, g.ignore,
+                            p->use_ignore, g.on, g.off, scale, valid_scale, req, stream);
+}
+#endif
 
 const struct mxc__op_def mxc__op_SoftmaxOutput = {
     .name = "SoftmaxOutput",
@@ -425,6 +503,9 @@ const struct mxc__op_def mxc__op_SoftmaxOutput = {
     .backward_deps = MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA, /* a loss: no out_grad */
     .inplace = MXC__INPLACE(0, 0),
     .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1}, /* the GPU's count of valid labels */
     .forward_cpu = so_forward,
     .backward_cpu = so_backward,
+    .forward_gpu = MXC__GPU(so_forward_gpu),
+    .backward_gpu = MXC__GPU(so_backward_gpu),
 };
