@@ -100,6 +100,8 @@ int reduce(const struct mxc__reduce_view *v, const float *in, float *out, float 
     if (req == MXC__REQ_NULL || v->out_size == 0)
         return MXC_OK;
     const plan p = plan_make(v);
+    if (p.count == 0)
+        scale = 1.0f;    /* the mean of nothing: 0, as on the CPU, not 0 * (1 / 0) */
     if (p.count <= 32) { /* short: one thread per output, in order */
         return mxc__launch(p.out_size, stream, what, [=] __device__(int64_t o) {
             const float *base = in + offset_of(o, p.nk, p.kdims, p.kstride);
