@@ -4,13 +4,15 @@
  * an axis of size 1 in one operand repeats against the other. One strided walk over the
  * output serves all four. Backward forms each input's share of the head gradient over the
  * output's shape and sums it back to the input's shape with the reduction of
- * operator/reduce.h. float32, row-major.
+ * operator/reduce.h. float32, row-major. The GPU kernels run the same steps, the walk and
+ * the reduction on the device (operator/broadcast_gpu.cu, operator/reduce_gpu.cu), with the
+ * view and arithmetic of operator/broadcast.h.
  */
+#include "operator/broadcast.h"
+#include "operator/gpu.h"
 #include "operator/reduce.h"
 
 #include <string.h>
-
-enum { B_ADD, B_SUB, B_MUL, B_DIV };
 
 static const char *const bcast_inputs[] = {"lhs", "rhs", NULL};
 static const char *const bcast_outputs[] = {"output", NULL};
@@ -21,18 +23,9 @@ static int64_t padded_dim(const mxc_shape *s, int ax, int n) {
     return k < 0 ? 1 : s->dims[k];
 }
 
-/* The output (row-major) as runs of axes over which each operand either moves with the
- * output or stays put (size 1, broadcast): strides sa / sb are 0 on the runs an operand
- * is broadcast along. Size-1 output axes are dropped. */
-struct bview {
-    int ndim;
-    int64_t dims[MXC_MAX_NDIM];
-    int64_t sa[MXC_MAX_NDIM], sb[MXC_MAX_NDIM];
-    int64_t size;
-};
-
+/* The view (operator/broadcast.h) of output shape `out` with operands of shapes a, b. */
 static void bview_make(const mxc_shape *out, const mxc_shape *a, const mxc_shape *b,
-                       struct bview *v) {
+                       struct mxc__bview *v) {
     bool ha[MXC_MAX_NDIM], hb[MXC_MAX_NDIM];
     int n = out->ndim;
     memset(v, 0, sizeof *v);
@@ -60,11 +53,6 @@ static void bview_make(const mxc_shape *out, const mxc_shape *a, const mxc_shape
     }
 }
 
-#define OP_ADD(x, y) ((x) + (y))
-#define OP_SUB(x, y) ((x) - (y))
-#define OP_MUL(x, y) ((x) * (y))
-#define OP_DIV(x, y) ((x) / (y))
-
 /* One row o[0, len) = f(pa, pb), each operand moving (stride 1) or fixed (stride 0). */
 #define ROW_CASES(f)                                      \
     do {                                                  \
@@ -84,8 +72,8 @@ static void bview_make(const mxc_shape *out, const mxc_shape *a, const mxc_shape
 
 /* out (v->size, req) = a op b, walking the output one row (the innermost run) at a time.
  * out may be a when a is not broadcast (element i reads only a[i]). */
-static void bcast_walk(int op, const struct bview *v, const float *a, const float *b, float *out,
-                       int req) {
+static void bcast_walk(int op, const struct mxc__bview *v, const float *a, const float *b,
+                       float *out, int req) {
     if (req == MXC__REQ_NULL || v->size == 0)
         return;
     int n = v->ndim;
@@ -96,10 +84,10 @@ static void bcast_walk(int op, const struct bview *v, const float *a, const floa
         const float *pa = a + offa, *pb = b + offb;
         float *o = out + r * len;
         switch (op) {
-        case B_ADD: ROW_CASES(OP_ADD); break;
-        case B_SUB: ROW_CASES(OP_SUB); break;
-        case B_MUL: ROW_CASES(OP_MUL); break;
-        default: ROW_CASES(OP_DIV); break;
+        case MXC__B_ADD: ROW_CASES(mxc__b_add); break;
+        case MXC__B_SUB: ROW_CASES(mxc__b_sub); break;
+        case MXC__B_MUL: ROW_CASES(mxc__b_mul); break;
+        default: ROW_CASES(mxc__b_div); break;
         }
         for (int d = n - 2; d >= 0; d--) { /* the odometer over the outer runs */
             offa += v->sa[d];
@@ -111,6 +99,18 @@ static void bcast_walk(int op, const struct bview *v, const float *a, const floa
             idx[d] = 0;
         }
     }
+}
+
+/* bcast_walk on the device the call runs on (the GPU when `gpu`). */
+static int walk_on(const struct mxc__op_call *c, bool gpu, int op, const struct mxc__bview *v,
+                   const float *a, const float *b, float *out, int req) {
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__bcast_walk_gpu(op, v, a, b, out, req, c->rctx->stream);
+#endif
+    (void)c, (void)gpu;
+    bcast_walk(op, v, a, b, out, req);
+    return MXC_OK;
 }
 
 /* ---- Shapes ------------------------------------------------------------------------ */
@@ -136,18 +136,20 @@ static int bcast_shape(const char *op, mxc_shape *in, mxc_shape *out) {
 
 /* ---- Kernels ----------------------------------------------------------------------- */
 
+/* Both kernels run on the CPU, or on the GPU when `gpu` (a CUDA build's GPU entry points). */
+
 /* out = lhs op rhs: lhs, rhs broadcast to out's shape */
-static int bcast_forward(int op, const struct mxc__op_call *c) {
-    struct bview v;
+static int bcast_forward(int op, const struct mxc__op_call *c, bool gpu) {
+    struct mxc__bview v;
     bview_make(&c->out_data[0].shape, &c->in_data[0].shape, &c->in_data[1].shape, &v);
-    bcast_walk(op, &v, c->in_data[0].data, c->in_data[1].data, c->out_data[0].data, c->req[0]);
-    return MXC_OK;
+    return walk_on(c, gpu, op, &v, c->in_data[0].data, c->in_data[1].data, c->out_data[0].data,
+                   c->req[0]);
 }
 
 /* d_lhs, d_rhs from dy (out's shape):
  *   add: dy, dy;  sub: dy, -dy;  mul: dy * rhs, dy * lhs;  div: dy / rhs, -dy * lhs / rhs²
  * each summed over the axes its input was broadcast along. */
-static int bcast_backward(int op, const struct mxc__op_call *c) {
+static int bcast_backward(int op, const struct mxc__op_call *c, bool gpu) {
     const mxc_shape *os = &c->out_grad[0].shape;
     const float *g = c->out_grad[0].data;
     for (int j = 0; j < 2; j++) {
@@ -163,59 +165,80 @@ static int bcast_backward(int op, const struct mxc__op_call *c) {
         }
         struct mxc__reduce_view rv;
         mxc__reduce_view_make(os, mask, &rv);
-        float sign = (op == B_SUB || op == B_DIV) && j == 1 ? -1.0f : 1.0f;
-        if (op == B_ADD || op == B_SUB) {
-            mxc__reduce_sum(&rv, g, gi, sign, req);
+        float sign = (op == MXC__B_SUB || op == MXC__B_DIV) && j == 1 ? -1.0f : 1.0f;
+        int rc;
+        if (op == MXC__B_ADD || op == MXC__B_SUB) {
+            rc = mxc__reduce_sum_on(c, gpu, &rv, g, gi, sign, req);
+            if (rc != MXC_OK)
+                return rc;
             continue;
         }
         /* dy times (or over) the other operand, over out's shape */
         const struct mxc__tensor *other = &c->in_data[1 - j];
-        struct bview bv;
+        struct mxc__bview bv;
         bview_make(os, os, &other->shape, &bv);
-        int kind = op == B_MUL || j == 1 ? B_MUL : B_DIV;
-        if (!any && !(op == B_DIV && j == 1)) {
-            bcast_walk(kind, &bv, g, other->data, gi, req);
+        int kind = op == MXC__B_MUL || j == 1 ? MXC__B_MUL : MXC__B_DIV;
+        if (!any && !(op == MXC__B_DIV && j == 1)) {
+            rc = walk_on(c, gpu, kind, &bv, g, other->data, gi, req);
+            if (rc != MXC_OK)
+                return rc;
             continue;
         }
         void *tmp;
-        int rc = mxc__resource_temp(c->resources[0], (size_t)bv.size * sizeof(float), &tmp);
+        rc = mxc__resource_temp(c->resources[0], (size_t)bv.size * sizeof(float), &tmp);
         if (rc != MXC_OK)
             return rc;
         float *t = tmp;
-        bcast_walk(kind, &bv, g, other->data, t, MXC__REQ_WRITE);
-        if (op == B_DIV && j == 1) { /* dy * lhs, then twice over rhs */
+        rc = walk_on(c, gpu, kind, &bv, g, other->data, t, MXC__REQ_WRITE);
+        if (rc == MXC_OK && op == MXC__B_DIV && j == 1) { /* dy * lhs, then twice over rhs */
             const struct mxc__tensor *rhs = &c->in_data[1];
             bview_make(os, os, &rhs->shape, &bv);
-            bcast_walk(B_DIV, &bv, t, rhs->data, t, MXC__REQ_WRITE);
-            bcast_walk(B_DIV, &bv, t, rhs->data, t, MXC__REQ_WRITE);
+            rc = walk_on(c, gpu, MXC__B_DIV, &bv, t, rhs->data, t, MXC__REQ_WRITE);
+            if (rc == MXC_OK)
+                rc = walk_on(c, gpu, MXC__B_DIV, &bv, t, rhs->data, t, MXC__REQ_WRITE);
         }
-        mxc__reduce_sum(&rv, t, gi, sign, req);
+        if (rc == MXC_OK)
+            rc = mxc__reduce_sum_on(c, gpu, &rv, t, gi, sign, req);
+        if (rc != MXC_OK)
+            return rc;
     }
     return MXC_OK;
 }
 
 /* ---- Definitions ------------------------------------------------------------------- */
 
-#define BCAST_DEF(ident, kind, desc, deps, bres)                                             \
-    static int ident##_fwd(const struct mxc__op_call *c) { return bcast_forward(kind, c); }  \
-    static int ident##_bwd(const struct mxc__op_call *c) { return bcast_backward(kind, c); } \
-    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no,   \
-                             mxc_shape *aux, int na) {                                       \
-        return bcast_shape(#ident, in, out);                                                 \
-    }                                                                                        \
-    const struct mxc__op_def mxc__op_##ident = {                                             \
-        .name = #ident,                                                                      \
-        .description = desc,                                                                 \
-        .inputs = bcast_inputs,                                                              \
-        .outputs = bcast_outputs,                                                            \
-        .infer_shape = ident##_shape,                                                        \
-        .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                         \
-        .backward_resources = {bres},                                                        \
-        .forward_cpu = ident##_fwd,                                                          \
-        .backward_cpu = ident##_bwd,                                                         \
+/* The GPU entry points exist in CUDA builds only (MXC__GPU leaves NULL otherwise). */
+#ifdef MXC_USE_CUDA
+#define BCAST_GPU_KERNELS(ident, kind)                                                             \
+    static int ident##_fwd_gpu(const struct mxc__op_call *c) { return bcast_forward(kind, c, 1); } \
+    static int ident##_bwd_gpu(const struct mxc__op_call *c) { return bcast_backward(kind, c, 1); }
+#else
+#define BCAST_GPU_KERNELS(ident, kind)
+#endif
+
+#define BCAST_DEF(ident, kind, desc, deps, bres)                                                \
+    static int ident##_fwd(const struct mxc__op_call *c) { return bcast_forward(kind, c, 0); }  \
+    static int ident##_bwd(const struct mxc__op_call *c) { return bcast_backward(kind, c, 0); } \
+    BCAST_GPU_KERNELS(ident, kind)                                                              \
+    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no,      \
+                             mxc_shape *aux, int na) {                                          \
+        return bcast_shape(#ident, in, out);                                                    \
+    }                                                                                           \
+    const struct mxc__op_def mxc__op_##ident = {                                                \
+        .name = #ident,                                                                         \
+        .description = desc,                                                                    \
+        .inputs = bcast_inputs,                                                                 \
+        .outputs = bcast_outputs,                                                               \
+        .infer_shape = ident##_shape,                                                           \
+        .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                            \
+        .backward_resources = {bres},                                                           \
+        .forward_cpu = ident##_fwd,                                                             \
+        .backward_cpu = ident##_bwd,                                                            \
+        .forward_gpu = MXC__GPU(ident##_fwd_gpu),                                               \
+        .backward_gpu = MXC__GPU(ident##_bwd_gpu),                                              \
     };
 
-BCAST_DEF(broadcast_add, B_ADD, "lhs + rhs, broadcast", 0, 0)
-BCAST_DEF(broadcast_sub, B_SUB, "lhs - rhs, broadcast", 0, 0)
-BCAST_DEF(broadcast_mul, B_MUL, "lhs * rhs, broadcast", MXC__DEP_IN_DATA, MXC__RES_TEMP + 1)
-BCAST_DEF(broadcast_div, B_DIV, "lhs / rhs, broadcast", MXC__DEP_IN_DATA, MXC__RES_TEMP + 1)
+BCAST_DEF(broadcast_add, MXC__B_ADD, "lhs + rhs, broadcast", 0, 0)
+BCAST_DEF(broadcast_sub, MXC__B_SUB, "lhs - rhs, broadcast", 0, 0)
+BCAST_DEF(broadcast_mul, MXC__B_MUL, "lhs * rhs, broadcast", MXC__DEP_IN_DATA, MXC__RES_TEMP + 1)
+BCAST_DEF(broadcast_div, MXC__B_DIV, "lhs / rhs, broadcast", MXC__DEP_IN_DATA, MXC__RES_TEMP + 1)

@@ -1,15 +1,14 @@
 /*
- * operator/elemwise.c — the element-wise family (MXNet's SimpleOp), generated from a
- * scalar expression and its derivative. The gradient kind decides the backward
+ * operator/elemwise.c — the element-wise family (MXNet's SimpleOp), generated from the one
+ * table of operator/elemwise_ops.h (a scalar expression and its derivative per operator),
+ * which operator/elemwise_gpu.cu expands into the CUDA kernels too. The gradient kind decides the backward
  * dependencies: a derivative written with the input `x` needs in_data, one written with
  * the output `y` needs out_data, one with neither needs only out_grad — so the executor
  * can free what the backward does not read. All are float32, shapes (n), row-major; an
  * output may share memory with its input (in-place), which the loops allow.
  */
-#include "operator/op.h"
-#include "operator/fastmath.h"
-
-#include <math.h>
+#include "operator/elemwise_ops.h"
+#include "operator/gpu.h"
 
 static const char *const in_data[] = {"data", NULL};
 static const char *const in_lhs_rhs[] = {"lhs", "rhs", NULL};
@@ -71,33 +70,34 @@ static const struct mxc__param scalar_params[] = {
 
 /* ---- Unary ------------------------------------------------------------------------- */
 
-/* UNARY(ident, "name", forward expression of x (and s), derivative of g, x, y, s, deps) */
-#define UNARY_KERNELS(ident, fwd, grad, deps)                                                    \
-    static int ident##_forward(const struct mxc__op_call *c) {                                   \
-        const float *xs = c->in_data[0].data;                                                    \
-        float *o = c->out_data[0].data;                                                          \
-        const float s = c->params ? SCALAR(c) : 0.0f;                                            \
-        (void)s;                                                                                 \
-        STORE_LOOP(c->req[0], o, c->out_data[0].size, float x = xs[i], fwd);                     \
-        return MXC_OK;                                                                           \
-    }                                                                                            \
-    static int ident##_backward(const struct mxc__op_call *c) {                                  \
-        const float *gs = c->out_grad[0].data;                                                   \
-        const float *xs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;              \
-        const float *ys = ((deps)&MXC__DEP_OUT_DATA) ? TENSOR(c->out_data, 0) : NULL;            \
-        float *o = c->in_grad[0].data;                                                           \
-        const float s = c->params ? SCALAR(c) : 0.0f;                                            \
-        (void)s;                                                                                 \
-        (void)xs;                                                                                \
-        (void)ys;                                                                                \
-        STORE_LOOP(c->req[0], o, c->in_grad[0].size, float g = gs[i];                            \
-                   float x = ((deps)&MXC__DEP_IN_DATA) ? xs[i] : 0.0f;                           \
-                   float y = ((deps)&MXC__DEP_OUT_DATA) ? ys[i] : 0.0f; (void)x; (void)y, grad); \
-        return MXC_OK;                                                                           \
-    }                                                                                            \
-    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no,       \
-                             mxc_shape *aux, int na) {                                           \
-        return same_shape(p, in, ni, out, no, aux, na, #ident);                                  \
+/* The CPU kernels and the definition of one unary operator of the table (the scalar, when
+ * the operator has one, comes from params; 0 otherwise). */
+#define UNARY_KERNELS(ident, opname, desc, fwd, grad, deps)                                \
+    static int ident##_forward(const struct mxc__op_call *c) {                             \
+        const float *xs = c->in_data[0].data;                                              \
+        float *o = c->out_data[0].data;                                                    \
+        const float s = c->params ? SCALAR(c) : 0.0f;                                      \
+        STORE_LOOP(c->req[0], o, c->out_data[0].size, float x = xs[i],                     \
+                   mxc__ew_##ident##_fwd(x, s));                                           \
+        return MXC_OK;                                                                     \
+    }                                                                                      \
+    static int ident##_backward(const struct mxc__op_call *c) {                            \
+        const float *gs = c->out_grad[0].data;                                             \
+        const float *xs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;        \
+        const float *ys = ((deps)&MXC__DEP_OUT_DATA) ? TENSOR(c->out_data, 0) : NULL;      \
+        float *o = c->in_grad[0].data;                                                     \
+        const float s = c->params ? SCALAR(c) : 0.0f;                                      \
+        (void)xs;                                                                          \
+        (void)ys;                                                                          \
+        STORE_LOOP(c->req[0], o, c->in_grad[0].size, float g = gs[i];                      \
+                   float x = ((deps)&MXC__DEP_IN_DATA) ? xs[i] : 0.0f;                     \
+                   float y = ((deps)&MXC__DEP_OUT_DATA) ? ys[i] : 0.0f,                    \
+                   mxc__ew_##ident##_grad(g, x, y, s));                                    \
+        return MXC_OK;                                                                     \
+    }                                                                                      \
+    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no, \
+                             mxc_shape *aux, int na) {                                     \
+        return same_shape(p, in, ni, out, no, aux, na, #ident);                            \
     }
 
 #define UNARY_DEF(ident, opname, desc, deps, with_scalar)                   \
@@ -116,105 +116,79 @@ static const struct mxc__param scalar_params[] = {
         .elementwise = true,                                                \
         .forward_cpu = ident##_forward,                                     \
         .backward_cpu = ident##_backward,                                   \
+        .forward_gpu = MXC__GPU(mxc__ew_##ident##_forward_gpu),             \
+        .backward_gpu = MXC__GPU(mxc__ew_##ident##_backward_gpu),           \
     };
 
-#define UNARY(ident, opname, desc, fwd, grad, deps) \
-    UNARY_KERNELS(ident, fwd, grad, deps)           \
+/* The GPU kernels (operator/elemwise_gpu.cu), for every operator of the table. */
+#ifdef MXC_USE_CUDA
+#define GPU_DECL(ident, ...)                                         \
+    int mxc__ew_##ident##_forward_gpu(const struct mxc__op_call *c); \
+    int mxc__ew_##ident##_backward_gpu(const struct mxc__op_call *c);
+MXC__EW_UNARY(GPU_DECL)
+MXC__EW_UNARY_SCALAR(GPU_DECL)
+MXC__EW_BINARY(GPU_DECL)
+#endif
+
+#define UNARY(ident, opname, desc, fwd, grad, deps)     \
+    UNARY_KERNELS(ident, opname, desc, fwd, grad, deps) \
     UNARY_DEF(ident, opname, desc, deps, 0)
 
 #define UNARY_SCALAR(ident, opname, desc, fwd, grad, deps) \
-    UNARY_KERNELS(ident, fwd, grad, deps)                  \
+    UNARY_KERNELS(ident, opname, desc, fwd, grad, deps)    \
     UNARY_DEF(ident, opname, desc, deps, 1)
 
-#define IN      MXC__DEP_IN_DATA
-#define OUT     MXC__DEP_OUT_DATA
-#define SIGN(v) ((float)(((v) > 0.0f) - ((v) < 0.0f)))
-
-UNARY(negative, "negative", "y = -x", -x, -g, 0)
-UNARY(abs, "abs", "y = |x|", fabsf(x), g *SIGN(x), IN)
-UNARY(sign, "sign", "y = sign(x)", SIGN(x), 0.0f * g, 0)
-UNARY(square, "square", "y = x^2", x *x, 2.0f * x * g, IN)
-UNARY(sqrt, "sqrt", "y = sqrt(x)", sqrtf(x), g / (2.0f * y), OUT)
-UNARY(rsqrt, "rsqrt", "y = 1 / sqrt(x)", 1.0f / sqrtf(x), -0.5f * y * y * y * g, OUT)
-UNARY(exp, "exp", "y = e^x", mxc__expf(x), y *g, OUT)
-UNARY(log, "log", "y = ln(x)", logf(x), g / x, IN)
-UNARY(sin, "sin", "y = sin(x)", sinf(x), cosf(x) * g, IN)
-UNARY(cos, "cos", "y = cos(x)", cosf(x), -sinf(x) * g, IN)
-UNARY(relu, "relu", "y = max(x, 0)", x > 0.0f ? x : 0.0f, y > 0.0f ? g : 0.0f, OUT)
-UNARY(sigmoid, "sigmoid", "y = 1 / (1 + e^-x)", mxc__sigmoidf(x), y *(1.0f - y) * g, OUT)
-UNARY(tanh, "tanh", "y = tanh(x)", mxc__tanhf(x), (1.0f - y * y) * g, OUT)
-
-UNARY_SCALAR(_plus_scalar, "_plus_scalar", "y = x + scalar", x + s, g, 0)
-UNARY_SCALAR(_minus_scalar, "_minus_scalar", "y = x - scalar", x - s, g, 0)
-UNARY_SCALAR(_rminus_scalar, "_rminus_scalar", "y = scalar - x", s - x, -g, 0)
-UNARY_SCALAR(_mul_scalar, "_mul_scalar", "y = x * scalar", x *s, g *s, 0)
-UNARY_SCALAR(_div_scalar, "_div_scalar", "y = x / scalar", x / s, g / s, 0)
-UNARY_SCALAR(_rdiv_scalar, "_rdiv_scalar", "y = scalar / x", s / x, -s / (x * x) * g, IN)
-UNARY_SCALAR(_maximum_scalar, "_maximum_scalar", "y = max(x, scalar)", x >= s ? x : s,
-             x >= s ? g : 0.0f, IN)
-UNARY_SCALAR(_minimum_scalar, "_minimum_scalar", "y = min(x, scalar)", x <= s ? x : s,
-             x <= s ? g : 0.0f, IN)
-UNARY_SCALAR(_power_scalar, "_power_scalar", "y = x ^ scalar", powf(x, s), s *powf(x, s - 1.0f) * g,
-             IN)
-/* smooth_l1 with sigma = scalar: 0.5 (sigma x)^2 where |x| < 1/sigma^2, else |x| - 0.5/sigma^2 */
-UNARY_SCALAR(smooth_l1, "smooth_l1", "Smooth L1 loss of x with sigma = scalar",
-             fabsf(x) < 1.0f / (s * s) ? 0.5f * s * s * x * x : fabsf(x) - 0.5f / (s * s),
-             (fabsf(x) < 1.0f / (s * s) ? s * s * x : SIGN(x)) * g, IN)
+MXC__EW_UNARY(UNARY)
+MXC__EW_UNARY_SCALAR(UNARY_SCALAR)
 
 /* ---- Binary (same shapes) ---------------------------------------------------------- */
 
 /* The backward computes both gradients of element i before storing either: in_grad[0]
  * may be out_grad[0] (in place), so storing the left gradient first and then reading g
  * for the right one would read the left gradient instead. */
-#define BINARY(ident, opname, desc, fwd, grad_a, grad_b, deps)                                \
-    static int ident##_forward(const struct mxc__op_call *c) {                                \
-        const float *as = c->in_data[0].data, *bs = c->in_data[1].data;                       \
-        float *o = c->out_data[0].data;                                                       \
-        STORE_LOOP(c->req[0], o, c->out_data[0].size, float a = as[i]; float b = bs[i], fwd); \
-        return MXC_OK;                                                                        \
-    }                                                                                         \
-    static int ident##_backward(const struct mxc__op_call *c) {                               \
-        const float *gs = c->out_grad[0].data;                                                \
-        const float *as = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;           \
-        const float *bs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 1) : NULL;           \
-        float *da = c->in_grad[0].data, *db = c->in_grad[1].data;                             \
-        const int ra = c->req[0], rb = c->req[1];                                             \
-        for (int64_t i = 0; i < c->out_grad[0].size; i++) {                                   \
-            const float g = gs[i];                                                            \
-            const float a = ((deps)&MXC__DEP_IN_DATA) ? as[i] : 0.0f;                         \
-            const float b = ((deps)&MXC__DEP_IN_DATA) ? bs[i] : 0.0f;                         \
-            const float va = (grad_a), vb = (grad_b);                                         \
-            (void)a, (void)b;                                                                 \
-            PUT(ra, da, i, va);                                                               \
-            PUT(rb, db, i, vb);                                                               \
-        }                                                                                     \
-        return MXC_OK;                                                                        \
-    }                                                                                         \
-    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no,    \
-                             mxc_shape *aux, int na) {                                        \
-        return same_shape(p, in, ni, out, no, aux, na, opname);                               \
-    }                                                                                         \
-    const struct mxc__op_def mxc__op_##ident = {                                              \
-        .name = opname,                                                                       \
-        .description = desc,                                                                  \
-        .inputs = in_lhs_rhs,                                                                 \
-        .outputs = out_output,                                                                \
-        .infer_shape = ident##_shape,                                                         \
-        .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                          \
-        .inplace = MXC__INPLACE(0, 0),                                                        \
-        .backward_inplace = MXC__INPLACE(0, 0),                                               \
-        .elementwise = true,                                                                  \
-        .forward_cpu = ident##_forward,                                                       \
-        .backward_cpu = ident##_backward,                                                     \
+#define BINARY(ident, opname, desc, fwd, grad_a, grad_b, deps)                             \
+    static int ident##_forward(const struct mxc__op_call *c) {                             \
+        const float *as = c->in_data[0].data, *bs = c->in_data[1].data;                    \
+        float *o = c->out_data[0].data;                                                    \
+        STORE_LOOP(c->req[0], o, c->out_data[0].size, float a = as[i];                     \
+                   float b = bs[i], mxc__ew_##ident##_fwd(a, b));                          \
+        return MXC_OK;                                                                     \
+    }                                                                                      \
+    static int ident##_backward(const struct mxc__op_call *c) {                            \
+        const float *gs = c->out_grad[0].data;                                             \
+        const float *as = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;        \
+        const float *bs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 1) : NULL;        \
+        float *da = c->in_grad[0].data, *db = c->in_grad[1].data;                          \
+        const int ra = c->req[0], rb = c->req[1];                                          \
+        for (int64_t i = 0; i < c->out_grad[0].size; i++) {                                \
+            const float g = gs[i];                                                         \
+            const float a = ((deps)&MXC__DEP_IN_DATA) ? as[i] : 0.0f;                      \
+            const float b = ((deps)&MXC__DEP_IN_DATA) ? bs[i] : 0.0f;                      \
+            const float va = mxc__ew_##ident##_grad_a(g, a, b);                            \
+            const float vb = mxc__ew_##ident##_grad_b(g, a, b);                            \
+            PUT(ra, da, i, va);                                                            \
+            PUT(rb, db, i, vb);                                                            \
+        }                                                                                  \
+        return MXC_OK;                                                                     \
+    }                                                                                      \
+    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no, \
+                             mxc_shape *aux, int na) {                                     \
+        return same_shape(p, in, ni, out, no, aux, na, opname);                            \
+    }                                                                                      \
+    const struct mxc__op_def mxc__op_##ident = {                                           \
+        .name = opname,                                                                    \
+        .description = desc,                                                               \
+        .inputs = in_lhs_rhs,                                                              \
+        .outputs = out_output,                                                             \
+        .infer_shape = ident##_shape,                                                      \
+        .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                       \
+        .inplace = MXC__INPLACE(0, 0),                                                     \
+        .backward_inplace = MXC__INPLACE(0, 0),                                            \
+        .elementwise = true,                                                               \
+        .forward_cpu = ident##_forward,                                                    \
+        .backward_cpu = ident##_backward,                                                  \
+        .forward_gpu = MXC__GPU(mxc__ew_##ident##_forward_gpu),                            \
+        .backward_gpu = MXC__GPU(mxc__ew_##ident##_backward_gpu),                          \
     };
 
-BINARY(_plus, "_plus", "y = lhs + rhs", a + b, g, g, 0)
-BINARY(_minus, "_minus", "y = lhs - rhs", a - b, g, -g, 0)
-BINARY(_mul, "_mul", "y = lhs * rhs", a *b, g *b, g *a, IN)
-BINARY(_div, "_div", "y = lhs / rhs", a / b, g / b, -g *a / (b * b), IN)
-BINARY(_maximum, "_maximum", "y = max(lhs, rhs)", a >= b ? a : b, a >= b ? g : 0.0f,
-       a >= b ? 0.0f : g, IN)
-BINARY(_minimum, "_minimum", "y = min(lhs, rhs)", a <= b ? a : b, a <= b ? g : 0.0f,
-       a <= b ? 0.0f : g, IN)
-BINARY(_power, "_power", "y = lhs ^ rhs", powf(a, b), g *b *powf(a, b - 1.0f),
-       g *powf(a, b) * logf(a), IN)
+MXC__EW_BINARY(BINARY)

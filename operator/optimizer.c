@@ -14,25 +14,15 @@
  *                   out  = weight - lr * mean / (sqrt(var) + epsilon)
  * (adam_update does no bias correction: callers fold it into lr, as MXNet's Adam does).
  * Every tensor has the weight's shape and is read as a flat (n) float32 array. The states
- * are updated even when the output's req is null. Not differentiable.
+ * are updated even when the output's req is null. Not differentiable. The per-element
+ * updates are in operator/optimizer.h, shared with the CUDA kernels of
+ * operator/optimizer_gpu.cu.
  */
+#include "operator/optimizer.h"
+#include "operator/gpu.h"
 #include "operator/op.h"
 
-#include <math.h>
-
-/* One parameter struct for the family; each operator's table lists the fields it takes
- * (the others stay zero and unread). */
-struct opt_param {
-    float lr;
-    float momentum;
-    float beta1, beta2, epsilon;
-    float wd;
-    float rescale_grad;
-    float clip_gradient;
-    bool lazy_update;
-};
-
-#define OP     struct opt_param
+#define OP     struct mxc__opt_param
 #define ROW_LR MXC__P_FLOAT(OP, lr, NULL, 1, 0, "learning rate")
 #define ROW_WD MXC__P_FLOAT(OP, wd, "0", 1, 0, "weight decay: adds wd * weight to the gradient")
 #define ROW_RESCALE \
@@ -126,27 +116,15 @@ static int adam_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *
 
 /* ---- Kernels ------------------------------------------------------------------------- */
 
-/* The gradient a step uses, from one element's grad g and weight w: rescale, clip
- * (clip_gradient < 0: none) and weight decay, with wd added after the clip (SGD) or before
- * it (Adam, wd_first), as MXNet 1.9.1 does. Inlined into the loops below. */
-static inline float step_grad(const struct opt_param *p, float g, float w, bool wd_first) {
-    float x = p->rescale_grad * g;
-    if (wd_first)
-        x += p->wd * w;
-    const float c = p->clip_gradient;
-    if (c >= 0.0f)
-        x = x > c ? c : (x < -c ? -c : x);
-    if (!wd_first)
-        x += p->wd * w;
-    return x;
-}
-
 /* Writes v into *o as the output's req asks: overwrite, or accumulate with add. */
 static inline void put(float *o, float v, bool add) { *o = add ? *o + v : v; }
 
+/* The loops read the parameters from a local copy: stores to the float arrays cannot
+ * change it, so nothing is reloaded per element and the loops vectorise. */
+
 /* weight, grad, out: (n); out may be weight (in place). */
 MXC__SIMD_KERNEL static int sgd_forward(const struct mxc__op_call *c) {
-    const struct opt_param *p = c->params;
+    const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
     const int req = c->req[0];
     if (req == MXC__REQ_NULL)
         return MXC_OK;
@@ -155,56 +133,54 @@ MXC__SIMD_KERNEL static int sgd_forward(const struct mxc__op_call *c) {
     const int64_t n = c->out_data[0].size;
     const bool add = req == MXC__REQ_ADD;
     for (int64_t i = 0; i < n; i++)
-        put(&o[i], w[i] - p->lr * step_grad(p, g[i], w[i], false), add);
+        put(&o[i], mxc__sgd_step(&p, w[i], g[i]), add);
     return MXC_OK;
 }
 
 /* weight, grad, mom (state, updated), out: (n); out may be weight (in place). */
 MXC__SIMD_KERNEL static int sgd_mom_forward(const struct mxc__op_call *c) {
-    const struct opt_param *p = c->params;
+    const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
     const float *w = c->in_data[0].data, *g = c->in_data[1].data;
     float *mom = c->aux[0].data, *o = c->out_data[0].data;
     const int64_t n = c->out_data[0].size;
     const int req = c->req[0];
     const bool add = req == MXC__REQ_ADD;
     for (int64_t i = 0; i < n; i++) {
-        const float wi = w[i];
-        const float m = p->momentum * mom[i] - p->lr * step_grad(p, g[i], wi, false);
-        mom[i] = m;
+        const float v = mxc__sgd_mom_step(&p, w[i], g[i], &mom[i]);
         if (req != MXC__REQ_NULL)
-            put(&o[i], wi + m, add);
+            put(&o[i], v, add);
     }
     return MXC_OK;
 }
 
 /* weight, grad, mean and var (states, updated), out: (n); out may be weight (in place). */
 MXC__SIMD_KERNEL static int adam_forward(const struct mxc__op_call *c) {
-    const struct opt_param *p = c->params;
+    const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
     const float *w = c->in_data[0].data, *g = c->in_data[1].data;
     float *mean = c->aux[0].data, *var = c->aux[1].data, *o = c->out_data[0].data;
     const int64_t n = c->out_data[0].size;
     const int req = c->req[0];
     const bool add = req == MXC__REQ_ADD;
-    const float b1 = p->beta1, b2 = p->beta2;
     for (int64_t i = 0; i < n; i++) {
-        const float wi = w[i];
-        const float gi = step_grad(p, g[i], wi, true);
-        const float m = b1 * mean[i] + (1.0f - b1) * gi;
-        const float v = b2 * var[i] + (1.0f - b2) * gi * gi;
-        mean[i] = m;
-        var[i] = v;
+        const float v = mxc__adam_step(&p, w[i], g[i], &mean[i], &var[i]);
         if (req != MXC__REQ_NULL)
-            put(&o[i], wi - p->lr * m / (sqrtf(v) + p->epsilon), add);
+            put(&o[i], v, add);
     }
     return MXC_OK;
 }
+
+#ifdef MXC_USE_CUDA
+int mxc__sgd_update_gpu(const struct mxc__op_call *c);     /* optimizer_gpu.cu */
+int mxc__sgd_mom_update_gpu(const struct mxc__op_call *c); /* optimizer_gpu.cu */
+int mxc__adam_update_gpu(const struct mxc__op_call *c);    /* optimizer_gpu.cu */
+#endif
 
 /* ---- Definitions --------------------------------------------------------------------- */
 
 const struct mxc__op_def mxc__op_sgd_update = {
     .name = "sgd_update",
     .description = "SGD step: out = weight - lr * (clip(rescale_grad * grad) + wd * weight)",
-    .param_size = sizeof(struct opt_param),
+    .param_size = sizeof(struct mxc__opt_param),
     .params = sgd_params,
     .num_params = (int)MXC_ARRAY_SIZE(sgd_params),
     .inputs = opt_inputs,
@@ -212,13 +188,14 @@ const struct mxc__op_def mxc__op_sgd_update = {
     .infer_shape = sgd_shape,
     .inplace = MXC__INPLACE(0, 0),
     .forward_cpu = sgd_forward,
+    .forward_gpu = MXC__GPU(mxc__sgd_update_gpu),
 };
 
 const struct mxc__op_def mxc__op_sgd_mom_update = {
     .name = "sgd_mom_update",
     .description = "momentum SGD step: mom = momentum * mom - lr * (clip(rescale_grad * grad) "
                    "+ wd * weight); out = weight + mom (mom updated in place)",
-    .param_size = sizeof(struct opt_param),
+    .param_size = sizeof(struct mxc__opt_param),
     .params = sgd_mom_params,
     .num_params = (int)MXC_ARRAY_SIZE(sgd_mom_params),
     .inputs = opt_inputs,
@@ -227,6 +204,7 @@ const struct mxc__op_def mxc__op_sgd_mom_update = {
     .infer_shape = sgd_mom_shape,
     .inplace = MXC__INPLACE(0, 0),
     .forward_cpu = sgd_mom_forward,
+    .forward_gpu = MXC__GPU(mxc__sgd_mom_update_gpu),
 };
 
 const struct mxc__op_def mxc__op_adam_update = {
@@ -234,7 +212,7 @@ const struct mxc__op_def mxc__op_adam_update = {
     .description = "Adam step without bias correction: mean, var updated in place with "
                    "g = clip(rescale_grad * grad + wd * weight); "
                    "out = weight - lr * mean / (sqrt(var) + epsilon)",
-    .param_size = sizeof(struct opt_param),
+    .param_size = sizeof(struct mxc__opt_param),
     .params = adam_params,
     .num_params = (int)MXC_ARRAY_SIZE(adam_params),
     .inputs = opt_inputs,
@@ -243,4 +221,5 @@ const struct mxc__op_def mxc__op_adam_update = {
     .infer_shape = adam_shape,
     .inplace = MXC__INPLACE(0, 0),
     .forward_cpu = adam_forward,
+    .forward_gpu = MXC__GPU(mxc__adam_update_gpu),
 };

@@ -4,9 +4,11 @@
  * size 1). All three run on one reduction view (operator/reduce.h): the input as runs of
  * reduced and kept axes, walked one contiguous row at a time. Backward broadcasts the head
  * gradient back (mean divides by the count); max gives it to every input equal to the
- * maximum, ties included, as MXNet does. float32, row-major.
+ * maximum, ties included, as MXNet does. float32, row-major. The GPU kernels share
+ * everything here but the loops, which operator/reduce_gpu.cu runs on the device.
  */
 #include "operator/reduce.h"
+#include "operator/gpu.h"
 
 #include <math.h>
 #include <string.h>
@@ -85,6 +87,17 @@ void mxc__reduce_sum(const struct mxc__reduce_view *v, const float *in, float *o
                 o[i] += scale * p[i];
         }
     }
+}
+
+int mxc__reduce_sum_on(const struct mxc__op_call *call, bool gpu, const struct mxc__reduce_view *v,
+                       const float *in, float *out, float scale, int req) {
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__reduce_sum_gpu(v, in, out, scale, req, call->rctx->stream);
+#endif
+    (void)call, (void)gpu;
+    mxc__reduce_sum(v, in, out, scale, req);
+    return MXC_OK;
 }
 
 /* dst (out_size) = max of in over the reduced axes (-inf where nothing is reduced in). */
@@ -214,19 +227,22 @@ static int call_view(const char *op, const struct mxc__op_call *c, const mxc_sha
 
 /* ---- Kernels ------------------------------------------------------------------------- */
 
+/* Each kernel below runs on the CPU, or on the GPU when `gpu` (a CUDA build's GPU entry
+ * points): the view is made here either way, only the loops differ. */
+
 /* sum, mean: out = scale * sum over the axes, scale 1 or 1 / count */
-static int sum_forward(const char *op, const struct mxc__op_call *c, bool mean) {
+static int sum_forward(const char *op, const struct mxc__op_call *c, bool mean, bool gpu) {
     struct mxc__reduce_view v;
     int rc = call_view(op, c, &c->in_data[0].shape, &v);
     if (rc != MXC_OK)
         return rc;
     float scale = mean ? 1.0f / (float)v.count : 1.0f;
-    mxc__reduce_sum(&v, c->in_data[0].data, c->out_data[0].data, scale, c->req[0]);
-    return MXC_OK;
+    return mxc__reduce_sum_on(c, gpu, &v, c->in_data[0].data, c->out_data[0].data, scale,
+                              c->req[0]);
 }
 
 /* d_data (data's shape) = scale * out_grad broadcast back */
-static int sum_backward(const char *op, const struct mxc__op_call *c, bool mean) {
+static int sum_backward(const char *op, const struct mxc__op_call *c, bool mean, bool gpu) {
     struct mxc__reduce_view v;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
@@ -234,12 +250,17 @@ static int sum_backward(const char *op, const struct mxc__op_call *c, bool mean)
     if (rc != MXC_OK)
         return rc;
     float scale = mean ? 1.0f / (float)v.count : 1.0f;
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__reduce_back_gpu(&v, c->out_grad[0].data, c->in_grad[0].data, scale, c->req[0],
+                                    c->rctx->stream);
+#endif
     broadcast_back(&v, c->out_grad[0].data, c->in_grad[0].data, scale, c->req[0]);
     return MXC_OK;
 }
 
-/* out = max over the axes; add-to goes through temp space */
-static int max_forward_impl(const char *op, const struct mxc__op_call *c) {
+/* out = max over the axes; add-to goes through temp space on the CPU */
+static int max_forward_impl(const char *op, const struct mxc__op_call *c, bool gpu) {
     struct mxc__reduce_view v;
     int req = c->req[0];
     if (req == MXC__REQ_NULL)
@@ -247,6 +268,11 @@ static int max_forward_impl(const char *op, const struct mxc__op_call *c) {
     int rc = call_view(op, c, &c->in_data[0].shape, &v);
     if (rc != MXC_OK)
         return rc;
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__reduce_max_gpu(&v, c->in_data[0].data, c->out_data[0].data, req,
+                                   c->rctx->stream);
+#endif
     float *out = c->out_data[0].data, *dst = out;
     if (req == MXC__REQ_ADD) {
         void *tmp;
@@ -262,13 +288,19 @@ static int max_forward_impl(const char *op, const struct mxc__op_call *c) {
     return MXC_OK;
 }
 
-static int max_backward_impl(const char *op, const struct mxc__op_call *c) {
+static int max_backward_impl(const char *op, const struct mxc__op_call *c, bool gpu) {
     struct mxc__reduce_view v;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
     int rc = call_view(op, c, &c->in_grad[0].shape, &v);
     if (rc != MXC_OK)
         return rc;
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__reduce_max_back_gpu(&v, c->in_data[0].data, c->out_data[0].data,
+                                        c->out_grad[0].data, c->in_grad[0].data, c->req[0],
+                                        c->rctx->stream);
+#endif
     max_back(&v, c->in_data[0].data, c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
              c->req[0]);
     return MXC_OK;
@@ -276,12 +308,21 @@ static int max_backward_impl(const char *op, const struct mxc__op_call *c) {
 
 /* ---- Definitions --------------------------------------------------------------------- */
 
-static int sum_fwd(const struct mxc__op_call *c) { return sum_forward("sum", c, false); }
-static int sum_bwd(const struct mxc__op_call *c) { return sum_backward("sum", c, false); }
-static int mean_fwd(const struct mxc__op_call *c) { return sum_forward("mean", c, true); }
-static int mean_bwd(const struct mxc__op_call *c) { return sum_backward("mean", c, true); }
-static int max_fwd(const struct mxc__op_call *c) { return max_forward_impl("max", c); }
-static int max_bwd(const struct mxc__op_call *c) { return max_backward_impl("max", c); }
+/* The entry points of one operator on one device: ident##_fwd, ident##_bwd (CPU) or
+ * ident##_fwd_gpu, ident##_bwd_gpu (GPU). */
+#define REDUCE_KERNELS(ident, suffix, fwd, bwd)                                  \
+    static int ident##_fwd##suffix(const struct mxc__op_call *c) { return fwd; } \
+    static int ident##_bwd##suffix(const struct mxc__op_call *c) { return bwd; }
+#define REDUCE_ALL_KERNELS(suffix, gpu)                             \
+    REDUCE_KERNELS(sum, suffix, sum_forward("sum", c, false, gpu),  \
+                   sum_backward("sum", c, false, gpu))              \
+    REDUCE_KERNELS(mean, suffix, sum_forward("mean", c, true, gpu), \
+                   sum_backward("mean", c, true, gpu))              \
+    REDUCE_KERNELS(max, suffix, max_forward_impl("max", c, gpu), max_backward_impl("max", c, gpu))
+REDUCE_ALL_KERNELS(, false)
+#ifdef MXC_USE_CUDA
+REDUCE_ALL_KERNELS(_gpu, true)
+#endif
 
 #define REDUCE_SHAPE_FN(ident)                                                             \
     static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no, \
@@ -305,6 +346,8 @@ const struct mxc__op_def mxc__op_sum = {
     .backward_deps = MXC__DEP_OUT_GRAD,
     .forward_cpu = sum_fwd,
     .backward_cpu = sum_bwd,
+    .forward_gpu = MXC__GPU(sum_fwd_gpu),
+    .backward_gpu = MXC__GPU(sum_bwd_gpu),
 };
 
 const struct mxc__op_def mxc__op_mean = {
@@ -315,6 +358,8 @@ const struct mxc__op_def mxc__op_mean = {
     .backward_deps = MXC__DEP_OUT_GRAD,
     .forward_cpu = mean_fwd,
     .backward_cpu = mean_bwd,
+    .forward_gpu = MXC__GPU(mean_fwd_gpu),
+    .backward_gpu = MXC__GPU(mean_bwd_gpu),
 };
 
 const struct mxc__op_def mxc__op_max = {
@@ -326,4 +371,6 @@ const struct mxc__op_def mxc__op_max = {
     .forward_resources = {MXC__RES_TEMP + 1},
     .forward_cpu = max_fwd,
     .backward_cpu = max_bwd,
+    .forward_gpu = MXC__GPU(max_fwd_gpu),
+    .backward_gpu = MXC__GPU(max_bwd_gpu),
 };

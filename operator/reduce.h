@@ -1,7 +1,9 @@
 /*
  * operator/reduce.h — the reduction view shared inside the reduce family: operator/reduce.c
  * (sum, mean, max and their gradients) and operator/broadcast.c (whose backward sums each
- * head gradient back to its input's shape). Internal.
+ * head gradient back to its input's shape). Internal. The GPU launchers below are defined
+ * in operator/reduce_gpu.cu, in CUDA builds only; the view is made on the host and passed
+ * to the kernels by value.
  */
 #ifndef MXC_OPERATOR_REDUCE_H
 #define MXC_OPERATOR_REDUCE_H
@@ -29,6 +31,30 @@ void mxc__reduce_view_make(const mxc_shape *in, const bool *reduced, struct mxc_
  * axes. With no reduced axis it is a scaled copy. */
 void mxc__reduce_sum(const struct mxc__reduce_view *v, const float *in, float *out, float scale,
                      int req);
+
+/* mxc__reduce_sum on the device a kernel runs on: the GPU (on call->rctx->stream) when
+ * `gpu`, which only a CUDA build may ask for. MXC_OK, or MXC_EDEVICE from the launch. */
+int mxc__reduce_sum_on(const struct mxc__op_call *call, bool gpu, const struct mxc__reduce_view *v,
+                       const float *in, float *out, float scale, int req);
+
+/* ---- GPU launchers (operator/reduce_gpu.cu; device pointers, work enqueued on `stream`):
+ * MXC_OK or MXC_EDEVICE. Each does nothing for a null request. */
+
+/* mxc__reduce_sum on a GPU. */
+int mxc__reduce_sum_gpu(const struct mxc__reduce_view *v, const float *in, float *out, float scale,
+                        int req, void *stream);
+
+/* out (out_size, req) = max of in over the reduced axes (-inf where nothing is reduced in). */
+int mxc__reduce_max_gpu(const struct mxc__reduce_view *v, const float *in, float *out, int req,
+                        void *stream);
+
+/* gi (in_size, req) = scale * g (out_size) broadcast back over the reduced axes. */
+int mxc__reduce_back_gpu(const struct mxc__reduce_view *v, const float *g, float *gi, float scale,
+                         int req, void *stream);
+
+/* gi (in_size, req) = g where x (in_size) equals the maximum y (out_size), else 0. */
+int mxc__reduce_max_back_gpu(const struct mxc__reduce_view *v, const float *x, const float *y,
+                             const float *g, float *gi, int req, void *stream);
 
 /* q[i] for i < n (a loop variable `i` the expression may use) is set to expr, or increased
  * by it for add-to requests. */
