@@ -548,7 +548,7 @@ START_TEST(test_fit_on_context) {
     mxc_fit_config_init(&cfg);
     cfg.quiet = 1;
     cfg.seed = 13;
-    cfg.optimizer.lr = 0.5f;
+    cfg.optimizer.lr = 0.1f;
     cfg.optimizer.momentum = 0.9f;
     cfg.num_epochs = 2;
     mxc_fit_result on_cpu, on_gpu;
@@ -579,7 +579,9 @@ START_TEST(test_fit_on_context) {
     } else {
         cfg.ctx = mxc_gpu(0);
         cfg.checkpoint_prefix = "build/check_model_gpu";
-        CK_OK(mxc_model_fit(fresh, train, test, &cfg, &on_gpu));
+        mxc_data_iter *again = toy_iter(20, 7); /* the CPU fit's batches, in its order */
+        CK_OK(mxc_model_fit(fresh, again, test, &cfg, &on_gpu));
+        mxc_data_iter_free(again);
         ck_assert_double_eq_tol(on_gpu.train_metric, on_cpu.train_metric, 0.01);
         ck_assert_double_eq_tol(on_gpu.eval_metric, on_cpu.eval_metric, 0.01);
         const char *names[] = {"fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"};
