@@ -31,7 +31,7 @@
  * the sgemm baseline runs with OpenBLAS set to T threads for its calls, then back to 1,
  * so both sides use the same cores. Every line reports T ("threads").
  *
- *   build/bin/bench_ops [--quick] [--runs K] [--case SUBSTRING] [--json]
+ *   build/bin/bench_ops [--quick] [--runs K] [--case SUBSTRING] [--json] [--ctx cpu|gpu]
  *
  * Each measurement is the median of --runs (default 15; --quick 5) timed calls after one
  * warm-up; the operator and its baseline alternate within each run. With --json, stdout
@@ -39,6 +39,19 @@
  *
  *   build/bin/bench_ops --json                               T = 2 on 2 cores (1 worker)
  *   MXC_CPU_WORKER_NTHREADS=2 build/bin/bench_ops --json     T = 1
+ *
+ * --ctx gpu (a CUDA build; gpu(0)): the GPU kernels (forward_gpu, backward_gpu), called
+ * the same way on device tensors with a stream of the benchmark's own, against the direct
+ * library calls of the same work on the same stream: cublasSgemm of the same products for
+ * FullyConnected (MLP shapes and large ones), and for Convolution cudnnConvolutionForward /
+ * BackwardData / BackwardFilter with cuDNN's preferred algorithm for the shape (a build
+ * without cuDNN compares with the products through cuBLAS). Each time is wall time from
+ * the call to the end of cudaStreamSynchronize, so launches and any host work the kernel
+ * does count, as they do in training. TF32 is off on both sides (cuBLAS's default math
+ * mode; cuDNN's convolution math type CUDNN_DEFAULT_MATH). A last line measures the
+ * engine on a GPU: empty operations pushed on gpu(0) per second (each one a stream
+ * synchronisation) against a bare loop of a 4-byte cudaMemsetAsync and
+ * cudaStreamSynchronize, the least any GPU operation costs.
  */
 #include "bench_util.h"
 
@@ -47,6 +60,13 @@
 #include "operator/op.h"
 
 #include <cblas.h>
+#ifdef MXC_USE_CUDA
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#endif
+#ifdef MXC_USE_CUDNN
+#include <cudnn.h>
+#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +76,7 @@
 #define MAX_RUNS 101
 
 struct options {
-    bool quick, json;
+    bool quick, json, gpu;
     int runs;
     int threads;        /* T, the operators' thread budget */
     const char *filter; /* --case: only cases whose name contains this */
@@ -66,6 +86,31 @@ static void die(const char *what) {
     fprintf(stderr, "bench_ops: %s: %s\n", what, mxc_last_error());
     exit(1);
 }
+
+#ifdef MXC_USE_CUDA
+/* Exits with what failed when a CUDA, cuBLAS or cuDNN call does. */
+static void cuda_ok(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "bench_ops: %s: %s\n", what, cudaGetErrorString(e));
+        exit(1);
+    }
+}
+static void cublas_ok(cublasStatus_t s, const char *what) {
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "bench_ops: %s: %s\n", what, cublasGetStatusString(s));
+        exit(1);
+    }
+}
+static cudaStream_t gpu_stream; /* the benchmark's stream, made in main */
+#endif
+#ifdef MXC_USE_CUDNN
+static void cudnn_ok(cudnnStatus_t s, const char *what) {
+    if (s != CUDNN_STATUS_SUCCESS) {
+        fprintf(stderr, "bench_ops: %s: %s\n", what, cudnnGetErrorString(s));
+        exit(1);
+    }
+}
+#endif
 
 static float *buffer(int64_t n, unsigned seed) {
     float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -93,14 +138,47 @@ struct op_run {
     struct mxc__tensor in_grad[MAX_IN], out_grad[MAX_OUT];
     struct mxc__resource *fwd_res[2], *bwd_res[2];
     int num_fwd_res, num_bwd_res;
+    bool gpu; /* tensors on gpu(0), GPU kernels */
 };
 
-static struct mxc__tensor tensor(mxc_shape s, unsigned seed) {
-    int64_t n = mxc_shape_size(&s);
-    return (struct mxc__tensor){buffer(n, seed), s, MXC_FLOAT32, mxc_cpu(), n};
+/* `n` floats of buffer(n, seed), on the host or on gpu(0). */
+static float *data_on(bool gpu, int64_t n, unsigned seed) {
+    float *h = buffer(n, seed);
+    if (!gpu)
+        return h;
+#ifdef MXC_USE_CUDA
+    void *d = NULL;
+    size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
+    cuda_ok(cudaMalloc(&d, bytes), "cudaMalloc");
+    cuda_ok(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+    free(h);
+    return d;
+#else
+    die("a GPU buffer in a build without CUDA");
+    return NULL;
+#endif
 }
 
-static void op_setup(struct op_run *r, const char *name, const char *const *kv, mxc_shape data) {
+static void data_free(bool gpu, void *p) {
+#ifdef MXC_USE_CUDA
+    if (gpu) {
+        cudaFree(p);
+        return;
+    }
+#endif
+    (void)gpu;
+    free(p);
+}
+
+static mxc_context bench_ctx(bool gpu) { return gpu ? mxc_gpu(0) : mxc_cpu(); }
+
+static struct mxc__tensor tensor(bool gpu, mxc_shape s, unsigned seed) {
+    int64_t n = mxc_shape_size(&s);
+    return (struct mxc__tensor){data_on(gpu, n, seed), s, MXC_FLOAT32, bench_ctx(gpu), n};
+}
+
+static void op_setup(struct op_run *r, bool gpu, const char *name, const char *const *kv,
+                     mxc_shape data) {
     const char *keys[16], *vals[16];
     int n = 0;
     for (; kv[2 * n]; n++) {
@@ -120,37 +198,38 @@ static void op_setup(struct op_run *r, const char *name, const char *const *kv, 
         MXC_OK)
         die(name);
     for (int i = 0; i < r->num_in; i++) {
-        r->in[i] = tensor(in_s[i], 1u + (unsigned)i);
-        r->in_grad[i] = tensor(in_s[i], 0);
+        r->in[i] = tensor(gpu, in_s[i], 1u + (unsigned)i);
+        r->in_grad[i] = tensor(gpu, in_s[i], 0);
     }
     for (int i = 0; i < r->num_out; i++) {
-        r->out[i] = tensor(out_s[i], 7u + (unsigned)i);
-        r->out_grad[i] = tensor(out_s[i], 17u + (unsigned)i);
+        r->out[i] = tensor(gpu, out_s[i], 7u + (unsigned)i);
+        r->out_grad[i] = tensor(gpu, out_s[i], 17u + (unsigned)i);
     }
     for (int i = 0; i < r->num_aux; i++)
-        r->aux[i] = tensor(aux_s[i], 27u + (unsigned)i);
+        r->aux[i] = tensor(gpu, aux_s[i], 27u + (unsigned)i);
+    r->gpu = gpu;
     r->num_fwd_res = r->num_bwd_res = 0;
     for (int i = 0; i < 2 && r->def->forward_resources[i]; i++)
-        if (mxc__resource_get(mxc_cpu(), r->def->forward_resources[i] - 1,
+        if (mxc__resource_get(bench_ctx(gpu), r->def->forward_resources[i] - 1,
                               &r->fwd_res[r->num_fwd_res++]) != MXC_OK)
             die("resource");
     for (int i = 0; i < 2 && r->def->backward_resources[i]; i++)
-        if (mxc__resource_get(mxc_cpu(), r->def->backward_resources[i] - 1,
+        if (mxc__resource_get(bench_ctx(gpu), r->def->backward_resources[i] - 1,
                               &r->bwd_res[r->num_bwd_res++]) != MXC_OK)
             die("resource");
 }
 
 static void op_free(struct op_run *r) {
     for (int i = 0; i < r->num_in; i++) {
-        free(r->in[i].data);
-        free(r->in_grad[i].data);
+        data_free(r->gpu, r->in[i].data);
+        data_free(r->gpu, r->in_grad[i].data);
     }
     for (int i = 0; i < r->num_out; i++) {
-        free(r->out[i].data);
-        free(r->out_grad[i].data);
+        data_free(r->gpu, r->out[i].data);
+        data_free(r->gpu, r->out_grad[i].data);
     }
     for (int i = 0; i < r->num_aux; i++)
-        free(r->aux[i].data);
+        data_free(r->gpu, r->aux[i].data);
 }
 
 /* Bytes of arrays a call reads and writes (the bandwidth cases' traffic). */
@@ -171,7 +250,10 @@ static double op_bytes(const struct op_run *r, bool backward) {
 
 static void op_call(struct op_run *r, bool backward) {
     static const int req[MAX_IN] = {MXC__REQ_WRITE, MXC__REQ_WRITE, MXC__REQ_WRITE, MXC__REQ_WRITE};
-    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
+    mxc_run_ctx rctx = {bench_ctx(r->gpu), NULL, -1};
+#ifdef MXC_USE_CUDA
+    rctx.stream = r->gpu ? gpu_stream : NULL;
+#endif
     struct mxc__op_call c = {
         .rctx = &rctx,
         .is_train = true,
@@ -188,7 +270,13 @@ static void op_call(struct op_run *r, bool backward) {
         .resources = backward ? r->bwd_res : r->fwd_res,
         .num_resources = backward ? r->num_bwd_res : r->num_fwd_res,
     };
-    int rc = backward ? r->def->backward_cpu(&c) : r->def->forward_cpu(&c);
+    mxc__op_kernel k = r->gpu ? (backward ? r->def->backward_gpu : r->def->forward_gpu)
+                              : (backward ? r->def->backward_cpu : r->def->forward_cpu);
+    int rc = k(&c);
+#ifdef MXC_USE_CUDA
+    if (rc == MXC_OK && r->gpu)
+        cuda_ok(cudaStreamSynchronize(gpu_stream), r->def->name); /* as the engine does */
+#endif
     if (rc != MXC_OK)
         die(r->def->name);
 }
@@ -242,13 +330,158 @@ static void copy_free(struct copy *c) {
     free(c->dst);
 }
 
+/* ---- The GPU baselines: the same work through cuBLAS and cuDNN directly ------------ */
+
+#ifdef MXC_USE_CUDA
+static cublasHandle_t gpu_blas;
+
+/* The product of `g` (device buffers) on the benchmark's stream: row-major C = op(A)·op(B)
+ * is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ, so B comes first. */
+static void gemm_run_gpu(const struct gemm *g) {
+    const float one = 1, zero = 0;
+    cublas_ok(cublasSgemm(gpu_blas, g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          g->ta ? CUBLAS_OP_T : CUBLAS_OP_N, g->n, g->m, g->k, &one, g->b,
+                          g->tb ? g->k : g->n, g->a, g->ta ? g->m : g->k, &zero, g->c, g->n),
+              "cublasSgemm");
+}
+
+static struct gemm gemm_make_gpu(bool ta, bool tb, int m, int n, int k) {
+    return (struct gemm){ta,
+                         tb,
+                         m,
+                         n,
+                         k,
+                         data_on(true, (int64_t)m * k, 11),
+                         data_on(true, (int64_t)k * n, 12),
+                         data_on(true, (int64_t)m * n, 0)};
+}
+
+static void gemm_free_gpu(struct gemm *g) {
+    cudaFree(g->a);
+    cudaFree(g->b);
+    cudaFree(g->c);
+}
+#endif
+
+#ifdef MXC_USE_CUDNN
+static cudnnHandle_t gpu_dnn;
+
+/* A convolution of one case through cuDNN: descriptors, the algorithms cuDNN's heuristics
+ * rank first for the shape, one workspace for all three, and device buffers. */
+struct dnn_conv {
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    void *ws;
+    size_t ws_size;
+    float *xd, *wd, *yd, *dx, *dw, *dy;
+};
+
+/* Data (n, ch, h, wdt), f filters of k x k, padding `pad`, stride 1. */
+static void dnn_conv_make(struct dnn_conv *d, int n, int ch, int h, int wdt, int f, int k,
+                          int pad) {
+    int yn, yc, yh, yw;
+    cudnn_ok(cudnnCreateTensorDescriptor(&d->x), "cudnnCreateTensorDescriptor");
+    cudnn_ok(cudnnCreateTensorDescriptor(&d->y), "cudnnCreateTensorDescriptor");
+    cudnn_ok(cudnnCreateFilterDescriptor(&d->w), "cudnnCreateFilterDescriptor");
+    cudnn_ok(cudnnCreateConvolutionDescriptor(&d->conv), "cudnnCreateConvolutionDescriptor");
+    cudnn_ok(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, ch, h, wdt),
+             "cudnnSetTensor4dDescriptor");
+    cudnn_ok(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, f, ch, k, k),
+             "cudnnSetFilter4dDescriptor");
+    cudnn_ok(cudnnSetConvolution2dDescriptor(d->conv, pad, pad, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
+                                             CUDNN_DATA_FLOAT),
+             "cudnnSetConvolution2dDescriptor");
+    cudnn_ok(cudnnSetConvolutionMathType(d->conv, CUDNN_DEFAULT_MATH),
+             "cudnnSetConvolutionMathType");
+    cudnn_ok(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &yn, &yc, &yh, &yw),
+             "cudnnGetConvolution2dForwardOutputDim");
+    cudnn_ok(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, yn, yc, yh, yw),
+             "cudnnSetTensor4dDescriptor");
+    int got;
+    cudnnConvolutionFwdAlgoPerf_t fp;
+    cudnnConvolutionBwdDataAlgoPerf_t dp;
+    cudnnConvolutionBwdFilterAlgoPerf_t wp;
+    cudnn_ok(
+        cudnnGetConvolutionForwardAlgorithm_v7(gpu_dnn, d->x, d->w, d->conv, d->y, 1, &got, &fp),
+        "cudnnGetConvolutionForwardAlgorithm_v7");
+    cudnn_ok(cudnnGetConvolutionBackwardDataAlgorithm_v7(gpu_dnn, d->w, d->y, d->conv, d->x, 1,
+                                                         &got, &dp),
+             "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    cudnn_ok(cudnnGetConvolutionBackwardFilterAlgorithm_v7(gpu_dnn, d->x, d->y, d->conv, d->w, 1,
+                                                           &got, &wp),
+             "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    d->fwd = fp.algo;
+    d->bwd_data = dp.algo;
+    d->bwd_filter = wp.algo;
+    size_t a = 0, b = 0, e = 0;
+    cudnn_ok(
+        cudnnGetConvolutionForwardWorkspaceSize(gpu_dnn, d->x, d->w, d->conv, d->y, d->fwd, &a),
+        "cudnnGetConvolutionForwardWorkspaceSize");
+    cudnn_ok(cudnnGetConvolutionBackwardDataWorkspaceSize(gpu_dnn, d->w, d->y, d->conv, d->x,
+                                                          d->bwd_data, &b),
+             "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    cudnn_ok(cudnnGetConvolutionBackwardFilterWorkspaceSize(gpu_dnn, d->x, d->y, d->conv, d->w,
+                                                            d->bwd_filter, &e),
+             "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+    d->ws_size = a > b ? (a > e ? a : e) : (b > e ? b : e);
+    d->ws = NULL;
+    if (d->ws_size > 0)
+        cuda_ok(cudaMalloc(&d->ws, d->ws_size), "cudaMalloc (cuDNN workspace)");
+    int64_t nx = (int64_t)n * ch * h * wdt, nw = (int64_t)f * ch * k * k,
+            ny = (int64_t)yn * yc * yh * yw;
+    d->xd = data_on(true, nx, 1);
+    d->wd = data_on(true, nw, 2);
+    d->yd = data_on(true, ny, 0);
+    d->dx = data_on(true, nx, 0);
+    d->dw = data_on(true, nw, 0);
+    d->dy = data_on(true, ny, 17);
+}
+
+static void dnn_conv_run(const struct dnn_conv *d, bool backward) {
+    const float one = 1, zero = 0;
+    if (!backward) {
+        cudnn_ok(cudnnConvolutionForward(gpu_dnn, &one, d->x, d->xd, d->w, d->wd, d->conv, d->fwd,
+                                         d->ws, d->ws_size, &zero, d->y, d->yd),
+                 "cudnnConvolutionForward");
+        return;
+    }
+    cudnn_ok(cudnnConvolutionBackwardData(gpu_dnn, &one, d->w, d->wd, d->y, d->dy, d->conv,
+                                          d->bwd_data, d->ws, d->ws_size, &zero, d->x, d->dx),
+             "cudnnConvolutionBackwardData");
+    cudnn_ok(cudnnConvolutionBackwardFilter(gpu_dnn, &one, d->x, d->xd, d->y, d->dy, d->conv,
+                                            d->bwd_filter, d->ws, d->ws_size, &zero, d->w, d->dw),
+             "cudnnConvolutionBackwardFilter");
+}
+
+static void dnn_conv_free(struct dnn_conv *d) {
+    cudnnDestroyTensorDescriptor(d->x);
+    cudnnDestroyTensorDescriptor(d->y);
+    cudnnDestroyFilterDescriptor(d->w);
+    cudnnDestroyConvolutionDescriptor(d->conv);
+    cudaFree(d->ws);
+    float *bufs[] = {d->xd, d->wd, d->yd, d->dx, d->dw, d->dy};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        cudaFree(bufs[i]);
+}
+#endif
+
 /* ---- Measuring ------------------------------------------------------------------------ */
 
-/* What the operator is compared with: `ng` products or one copy. */
+/* What the operator is compared with: `ng` products (on the GPU when `gpu`), one copy, or
+ * (cuDNN) a direct convolution. */
 struct baseline {
     struct gemm *g;
     int ng;
     struct copy *copy;
+    bool gpu;
+#ifdef MXC_USE_CUDNN
+    struct dnn_conv *conv;
+    bool backward;
+#endif
 };
 
 /* The copy over T threads, like the operators' own loops. */
@@ -259,6 +492,19 @@ static void copy_range(void *arg, int64_t i0, int64_t i1) {
 }
 
 static void baseline_run(const struct options *o, const struct baseline *b) {
+#ifdef MXC_USE_CUDA
+    if (b->gpu) {
+#ifdef MXC_USE_CUDNN
+        if (b->conv)
+            dnn_conv_run(b->conv, b->backward);
+#endif
+        for (int i = 0; i < b->ng; i++)
+            gemm_run_gpu(&b->g[i]);
+        cuda_ok(cudaStreamSynchronize(gpu_stream), "cudaStreamSynchronize");
+        return;
+    }
+#endif
+    (void)o;
     if (b->copy) {
         mxc__parallel_for(b->copy->n, 1 << 14, copy_range, b->copy);
         return;
@@ -277,11 +523,13 @@ static void median_ms(const struct options *o, struct op_run *r, bool backward,
         uint64_t t0 = bench_now_ns();
         op_call(r, backward);
         uint64_t t1 = bench_now_ns();
-        openblas_set_num_threads(o->threads);
+        if (!b->gpu)
+            openblas_set_num_threads(o->threads);
         uint64_t t2 = bench_now_ns();
         baseline_run(o, b);
         uint64_t t3 = bench_now_ns();
-        openblas_set_num_threads(1);
+        if (!b->gpu)
+            openblas_set_num_threads(1);
         if (k >= 0) {
             t[k] = (double)(t1 - t0) / 1e6;
             u[k] = (double)(t3 - t2) / 1e6;
@@ -293,18 +541,26 @@ static void median_ms(const struct options *o, struct op_run *r, bool backward,
 
 /* One line: `work` is flops (sgemm baseline) or bytes (copy baseline). */
 static void report(const struct options *o, const char *op, const char *dir, const char *name,
-                   bool bandwidth, double work, double ms, double base_ms) {
+                   const char *base_name, double work, double ms, double base_ms) {
+    bool bandwidth = strcmp(base_name, "copy") == 0;
+    char where[32];
+    if (o->gpu)
+        snprintf(where, sizeof where, "gpu(0)");
+    else
+        snprintf(where, sizeof where, "T=%d", o->threads);
     char kase[128];
-    snprintf(kase, sizeof kase, "%s_%s_%s", op, dir, name);
+    snprintf(kase, sizeof kase, "%s_%s_%s%s", op, dir, name, o->gpu ? "_gpu" : "");
     double rate = work / (ms * 1e6), base = work / (base_ms * 1e6); /* G per second */
     const char *unit = bandwidth ? "GB/s" : "GFLOP/s";
     if (o->json) {
         bench_json j;
         bench_json_begin(&j, "ops", kase);
         bench_json_str(&j, "system", "mxc");
+        if (o->gpu)
+            bench_json_str(&j, "device", "gpu(0)");
         bench_json_num(&j, "time_ms", ms);
         bench_json_num(&j, bandwidth ? "gb_per_s" : "gflops", rate);
-        bench_json_str(&j, "baseline", bandwidth ? "copy" : "sgemm");
+        bench_json_str(&j, "baseline", base_name);
         bench_json_num(&j, bandwidth ? "baseline_gb_per_s" : "baseline_gflops", base);
         bench_json_num(&j, "ratio_vs_baseline", rate / base);
         bench_json_num(&j, "threads", o->threads);
@@ -312,9 +568,8 @@ static void report(const struct options *o, const char *op, const char *dir, con
     }
     fprintf(o->json ? stderr : stdout,
             "%-36s %9.3f ms %8.2f %-7s  %-5s %8.2f %-7s  ratio %.2f"
-            "  T=%d\n",
-            kase, ms, rate, unit, bandwidth ? "copy" : "sgemm", base, unit, rate / base,
-            o->threads);
+            "  %s\n",
+            kase, ms, rate, unit, base_name, base, unit, rate / base, where);
 }
 
 struct bcase {
@@ -328,6 +583,7 @@ struct bcase {
     bool fta, ftb;
     int b1m, b1n, b1k, b2m, b2n, b2k;
     bool b1ta, b1tb, b2ta, b2tb;
+    int filters, kernel, pad; /* Convolution: the geometry of the direct cuDNN call */
 };
 
 static void run_dir(const struct options *o, const struct bcase *c, struct op_run *r,
@@ -337,28 +593,55 @@ static void run_dir(const struct options *o, const struct bcase *c, struct op_ru
     if (c->bandwidth) {
         double bytes = op_bytes(r, backward);
         struct copy cp = copy_make(bytes);
-        struct baseline b = {NULL, 0, &cp};
+        struct baseline b = {.copy = &cp};
         median_ms(o, r, backward, &b, &ms, &base);
-        report(o, c->op, dir, c->name, true, bytes, ms, base);
+        report(o, c->op, dir, c->name, "copy", bytes, ms, base);
         copy_free(&cp);
         return;
     }
+    /* the products: counted in every case, run as the baseline unless cuDNN's convolution is */
     struct gemm g[2];
     int ng = backward ? 2 : 1;
+    struct gemm (*make)(bool, bool, int, int, int) = gemm_make;
+#ifdef MXC_USE_CUDA
+    if (o->gpu)
+        make = gemm_make_gpu;
+#endif
     if (backward) {
-        g[0] = gemm_make(c->b1ta, c->b1tb, c->b1m, c->b1n, c->b1k);
-        g[1] = gemm_make(c->b2ta, c->b2tb, c->b2m, c->b2n, c->b2k);
+        g[0] = make(c->b1ta, c->b1tb, c->b1m, c->b1n, c->b1k);
+        g[1] = make(c->b2ta, c->b2tb, c->b2m, c->b2n, c->b2k);
     } else {
-        g[0] = gemm_make(c->fta, c->ftb, c->fm, c->fn, c->fk);
+        g[0] = make(c->fta, c->ftb, c->fm, c->fn, c->fk);
     }
     double flops = 0;
     for (int i = 0; i < ng; i++)
         flops += 2.0 * g[i].m * g[i].n * g[i].k;
-    struct baseline b = {g, ng, NULL};
+    struct baseline b = {.g = g, .ng = ng, .gpu = o->gpu};
+    const char *base_name = o->gpu ? "cublas" : "sgemm";
+#ifdef MXC_USE_CUDNN
+    struct dnn_conv conv;
+    if (o->gpu && c->kernel > 0) {
+        dnn_conv_make(&conv, (int)c->data[0], (int)c->data[1], (int)c->data[2], (int)c->data[3],
+                      c->filters, c->kernel, c->pad);
+        b = (struct baseline){.gpu = true, .conv = &conv, .backward = backward};
+        base_name = "cudnn";
+    }
+#endif
     median_ms(o, r, backward, &b, &ms, &base);
-    report(o, c->op, dir, c->name, false, flops, ms, base);
-    for (int i = 0; i < ng; i++)
+    report(o, c->op, dir, c->name, base_name, flops, ms, base);
+#ifdef MXC_USE_CUDNN
+    if (b.conv)
+        dnn_conv_free(&conv);
+#endif
+    for (int i = 0; i < ng; i++) {
+#ifdef MXC_USE_CUDA
+        if (o->gpu) {
+            gemm_free_gpu(&g[i]);
+            continue;
+        }
+#endif
         gemm_free(&g[i]);
+    }
 }
 
 static void run_case(const struct options *o, const struct bcase *c) {
@@ -370,10 +653,16 @@ static void run_case(const struct options *o, const struct bcase *c) {
         fprintf(stderr, "bench_ops: %s is not registered; skipping %s\n", c->op, c->name);
         return;
     }
+    const struct mxc__op_def *def = mxc__op_find(c->op);
+    if (o->gpu && (c->bandwidth || def->forward_gpu == NULL)) {
+        if (!c->bandwidth) /* the bandwidth cases are CPU-only */
+            fprintf(stderr, "bench_ops: %s has no GPU kernel; skipping %s\n", c->op, c->name);
+        return;
+    }
     struct op_run r;
-    op_setup(&r, c->op, c->kv, mxc_shape_make(c->ndim, c->data));
+    op_setup(&r, o->gpu, c->op, c->kv, mxc_shape_make(c->ndim, c->data));
     run_dir(o, c, &r, false);
-    if (r.def->backward_cpu)
+    if (o->gpu ? r.def->backward_gpu != NULL : r.def->backward_cpu != NULL)
         run_dir(o, c, &r, true);
     op_free(&r);
 }
@@ -382,7 +671,7 @@ static void run_case(const struct options *o, const struct bcase *c) {
 #define FC(name, m, k, h)                                                                         \
     {                                                                                             \
         "FullyConnected", name, {"num_hidden", #h, NULL}, {m, k}, 2, false, m, h, k, false, true, \
-            m, k, h, h, k, m, false, false, true, false                                           \
+            m, k, h, h, k, m, false, false, true, false, 0, 0, 0                                  \
     }
 
 /* Conv N x C x H x W, F filters, KxK, pad P -> OH x OW; with R = C*K*K and Q = N*OH*OW:
@@ -393,15 +682,30 @@ static void run_case(const struct options *o, const struct bcase *c) {
             {"kernel", "(" #k ", " #k ")", "pad", "(" #pad ", " #pad ")", "num_filter", #f, NULL}, \
             {n, c, h, h}, 4, false, f, (n) * (oh) * (oh), (c) * (k) * (k), false, false,           \
             (c) * (k) * (k), (n) * (oh) * (oh), f, f, (c) * (k) * (k), (n) * (oh) * (oh), true,    \
-            false, false, true                                                                     \
+            false, false, true, f, k, pad                                                          \
     }
 
 /* A memory-bound operator on data (N, C, H, W), against the copy loop. */
 #define BANDWIDTH(op, name, n, c, h, w, ...)                                                     \
     {                                                                                            \
         op, name, {__VA_ARGS__, NULL}, {n, c, h, w}, 4, true, 0, 0, 0, false, false, 0, 0, 0, 0, \
-            0, 0, false, false, false, false                                                     \
+            0, 0, false, false, false, false, 0, 0, 0                                            \
     }
+
+#ifdef MXC_USE_CUDA
+/* --ctx gpu: after the cases below (the bandwidth ones are CPU-only), larger batches and
+ * large products. */
+static const struct bcase gpu_cases[] = {
+    FC("mlp1_b1024", 1024, 784, 128),
+    FC("fc_1024", 1024, 1024, 1024),
+    FC("fc_4096", 4096, 4096, 4096),
+    FC("fc_b256_4096_1000", 256, 4096, 1000),
+    CONV("lenet_conv1_b1024", 1024, 1, 28, 20, 5, 0, 24),
+    CONV("lenet_conv2_b1024", 1024, 20, 12, 50, 5, 0, 8),
+    CONV("resnet_3x3_b64", 64, 64, 56, 64, 3, 1, 56),
+    CONV("resnet_3x3_256", 32, 256, 14, 256, 3, 1, 14),
+};
+#endif
 
 static const struct bcase cases[] = {
     FC("mlp1", 100, 784, 128),
@@ -420,7 +724,7 @@ static const struct bcase cases[] = {
     BANDWIDTH("BatchNorm", "lenet_bn1", 100, 20, 24, 24, "fix_gamma", "False"),
     {"SoftmaxOutput", "mlp_out", {NULL}, {100, 10}, 2, true, 0, 0, 0,
      false,           false,     0,      0,         0, 0,    0, 0, false,
-     false,           false,     false},
+     false,           false,     false,  0,         0, 0},
 };
 
 /* With T > 1 the operator's OpenMP threads and the baseline's OpenBLAS threads take turns
@@ -439,6 +743,88 @@ static void short_spins(char **argv) {
     perror("bench_ops: execv /proc/self/exe"); /* not fatal: measure as we are */
 }
 
+#ifdef MXC_USE_CUDA
+static int empty_op(const mxc_run_ctx *rctx, void *arg) {
+    (void)rctx;
+    (void)arg;
+    return MXC_OK;
+}
+
+/* Engine operations on gpu(0) that enqueue nothing, one after the other (each writes the
+ * same variable), per second, against a bare loop of the least a GPU operation does: a
+ * 4-byte cudaMemsetAsync and cudaStreamSynchronize on one stream. */
+static void engine_overhead(const struct options *o) {
+    const int n = o->quick ? 2000 : 20000;
+    mxc_engine *eng = NULL;
+    mxc_var *v = NULL;
+    if (mxc_engine_get_default(&eng) != MXC_OK || mxc_engine_new_var(eng, &v) != MXC_OK)
+        die("engine");
+    mxc_engine_op_desc d = {.fn = empty_op,
+                            .ctx = mxc_gpu(0),
+                            .mutable_vars = &v,
+                            .num_mutable_vars = 1,
+                            .name = "empty_gpu_op"};
+    for (int i = 0; i < 100; i++) /* warm-up: the GPU workers and their streams start */
+        if (mxc_engine_push(eng, &d) != MXC_OK)
+            die("mxc_engine_push");
+    if (mxc_engine_wait_all(eng) != MXC_OK)
+        die("mxc_engine_wait_all");
+    uint64_t t0 = bench_now_ns();
+    for (int i = 0; i < n; i++)
+        if (mxc_engine_push(eng, &d) != MXC_OK)
+            die("mxc_engine_push");
+    if (mxc_engine_wait_all(eng) != MXC_OK)
+        die("mxc_engine_wait_all");
+    uint64_t t1 = bench_now_ns();
+    void *p = NULL;
+    cuda_ok(cudaMalloc(&p, 4), "cudaMalloc");
+    uint64_t t2 = bench_now_ns();
+    for (int i = 0; i < n; i++) {
+        cuda_ok(cudaMemsetAsync(p, 0, 4, gpu_stream), "cudaMemsetAsync");
+        cuda_ok(cudaStreamSynchronize(gpu_stream), "cudaStreamSynchronize");
+    }
+    uint64_t t3 = bench_now_ns();
+    cudaFree(p);
+    mxc_engine_delete_var(eng, v, NULL, NULL);
+    double ops = n / ((double)(t1 - t0) / 1e9), bare = n / ((double)(t3 - t2) / 1e9);
+    if (o->json) {
+        bench_json j;
+        bench_json_begin(&j, "ops", "engine_empty_op_gpu");
+        bench_json_str(&j, "system", "mxc");
+        bench_json_str(&j, "device", "gpu(0)");
+        bench_json_num(&j, "ops_per_s", ops);
+        bench_json_str(&j, "baseline", "memset_sync");
+        bench_json_num(&j, "baseline_ops_per_s", bare);
+        bench_json_num(&j, "ratio_vs_baseline", ops / bare);
+        bench_json_print(&j, stdout);
+    }
+    fprintf(o->json ? stderr : stdout,
+            "%-36s %9.0f op/s (%.2f us)  memset+sync %9.0f op/s (%.2f us)  ratio %.2f\n",
+            "engine_empty_op_gpu", ops, 1e6 / ops, bare, 1e6 / bare, ops / bare);
+}
+
+/* gpu(0), the benchmark's stream and library handles bound to it. */
+static void gpu_init(void) {
+    int n = mxc_gpu_count();
+    if (n < 1) {
+        fprintf(stderr, "bench_ops: --ctx gpu: no GPU found\n");
+        exit(1);
+    }
+    cuda_ok(cudaSetDevice(0), "cudaSetDevice");
+    cuda_ok(cudaStreamCreateWithFlags(&gpu_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    cublas_ok(cublasCreate(&gpu_blas), "cublasCreate");
+    cublas_ok(cublasSetStream(gpu_blas, gpu_stream), "cublasSetStream");
+#ifdef MXC_USE_CUDNN
+    cudnn_ok(cudnnCreate(&gpu_dnn), "cudnnCreate");
+    cudnn_ok(cudnnSetStream(gpu_dnn, gpu_stream), "cudnnSetStream");
+#endif
+    mxc_gpu_info_t info;
+    if (mxc_gpu_info(0, &info) == MXC_OK)
+        fprintf(stderr, "bench_ops: gpu(0) is %s (compute capability %d.%d)\n", info.name,
+                info.major, info.minor);
+}
+#endif
+
 int main(int argc, char **argv) {
     struct options o = {.runs = 15};
     if (mxc__op_threads() > 1)
@@ -454,12 +840,24 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
             o.runs = atoi(argv[++i]);
             runs_given = true;
+        } else if (strcmp(argv[i], "--ctx") == 0 && i + 1 < argc &&
+                   (strcmp(argv[i + 1], "cpu") == 0 || strcmp(argv[i + 1], "gpu") == 0)) {
+            o.gpu = strcmp(argv[++i], "gpu") == 0;
         } else {
-            fprintf(stderr, "usage: %s [--quick] [--runs K] [--case SUBSTRING] [--json]\n",
+            fprintf(stderr,
+                    "usage: %s [--quick] [--runs K] [--case SUBSTRING] [--json] "
+                    "[--ctx cpu|gpu]\n",
                     argv[0]);
             return 2;
         }
     }
+#ifndef MXC_USE_CUDA
+    if (o.gpu) {
+        fprintf(stderr,
+                "bench_ops: --ctx gpu needs a CUDA build (make USE_CUDA=1 [USE_CUDNN=1])\n");
+        return 1;
+    }
+#endif
     if (o.quick && !runs_given)
         o.runs = 5;
     if (o.runs < 1 || o.runs > MAX_RUNS) {
@@ -468,6 +866,18 @@ int main(int argc, char **argv) {
     }
     mxc__blas_init(); /* OpenBLAS at one thread, as under an engine */
     o.threads = mxc__op_threads();
+#ifdef MXC_USE_CUDA
+    if (o.gpu) {
+        gpu_init();
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            run_case(&o, &cases[i]);
+        for (size_t i = 0; i < sizeof gpu_cases / sizeof gpu_cases[0]; i++)
+            run_case(&o, &gpu_cases[i]);
+        if (o.filter == NULL || strstr("engine_empty_op_gpu", o.filter))
+            engine_overhead(&o);
+        return 0;
+    }
+#endif
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(&o, &cases[i]);
     return 0;

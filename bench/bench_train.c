@@ -45,6 +45,15 @@
  *       MXC_PROFILER_AUTOSTART=1 MXC_PROFILER_OUTPUT=trace.json build/bin/bench_train
  *       --child mlp_train --epochs-samples 1000 --repeats 1)
  *
+ *   build/bin/bench_train --ctx gpu [--json] [--quick] [--cases ...] [--epochs-samples N]
+ *       [--infer-samples N] [--repeats R]
+ *       (a CUDA build) every case on gpu(0) at batch 100 and 1024, in this process: the
+ *       executor bound on gpu(0), parameters and optimizer states there, each batch
+ *       copied from the host buffer into the GPU inputs with mxc_nd_sync_copy_from_cpu
+ *       as on the CPU; samples/s, median of --repeats (JSON bench "train_gpu", case
+ *       CASE_bBATCH, device "gpu(0)"). No PyTorch baseline and no CPU figure here: the
+ *       CPU's batch-100 figures come from the default run.
+ *
  * JSON lines (DESIGN.md section 10): bench "train", case, system "mxc", samples_per_s,
  * peak_rss_mib, mxc_settings (the faster setting) with both settings' figures,
  * baseline "pytorch", baseline_samples_per_s, baseline_threads, baseline_peak_rss_mib,
@@ -86,7 +95,8 @@ static const char *const case_names[NUM_CASES] = {"mlp_train", "mlp_infer", "len
 static const char *const setting_names[NUM_SETTINGS] = {"default", "percore"};
 
 struct options {
-    bool json, quick, no_baseline;
+    bool json, quick, no_baseline, gpu;
+    long batch; /* BATCH, or each of gpu_batches with --ctx gpu */
     long epochs_samples, infer_samples, repeats;
     bool cases[NUM_CASES];
     const char *python, *script;
@@ -134,7 +144,10 @@ static int find_arg(int num, const char *const *names, const char *name) {
     return -1;
 }
 
-static int run_case(const char *kase, const struct options *o) {
+/* Runs case `kase` at batch o->batch on gpu(0) (o->gpu) or the CPU. Prints its JSON line
+ * ("train_child") when `rate_out` is NULL, else stores the median samples/s there. */
+static int run_case(const char *kase, const struct options *o, double *rate_out) {
+    const long batch = o->batch;
     char missing[256];
     if (missing_ops(kase, missing, sizeof missing)) {
         fprintf(stderr,
@@ -146,9 +159,9 @@ static int run_case(const char *kase, const struct options *o) {
     bool lenet = strncmp(kase, "lenet", 5) == 0;
     bool train = strstr(kase, "_train") != NULL;
     long n = train ? o->epochs_samples : o->infer_samples;
-    n -= n % BATCH;
-    if (n < BATCH)
-        n = BATCH;
+    n -= n % batch;
+    if (n < batch)
+        n = batch;
     const size_t pixels = 784;
 
     /* The synthetic data set: random pixels in [0, 1), random labels 0..9. */
@@ -170,12 +183,12 @@ static int run_case(const char *kase, const struct options *o) {
         int hidden[2] = {128, 64};
         CHECK(mxc_net_mlp(2, hidden, "relu", 10, &sym));
     }
-    mxc_shape dshape = lenet ? (mxc_shape){4, {BATCH, 1, 28, 28}} : (mxc_shape){2, {BATCH, 784}};
-    mxc_shape lshape = {1, {BATCH}};
+    mxc_shape dshape = lenet ? (mxc_shape){4, {batch, 1, 28, 28}} : (mxc_shape){2, {batch, 784}};
+    mxc_shape lshape = {1, {batch}};
     const char *in_names[] = {"data", "softmax_label"};
     mxc_shape in_shapes[] = {dshape, lshape};
     mxc_executor *x = NULL;
-    CHECK(mxc_executor_simple_bind(sym, mxc_cpu(), 2, in_names, in_shapes,
+    CHECK(mxc_executor_simple_bind(sym, o->gpu ? mxc_gpu(0) : mxc_cpu(), 2, in_names, in_shapes,
                                    train ? MXC_GRAD_WRITE : MXC_GRAD_NULL, &x));
     int num_args = 0, num_names = 0, num_out = 0;
     mxc_ndarray *const *args = NULL, *const *grads = NULL, *const *outs = NULL;
@@ -196,13 +209,14 @@ static int run_case(const char *kase, const struct options *o) {
     mxc_optimizer_config oc = {.kind = MXC_OPT_SGD,
                                .lr = lenet ? 0.05f : 0.1f,
                                .momentum = lenet ? 0.9f : 0.0f,
-                               .rescale_grad = 1.0f / BATCH};
+                               .rescale_grad = 1.0f / (float)batch};
     mxc_optimizer *opt = NULL;
     CHECK(mxc_optimizer_create(&oc, &opt));
     CHECK(mxc_nd_wait_all());
 
-    const size_t dbytes = sizeof(float) * BATCH * pixels, lbytes = sizeof(float) * BATCH;
-    const long batches = n / BATCH;
+    const size_t dbytes = sizeof(float) * (size_t)batch * pixels,
+                 lbytes = sizeof(float) * (size_t)batch;
+    const long batches = n / batch;
     double *rates = malloc(sizeof *rates * (size_t)o->repeats);
     if (rates == NULL)
         return 1;
@@ -211,8 +225,8 @@ static int run_case(const char *kase, const struct options *o) {
         long nb = rep < 0 ? 1 : batches;
         uint64_t t0 = bench_now_ns();
         for (long b = 0; b < nb; b++) {
-            CHECK(mxc_nd_sync_copy_from_cpu(args[li], labels + b * BATCH, lbytes));
-            CHECK(mxc_nd_sync_copy_from_cpu(args[di], data + (size_t)b * BATCH * pixels, dbytes));
+            CHECK(mxc_nd_sync_copy_from_cpu(args[li], labels + b * batch, lbytes));
+            CHECK(mxc_nd_sync_copy_from_cpu(args[di], data + (size_t)(b * batch) * pixels, dbytes));
             CHECK(mxc_executor_forward(x, train));
             if (train) {
                 CHECK(mxc_executor_backward(x, 0, NULL));
@@ -226,7 +240,7 @@ static int run_case(const char *kase, const struct options *o) {
         CHECK(mxc_nd_wait_all());
         double secs = (double)(bench_now_ns() - t0) / 1e9;
         if (rep >= 0)
-            rates[rep] = (double)(nb * BATCH) / secs;
+            rates[rep] = (double)(nb * batch) / secs;
     }
     long peak_kib = bench_peak_rss_kib();
     char runs[512] = "";
@@ -235,6 +249,10 @@ static int run_case(const char *kase, const struct options *o) {
         snprintf(runs + len, sizeof runs - len, "%s%.0f", r ? " " : "", rates[r]);
     }
     double rate = bench_median(rates, (int)o->repeats);
+    if (rate_out) {
+        *rate_out = rate;
+        goto done;
+    }
 
     mxc_engine *eng = NULL;
     CHECK(mxc_engine_get_default(&eng));
@@ -250,6 +268,7 @@ static int run_case(const char *kase, const struct options *o) {
     bench_json_num(&j, "op_threads", (double)mxc__op_threads());
     bench_json_print(&j, stdout);
 
+done:
     free(rates);
     mxc_optimizer_free(opt);
     mxc_executor_free(x);
@@ -696,8 +715,10 @@ static void usage(const char *prog) {
             "          [--repeats R] [--cases mlp_train,mlp_infer,lenet_train,lenet_infer]\n"
             "          [--no-baseline] [--python PATH] [--pytorch-script PATH]\n"
             "          [--contention K[,K...]]\n"
+            "       %s --ctx gpu [--json] [--quick] [--cases ...] [--epochs-samples N]\n"
+            "          [--infer-samples N] [--repeats R]\n"
             "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n",
-            prog, prog);
+            prog, prog, prog);
     exit(2);
 }
 
@@ -709,10 +730,58 @@ static long parse_count(const char *prog, const char *v) {
     return n;
 }
 
+/* --ctx gpu: every chosen case on gpu(0) at each batch size, in this process. */
+static int run_gpu(struct options *o) {
+#ifndef MXC_USE_CUDA
+    (void)o;
+    fprintf(stderr, "bench_train: --ctx gpu needs a CUDA build (make USE_CUDA=1 [USE_CUDNN=1])\n");
+    return 1;
+#else
+    mxc_gpu_info_t info;
+    if (mxc_gpu_info(0, &info) != MXC_OK) {
+        fprintf(stderr, "bench_train: --ctx gpu: %s\n", mxc_last_error());
+        return 1;
+    }
+    static const long gpu_batches[] = {100, 1024};
+    FILE *tf = o->json ? stderr : stdout;
+    fprintf(tf,
+            "bench_train: gpu(0) %s, %ld training samples, %ld inference samples, median of "
+            "%ld run(s)\n",
+            info.name, o->epochs_samples, o->infer_samples, o->repeats);
+    fprintf(tf, "%-20s %14s\n", "case", "samples/s");
+    for (int c = 0; c < NUM_CASES; c++) {
+        if (!o->cases[c])
+            continue;
+        for (size_t b = 0; b < sizeof gpu_batches / sizeof gpu_batches[0]; b++) {
+            o->batch = gpu_batches[b];
+            double rate = NAN;
+            int rc = run_case(case_names[c], o, &rate);
+            if (rc != 0)
+                return rc;
+            char kase[64];
+            snprintf(kase, sizeof kase, "%s_b%ld", case_names[c], o->batch);
+            fprintf(tf, "%-20s %14.0f\n", kase, rate);
+            if (o->json) {
+                bench_json j;
+                bench_json_begin(&j, "train_gpu", kase);
+                bench_json_str(&j, "system", "mxc");
+                bench_json_str(&j, "device", "gpu(0)");
+                bench_json_str(&j, "gpu", info.name);
+                bench_json_num(&j, "batch", (double)o->batch);
+                bench_json_num(&j, "samples_per_s", rate);
+                bench_json_print(&j, stdout);
+            }
+        }
+    }
+    return 0;
+#endif
+}
+
 int main(int argc, char **argv) {
     struct options o = {.epochs_samples = 60000,
                         .infer_samples = 10000,
                         .repeats = 3,
+                        .batch = BATCH,
                         .python = "/usr/bin/python3"};
     const char *child = NULL, *cases = NULL;
     int busy[MAX_BUSY_SETS], nbusy = 0;
@@ -756,6 +825,9 @@ int main(int argc, char **argv) {
                 p = *end ? end + 1 : end;
             }
             i++;
+        } else if (strcmp(a, "--ctx") == 0 && v && (!strcmp(v, "cpu") || !strcmp(v, "gpu"))) {
+            o.gpu = strcmp(v, "gpu") == 0;
+            i++;
         } else if (strcmp(a, "--child") == 0 && v) {
             child = v;
             i++;
@@ -781,10 +853,14 @@ int main(int argc, char **argv) {
         }
         want += o.cases[c];
     }
+    if (o.gpu && (child || nbusy > 0))
+        usage(argv[0]); /* --ctx gpu runs in this process, without contention */
+    if (o.gpu)
+        return run_gpu(&o);
     if (child) {
         for (int c = 0; c < NUM_CASES; c++)
             if (strcmp(child, case_names[c]) == 0)
-                return run_case(child, &o);
+                return run_case(child, &o, NULL);
         usage(argv[0]);
     }
     if (want == 0)

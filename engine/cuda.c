@@ -1,9 +1,12 @@
 /*
- * engine/cuda.c — the engine's CUDA glue: device count, one stream per GPU worker,
+ * engine/cuda.c — the engine's CUDA glue: device count and properties, one stream per GPU worker,
  * stream synchronisation after synchronous GPU functions. Without USE_CUDA every entry
  * reports that no GPU exists, and no CUDA header is needed.
  */
 #include "engine/engine_impl.h"
+
+#include <stdio.h>
+#include <string.h>
 
 #ifdef MXC_USE_CUDA
 #include <cuda_runtime.h>
@@ -15,6 +18,26 @@ int mxc_gpu_count(void) {
         return 0;
     }
     return n;
+}
+
+int mxc_gpu_info(int dev, mxc_gpu_info_t *out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_gpu_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    int n = mxc_gpu_count();
+    if (dev < 0 || dev >= n)
+        return mxc__error(MXC_ENODEV, "mxc_gpu_info: no gpu(%d) (%d GPU(s) found)", dev, n);
+    struct cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, dev);
+    if (e != cudaSuccess)
+        return mxc__error(MXC_EDEVICE, "mxc_gpu_info: cudaGetDeviceProperties(%d): %s", dev,
+                          cudaGetErrorString(e));
+    snprintf(out->name, sizeof out->name, "%s", p.name);
+    out->total_memory = (uint64_t)p.totalGlobalMem;
+    out->major = p.major;
+    out->minor = p.minor;
+    out->multiprocessors = p.multiProcessorCount;
+    return MXC_OK;
 }
 
 int mxc__cuda_worker_init(int dev_id, bool copy_stream, void **stream) {
@@ -42,6 +65,14 @@ int mxc__cuda_stream_sync(void *stream) {
 #else
 
 int mxc_gpu_count(void) { return 0; }
+
+int mxc_gpu_info(int dev, mxc_gpu_info_t *out) {
+    if (out == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_gpu_info: out is NULL");
+    memset(out, 0, sizeof *out);
+    return mxc__error(MXC_ENODEV, "mxc_gpu_info: gpu(%d): mxc was built without CUDA (USE_CUDA=1)",
+                      dev);
+}
 
 int mxc__cuda_worker_init(int dev_id, bool copy_stream, void **stream) {
     *stream = NULL;

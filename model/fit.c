@@ -7,6 +7,15 @@
  * The batch loop never waits on purpose: copies, passes and updates are pushed and the
  * engine orders them. The one wait per batch is the metric reading the forward output,
  * which overlaps with the backward pass and updates already pushed.
+ *
+ * On a GPU context the model's parameters stay on the host (checkpoints are host arrays,
+ * loadable anywhere): the executor binds its own copies on the GPU, filled from the host
+ * at bind and copied back at each epoch's end (before evaluating and checkpointing) and
+ * when the fit returns. Batches come from the iterator as host arrays; each is copied into
+ * one of two GPU staging buffers (the engine's copy worker, its own stream) and from there
+ * into the executor's inputs, so the upload of the next batch overlaps the backward pass
+ * and updates of the current one. On the CPU the executor shares the parameters' memory
+ * and batches are copied straight in.
  */
 #include "mxc/executor.h"
 #include "mxc/model.h"
@@ -329,22 +338,54 @@ int mxc_model_load_latest(const char *prefix, int *epoch, mxc_model **out) {
 /* What a fit, score or predict binds: the executor and the parameters it updates. */
 struct session {
     mxc_executor *exec;
-    int num_args;
+    int num_args, num_aux;
     char **arg_names;            /* copies: the symbol's lists change with its next listing */
     int data_index, label_index; /* arguments fed from the iterator (-1: none) */
-    mxc_ndarray *const *args, *const *grads;
+    mxc_ndarray *const *args, *const *grads, *const *aux;
+    /* On a GPU: the model parameter of each argument, then of each auxiliary state
+     * (-1: an input), to copy back; and the staging buffers [turn][data, label]. */
+    bool on_device;
+    int *param_of;
+    mxc_ndarray *stage[2][2];
+    int turn;
 };
+
+static bool is_gpu(mxc_context ctx) { return ctx.dev_type == MXC_GPU; }
+
+/* Resolves `ctx` for public function `fn` (dev_type 0 means the CPU) and checks that it
+ * can be used: MXC_ENODEV for a GPU this build or machine lacks, MXC_EINVAL otherwise. */
+static int resolve_context(const char *fn, mxc_context ctx, mxc_context *out) {
+    *out = ctx.dev_type == 0 ? mxc_cpu() : ctx;
+    if (out->dev_type == MXC_CPU && out->dev_id == 0)
+        return MXC_OK;
+    if (out->dev_type != MXC_GPU)
+        return mxc__error(MXC_EINVAL, "%s: context (%d, %d) is neither cpu(0) nor a gpu", fn,
+                          out->dev_type, out->dev_id);
+#ifndef MXC_USE_CUDA
+    return mxc__error(MXC_ENODEV, "%s: gpu(%d): mxc was built without CUDA (USE_CUDA=1)", fn,
+                      out->dev_id);
+#else
+    int n = mxc_gpu_count();
+    if (out->dev_id < 0 || out->dev_id >= n)
+        return mxc__error(MXC_ENODEV, "%s: gpu(%d) does not exist: this machine has %d GPU(s)", fn,
+                          out->dev_id, n);
+    return MXC_OK;
+#endif
+}
+
+static void free_session(struct session *s);
 
 static const char *or_default(const char *s, const char *d) { return s ? s : d; }
 
 /* Binds model->sym for the iterator's batch shapes. Parameters the model lacks are
  * created and initialised with `init` (when NULL, a missing parameter is an error). */
-static int bind_session(mxc_model *m, mxc_data_iter *it, const char *data_name,
+static int bind_session(mxc_model *m, mxc_data_iter *it, mxc_context ctx, const char *data_name,
                         const char *label_name, bool train, const mxc_init_config *init,
                         struct session *s) {
     int rc = MXC_OK;
     memset(s, 0, sizeof *s);
     s->data_index = s->label_index = -1;
+    s->on_device = is_gpu(ctx);
     mxc_shape dshape, lshape;
     MXC_TRY(mxc_data_iter_provide_data(it, &dshape));
     MXC_TRY(mxc_data_iter_provide_label(it, &lshape));
@@ -355,6 +396,11 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, const char *data_name,
     s->arg_names = mxc__calloc((size_t)na + 1, sizeof *s->arg_names);
     MXC_CHECK(s->arg_names != NULL, MXC_ENOMEM, "model: out of memory");
     s->num_args = na;
+    s->num_aux = nx;
+    s->param_of = mxc__calloc((size_t)(na + nx) + 1, sizeof *s->param_of);
+    MXC_CHECK(s->param_of != NULL, MXC_ENOMEM, "model: out of memory");
+    for (int i = 0; i < na + nx; i++)
+        s->param_of[i] = -1;
     for (int i = 0; i < na; i++)
         MXC_CHECK((s->arg_names[i] = mxc__strdup(arg_names[i])) != NULL, MXC_ENOMEM,
                   "model: out of memory");
@@ -389,11 +435,14 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, const char *data_name,
         const char *name = aux ? aux_names[i - na] : arg_names[i];
         mxc_ndarray **slot = aux ? &arrays[2 * na + (i - na)] : &arrays[i];
         if (i == s->data_index || i == s->label_index) {
-            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, mxc_cpu(), 1, slot);
+            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, ctx, 1, slot);
+            for (int t = 0; rc == MXC_OK && s->on_device && t < 2; t++)
+                rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, ctx, 1,
+                                   &s->stage[t][i == s->data_index ? 0 : 1]);
             continue;
         }
         if (!aux && strcmp(name, label_name) == 0) { /* no labels: the loss reads zeros */
-            rc = mxc_nd_zeros(&arg_s[i], MXC_FLOAT32, mxc_cpu(), slot);
+            rc = mxc_nd_zeros(&arg_s[i], MXC_FLOAT32, ctx, slot);
             continue;
         }
         int p = find_param(m, name, aux);
@@ -422,18 +471,24 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, const char *data_name,
                 mxc_nd_free(a);
             p = m->num_params - 1;
         }
-        if (rc == MXC_OK)
+        if (rc == MXC_OK && !s->on_device) {
             rc = mxc_nd_reshape(m->arrays[p], &arg_s[i], slot); /* shares the memory */
+        } else if (rc == MXC_OK) { /* a device copy of the host parameter (same shape) */
+            s->param_of[i] = p;
+            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, ctx, 1, slot);
+            if (rc == MXC_OK)
+                rc = mxc_nd_copy_to(m->arrays[p], *slot);
+        }
         if (rc == MXC_OK && train && !aux) {
             reqs[i] = MXC_GRAD_WRITE;
-            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, mxc_cpu(), 1, &arrays[na + i]);
+            rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, ctx, 1, &arrays[na + i]);
         }
     }
     if (rc == MXC_OK)
-        rc = mxc_executor_bind(m->sym, mxc_cpu(), na, arrays, train ? arrays + na : NULL,
+        rc = mxc_executor_bind(m->sym, ctx, na, arrays, train ? arrays + na : NULL,
                                train ? reqs : NULL, nx, arrays + 2 * na, &s->exec);
     if (rc == MXC_OK)
-        rc = mxc_executor_arrays(s->exec, NULL, &s->args, &s->grads, NULL, NULL);
+        rc = mxc_executor_arrays(s->exec, NULL, &s->args, &s->grads, NULL, &s->aux);
 done:
     for (int i = 0; arrays && i < 2 * na + nx; i++)
         mxc_nd_free(arrays[i]);
@@ -441,14 +496,50 @@ done:
     mxc__free(arg_s);
     mxc__free(reqs);
 fail:
+    if (rc != MXC_OK)
+        free_session(s);
     return rc;
 }
 
-/* Pushes the copy of the iterator's current batch into the executor's inputs. */
-static int feed(const struct session *s, mxc_data_iter *it) {
-    int rc = mxc_nd_copy_to(mxc_data_iter_data(it), s->args[s->data_index]);
-    if (rc == MXC_OK && s->label_index >= 0)
-        rc = mxc_nd_copy_to(mxc_data_iter_label(it), s->args[s->label_index]);
+/* Pushes the copy of the iterator's current batch into the executor's inputs: straight
+ * in on the CPU; on a GPU through this turn's staging buffers, so that the upload waits
+ * for nothing the executor still reads. */
+static int feed(struct session *s, mxc_data_iter *it) {
+    mxc_ndarray *src[2] = {mxc_data_iter_data(it), mxc_data_iter_label(it)};
+    const int index[2] = {s->data_index, s->label_index};
+    int rc = MXC_OK;
+    for (int k = 0; rc == MXC_OK && k < 2; k++) {
+        if (index[k] < 0)
+            continue;
+        mxc_ndarray *stage = s->stage[s->turn][k];
+        if (stage == NULL) {
+            rc = mxc_nd_copy_to(src[k], s->args[index[k]]);
+            continue;
+        }
+        rc = mxc_nd_copy_to(src[k], stage);
+        if (rc == MXC_OK)
+            rc = mxc_nd_copy_to(stage, s->args[index[k]]);
+    }
+    s->turn ^= 1;
+    return rc;
+}
+
+/* On a GPU, pushes the copies of the trained parameters (arguments and auxiliary states)
+ * back into the model's host arrays and waits for them; on the CPU they are the model's
+ * arrays already. */
+static int sync_to_model(const struct session *s, mxc_model *m) {
+    int rc = MXC_OK;
+    for (int i = 0; s->on_device && s->exec && i < s->num_args + s->num_aux; i++) {
+        int p = s->param_of[i];
+        if (p < 0)
+            continue;
+        int r =
+            mxc_nd_copy_to(i < s->num_args ? s->args[i] : s->aux[i - s->num_args], m->arrays[p]);
+        if (r == MXC_OK)
+            r = mxc_nd_wait_to_read(m->arrays[p]);
+        if (rc == MXC_OK)
+            rc = r;
+    }
     return rc;
 }
 
@@ -476,7 +567,7 @@ static double metric_value(mxc_metric *metric, const char **name) {
 }
 
 /* One pass over `it` in inference mode, feeding `metric` (if any) and `collect`. */
-static int evaluate(const struct session *s, mxc_data_iter *it, mxc_metric *metric,
+static int evaluate(struct session *s, mxc_data_iter *it, mxc_metric *metric,
                     int (*collect)(void *, mxc_ndarray *, int64_t), void *user) {
     int rc = mxc_data_iter_reset(it), more;
     while (rc == MXC_OK && (more = mxc_data_iter_next(it)) == 1) {
@@ -523,6 +614,10 @@ static void free_session(struct session *s) {
     for (int i = 0; s->arg_names && i < s->num_args; i++)
         mxc__free(s->arg_names[i]);
     mxc__free(s->arg_names);
+    mxc__free(s->param_of);
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < 2; k++)
+            mxc_nd_free(s->stage[t][k]);
     memset(s, 0, sizeof *s);
 }
 
@@ -588,13 +683,15 @@ static int check_fit_args(const mxc_model *m, mxc_data_iter *train, mxc_data_ite
     if (c->num_epochs < 1 || c->begin_epoch < 0 || c->frequent < 0)
         return mxc__error(MXC_EINVAL, "mxc_model_fit: %d epochs from %d, report every %d",
                           c->num_epochs, c->begin_epoch, c->frequent);
-    return MXC_OK;
+    mxc_context ctx;
+    return resolve_context("mxc_model_fit", c->ctx, &ctx);
 }
 
 /* The parts of a fit that outlive one epoch. */
 struct fit {
     const mxc_fit_config *cfg;
     mxc_model *model;
+    mxc_context ctx;
     struct session train;
     mxc_optimizer *opt;
     mxc_metric *metric;
@@ -612,7 +709,7 @@ static void report(struct fit *f) {
 
 /* Pushes one batch's work: inputs, forward, backward, updates; then the metric. */
 static int train_batch(struct fit *f, mxc_data_iter *it) {
-    const struct session *s = &f->train;
+    struct session *s = &f->train;
     int rc = feed(s, it);
     if (rc == MXC_OK)
         rc = mxc_executor_forward(s->exec, 1);
@@ -659,6 +756,8 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
         rc = more;
     if (rc == MXC_OK)
         rc = wait_session(&f->train);
+    if (rc == MXC_OK)
+        rc = sync_to_model(&f->train, f->model); /* for evaluation and the checkpoint */
     if (rc != MXC_OK)
         return rc;
     double t = now_s();
@@ -670,7 +769,7 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
         struct session es;
         rc = mxc_metric_reset(eval_metric);
         if (rc == MXC_OK)
-            rc = bind_session(f->model, eval, or_default(c->data_name, "data"),
+            rc = bind_session(f->model, eval, f->ctx, or_default(c->data_name, "data"),
                               or_default(c->label_name, "softmax_label"), false, NULL, &es);
         if (rc == MXC_OK) {
             rc = evaluate(&es, eval, eval_metric, NULL, NULL);
@@ -707,8 +806,9 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const
     MXC_TRY(mxc_metric_create(metric, c->top_k, &f.metric));
     MXC_TRY(mxc_metric_create(metric, c->top_k, &eval_metric));
     f.prog.metric_name = metric;
+    MXC_TRY(resolve_context("mxc_model_fit", c->ctx, &f.ctx));
     MXC_TRY(mxc_random_seed(c->seed));
-    MXC_TRY(bind_session(m, train, or_default(c->data_name, "data"),
+    MXC_TRY(bind_session(m, train, f.ctx, or_default(c->data_name, "data"),
                          or_default(c->label_name, "softmax_label"), true, &c->init, &f.train));
     mxc_optimizer_config oc = c->optimizer;
     if (oc.rescale_grad == 0) /* the loss gradients are sums over the batch */
@@ -733,20 +833,25 @@ fail:
 
 /* ---- Score and predict -------------------------------------------------------------- */
 
-int mxc_model_score(mxc_model *m, mxc_data_iter *it, const char *metric_name, double *value) {
-    int rc = check_model(m, __func__);
+/* mxc_model_score_on for public function `fn`. */
+static int score(const char *fn, mxc_model *m, mxc_context ctx, mxc_data_iter *it,
+                 const char *metric_name, double *value) {
+    int rc = check_model(m, fn);
     if (rc != MXC_OK)
         return rc;
     if (it == NULL || value == NULL)
-        return mxc__error(MXC_EINVAL, "mxc_model_score: NULL argument");
-    rc = mxc__data_iter_check(it, __func__, "iterator");
+        return mxc__error(MXC_EINVAL, "%s: NULL argument", fn);
+    *value = NAN;
+    rc = mxc__data_iter_check(it, fn, "iterator");
+    if (rc == MXC_OK)
+        rc = resolve_context(fn, ctx, &ctx);
     if (rc != MXC_OK)
         return rc;
     mxc_metric *metric = NULL;
     struct session s;
     rc = mxc_metric_create(or_default(metric_name, "acc"), 1, &metric);
     if (rc == MXC_OK)
-        rc = bind_session(m, it, "data", "softmax_label", false, NULL, &s);
+        rc = bind_session(m, it, ctx, "data", "softmax_label", false, NULL, &s);
     if (rc == MXC_OK) {
         rc = evaluate(&s, it, metric, NULL, NULL);
         free_session(&s);
@@ -754,6 +859,15 @@ int mxc_model_score(mxc_model *m, mxc_data_iter *it, const char *metric_name, do
     *value = rc == MXC_OK ? metric_value(metric, NULL) : NAN;
     mxc_metric_free(metric);
     return rc;
+}
+
+int mxc_model_score(mxc_model *m, mxc_data_iter *it, const char *metric_name, double *value) {
+    return score(__func__, m, mxc_cpu(), it, metric_name, value);
+}
+
+int mxc_model_score_on(mxc_model *m, mxc_context ctx, mxc_data_iter *it, const char *metric_name,
+                       double *value) {
+    return score(__func__, m, ctx, it, metric_name, value);
 }
 
 /* Rows of the predictions, grown batch by batch on the host. */
@@ -797,19 +911,23 @@ static int collect_rows(void *user, mxc_ndarray *out, int64_t pad) {
     return rc;
 }
 
-int mxc_model_predict(mxc_model *m, mxc_data_iter *it, mxc_ndarray **out) {
-    int rc = check_model(m, __func__);
+/* mxc_model_predict_on for public function `fn`. */
+static int predict(const char *fn, mxc_model *m, mxc_context ctx, mxc_data_iter *it,
+                   mxc_ndarray **out) {
+    int rc = check_model(m, fn);
     if (rc != MXC_OK)
         return rc;
     if (it == NULL || out == NULL)
-        return mxc__error(MXC_EINVAL, "mxc_model_predict: NULL argument");
+        return mxc__error(MXC_EINVAL, "%s: NULL argument", fn);
     *out = NULL;
-    rc = mxc__data_iter_check(it, __func__, "iterator");
+    rc = mxc__data_iter_check(it, fn, "iterator");
+    if (rc == MXC_OK)
+        rc = resolve_context(fn, ctx, &ctx);
     if (rc != MXC_OK)
         return rc;
     struct session s;
     struct rows r = {0};
-    rc = bind_session(m, it, "data", "softmax_label", false, NULL, &s);
+    rc = bind_session(m, it, ctx, "data", "softmax_label", false, NULL, &s);
     if (rc == MXC_OK) {
         rc = evaluate(&s, it, NULL, collect_rows, &r);
         free_session(&s);
@@ -828,4 +946,12 @@ int mxc_model_predict(mxc_model *m, mxc_data_iter *it, mxc_ndarray **out) {
     }
     mxc__free(r.data);
     return rc;
+}
+
+int mxc_model_predict(mxc_model *m, mxc_data_iter *it, mxc_ndarray **out) {
+    return predict(__func__, m, mxc_cpu(), it, out);
+}
+
+int mxc_model_predict_on(mxc_model *m, mxc_context ctx, mxc_data_iter *it, mxc_ndarray **out) {
+    return predict(__func__, m, ctx, it, out);
 }

@@ -7,12 +7,27 @@
  */
 #include "ndarray/ndarray_impl.h"
 
-#include "common/gemm.h"
 #include <math.h>
 #include <string.h>
 
 static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
     return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
+}
+
+static bool same_context(mxc_context x, mxc_context y) {
+    return x.dev_type == y.dev_type && x.dev_id == y.dev_id;
+}
+
+/* MXC_EINVAL unless `a` and `b` live on one device: a kernel runs on one device and reads
+ * every operand there. */
+static int same_device(const char *fn, const mxc_ndarray *a, const char *a_name,
+                       const mxc_ndarray *b, const char *b_name) {
+    mxc_context x = a->chunk->ctx, y = b->chunk->ctx;
+    if (same_context(x, y))
+        return MXC_OK;
+    return mxc__error(MXC_EINVAL, "%s: %s is on %s(%d), %s on %s(%d): copy one over first", fn,
+                      a_name, x.dev_type == MXC_GPU ? "gpu" : "cpu", x.dev_id, b_name,
+                      y.dev_type == MXC_GPU ? "gpu" : "cpu", y.dev_id);
 }
 
 static int require_float32(const mxc_ndarray *a, const char *fn, const char *what) {
@@ -35,6 +50,8 @@ static int prepare_output(const char *fn, const mxc_ndarray *like, const mxc_sha
         return rc;
     }
     int rc = mxc__nd_check(*out, fn, "*out");
+    if (rc == MXC_OK)
+        rc = same_device(fn, like, "the input", *out, "*out");
     if (rc != MXC_OK)
         return rc;
     char b1[128], b2[128];
@@ -56,6 +73,12 @@ static int elemwise(const char *op_name, const mxc_ndarray *a, const mxc_ndarray
     int rc = mxc__nd_check(a, fn, "a");
     if (rc == MXC_OK && !scalar_rhs)
         rc = mxc__nd_check(b, fn, "b");
+    if (rc == MXC_OK && !scalar_rhs)
+        rc = same_device(fn, a, "a", b, "b");
+    if (rc == MXC_OK && out != NULL && *out != NULL)
+        rc = mxc__nd_check(*out, fn, "*out");
+    if (rc == MXC_OK && out != NULL && *out != NULL)
+        rc = same_device(fn, a, "a", *out, "*out");
     if (rc == MXC_OK)
         rc = require_float32(a, fn, "a");
     if (rc != MXC_OK)
@@ -273,8 +296,9 @@ int mxc_nd_dot(const mxc_ndarray *a, const mxc_ndarray *b, mxc_ndarray **out) {
         return mxc__error(MXC_ESHAPE, "%s: needs (m, k) x (k, n), got %s x %s", fn,
                           mxc__shape_str(&a->shape, b1, sizeof b1),
                           mxc__shape_str(&b->shape, b2, sizeof b2));
-    if (a->chunk->ctx.dev_type == MXC_GPU)
-        return mxc__error(MXC_ENOTSUP, "%s: GPU dot is not implemented yet", fn);
+    rc = same_device(fn, a, "a", b, "b");
+    if (rc != MXC_OK)
+        return rc;
     int64_t dims[2] = {a->shape.dims[0], b->shape.dims[1]};
     mxc_shape shape = mxc_shape_make(2, dims);
     bool created;
@@ -296,8 +320,6 @@ int mxc_nd_sum(const mxc_ndarray *a, mxc_ndarray **out) {
         rc = require_float32(a, __func__, "a");
     if (rc != MXC_OK)
         return rc;
-    if (a->chunk->ctx.dev_type == MXC_GPU)
-        return mxc__error(MXC_ENOTSUP, "mxc_nd_sum: GPU sum is not implemented yet");
     int64_t one = 1;
     mxc_shape shape = mxc_shape_make(1, &one);
     bool created;

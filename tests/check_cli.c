@@ -3,7 +3,8 @@
  * binary next to this test): info, usage errors, a short training on Fashion-MNIST whose
  * JSON summary has the promised fields and an accuracy no broken gradient reaches,
  * scoring the checkpoint, resuming (falling back, with a warning, past a damaged newest
- * checkpoint), and predictions written as an NDArray list.
+ * checkpoint), predictions written as an NDArray list, and --ctx (bad values, a missing
+ * GPU; with a GPU, training there).
  */
 #include "mxc/ndarray.h"
 #include "tests/util/test_util.h"
@@ -72,6 +73,48 @@ START_TEST(test_info_and_usage) {
     ck_assert_ptr_nonnull(strstr(out, "no-such-symbol.json"));
     ck_assert_int_eq(run("score --prefix build/no-such-model --epoch 1", &out), 1);
     ck_assert_int_eq(run("train --network mlp --data a,b,c", &out), 2);
+}
+END_TEST
+
+/* --ctx: a bad value is a usage error; a GPU this build or machine lacks fails at once with
+ * the reason, before any data is read; cpu and cpu:0 are the default. info lists the GPUs. */
+START_TEST(test_ctx) {
+    const char *out;
+    const char *bad[] = {"bogus", "gpu:", "gpu:x", "gpu:-1", "cpu:1", "gpu:0x", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "train --network mlp --ctx '%s'", bad[i]);
+        ck_assert_msg(run(cmd, &out) == 2, "--ctx '%s': %s", bad[i], out);
+        ck_assert_msg(strstr(out, "--ctx") != NULL, "%s", out);
+    }
+    ck_assert_int_eq(run("score --prefix p --epoch 1 --ctx", &out), 2); /* no value */
+    ck_assert_int_eq(run("info --ctx gpu", &out), 2);
+    ck_assert_int_eq(run("info", &out), 0);
+    const char *devices = strstr(out, "devices: cpu, ");
+    ck_assert_ptr_nonnull(devices);
+    int ngpu = atoi(devices + strlen("devices: cpu, "));
+    ck_assert_int_eq(ngpu, mxc_gpu_count());
+    if (ngpu > 0)
+        ck_assert_msg(strstr(out, "gpu(0): ") && strstr(out, "compute capability"), "%s", out);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "train --network mlp --data build/none,build/none --ctx gpu:%d",
+             ngpu);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    ck_assert_msg(strstr(out, "--ctx gpu:") && strstr(out, "gpu("), "%s", out);
+    snprintf(cmd, sizeof cmd,
+             "predict --prefix build/no-such-model --epoch 1 --input x "
+             "--output y --ctx gpu:%d",
+             ngpu);
+    ck_assert_int_eq(run(cmd, &out), 1);
+    if (ngpu == 0) {
+        ck_assert_int_eq(run("score --prefix build/no-such-model --epoch 1 --ctx gpu:0", &out), 1);
+        ck_assert_msg(strstr(out, "--ctx gpu:0") &&
+                          (strstr(out, "without CUDA") || strstr(out, "no gpu(0)")),
+                      "%s", out); /* a CPU build, or a CUDA build on a machine without GPU */
+    }
+    /* cpu:0 is accepted (it fails on the missing checkpoint, after the context) */
+    ck_assert_int_eq(run("score --prefix build/no-such-model --epoch 1 --ctx cpu:0", &out), 1);
+    ck_assert_ptr_null(strstr(out, "--ctx"));
 }
 END_TEST
 
@@ -218,14 +261,40 @@ START_TEST(test_resume_skips_damaged_checkpoint) {
 }
 END_TEST
 
+/* With a GPU: a short CSV training on gpu:0 reaches the CPU's accuracy, and its checkpoint
+ * scores the same on the CPU. Without a GPU, nothing to do. */
+START_TEST(test_train_on_gpu) {
+    if (mxc_gpu_count() == 0)
+        return;
+    write_csv("build/check_cli_gx.csv", "build/check_cli_gy.csv", 200);
+    const char *data = "--data csv:build/check_cli_gx.csv,build/check_cli_gy.csv,"
+                       "build/check_cli_gx.csv,build/check_cli_gy.csv";
+    char cmd[512];
+    const char *out;
+    snprintf(cmd, sizeof cmd,
+             "train --network mlp --epochs 3 --batch-size 20 --frequent 0 --json --ctx gpu:0 "
+             "--prefix build/check_cli_gpu %s",
+             data);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "running on gpu(0)"));
+    double acc = json_number(strrchr(out, '{'), "test_accuracy");
+    ck_assert_msg(acc > 0.99, "%s", out);
+    snprintf(cmd, sizeof cmd, "score --prefix build/check_cli_gpu --epoch 3 --json %s", data);
+    ck_assert_msg(run(cmd, &out) == 0, "%s", out);
+    ck_assert_double_eq_tol(json_number(strrchr(out, '{'), "test_accuracy"), acc, 1e-6);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
     tcase_set_timeout(tc, mxct_timeout(120));
     tcase_add_test(tc, test_info_and_usage);
+    tcase_add_test(tc, test_ctx);
     tcase_add_test(tc, test_train_score_resume_predict);
     tcase_add_test(tc, test_train_on_csv);
     tcase_add_test(tc, test_resume_skips_damaged_checkpoint);
+    tcase_add_test(tc, test_train_on_gpu);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,8 +4,9 @@
  * batches, padding, composites, bad input), optimizers (SGD, momentum and Adam against
  * the formulas over several steps, multipliers, learning-rate schedules), the network
  * builders of mxc/networks.h, fit, and checkpoints: crash-safe saves that clean up the
- * temporaries of killed saves, resuming from the newest checkpoint that loads, and errors
- * that name the damaged file.
+ * temporaries of killed saves, resuming from the newest checkpoint that loads, errors
+ * that name the damaged file, and fit / score / predict on a context (GPU against CPU
+ * where a GPU exists).
  */
 #include "mxc/executor.h"
 #include "mxc/io.h"
@@ -534,6 +535,96 @@ START_TEST(test_fit_leaves_other_failures) {
 }
 END_TEST
 
+/* Fit, score and predict on a context: cpu(0) explicitly is the default; a GPU this build
+ * or machine lacks, or a context of no known type, is a clear error before any work. With
+ * a GPU, a fit on gpu(0) ends with the CPU's metrics and weights (within float rounding),
+ * its checkpoint is a host file the CPU loads, and score and predict on the GPU agree with
+ * the CPU's. */
+START_TEST(test_fit_on_context) {
+    int ngpu = mxc_gpu_count();
+    mxc_model *model = toy_model(8);
+    mxc_data_iter *train = toy_iter(20, 7), *test = toy_iter(50, 8);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.quiet = 1;
+    cfg.seed = 13;
+    cfg.optimizer.lr = 0.1f;
+    cfg.optimizer.momentum = 0.9f;
+    cfg.num_epochs = 2;
+    mxc_fit_result on_cpu, on_gpu;
+    cfg.ctx = mxc_cpu();
+    CK_OK(mxc_model_fit(model, train, test, &cfg, &on_cpu));
+    double acc = 0;
+    mxc_ndarray *pred = NULL;
+    cfg.ctx = mxc_gpu(ngpu); /* one past the last */
+    mxc_model *fresh = toy_model(8);
+    CK_ERR(MXC_ENODEV, mxc_model_fit(fresh, train, NULL, &cfg, NULL));
+    ck_assert_msg(strstr(mxc_last_error(), "mxc_model_fit") && strstr(mxc_last_error(), "gpu("),
+                  "%s", mxc_last_error());
+    ck_assert_ptr_null(mxc_model_param(fresh, "fc1_weight")); /* nothing was done */
+    CK_ERR(MXC_ENODEV, mxc_model_score_on(model, mxc_gpu(ngpu), test, "acc", &acc));
+    ck_assert(isnan(acc));
+    CK_ERR(MXC_ENODEV, mxc_model_predict_on(model, mxc_gpu(ngpu), test, &pred));
+    ck_assert_ptr_null(pred);
+    CK_ERR(MXC_ENODEV, mxc_model_score_on(model, mxc_gpu(-1), test, "acc", &acc));
+    CK_ERR(MXC_EINVAL, mxc_model_score_on(model, (mxc_context){7, 0}, test, "acc", &acc));
+    cfg.ctx = (mxc_context){MXC_CPU_PINNED, 0};
+    CK_ERR(MXC_EINVAL, mxc_model_fit(fresh, train, NULL, &cfg, NULL));
+    CK_OK(mxc_model_score_on(model, (mxc_context){0, 0}, test, "acc", &acc)); /* zero: CPU */
+    ck_assert_double_eq_tol(acc, on_cpu.eval_metric, 1e-9);
+    if (ngpu == 0) {
+        cfg.ctx = mxc_gpu(0);
+        CK_ERR(MXC_ENODEV, mxc_model_fit(fresh, train, NULL, &cfg, NULL));
+        ck_assert_ptr_nonnull(strstr(mxc_last_error(), "gpu(0)"));
+    } else {
+        cfg.ctx = mxc_gpu(0);
+        cfg.checkpoint_prefix = "build/check_model_gpu";
+        mxc_data_iter *again = toy_iter(20, 7); /* the CPU fit's batches, in its order */
+        CK_OK(mxc_model_fit(fresh, again, test, &cfg, &on_gpu));
+        mxc_data_iter_free(again);
+        ck_assert_double_eq_tol(on_gpu.train_metric, on_cpu.train_metric, 0.01);
+        ck_assert_double_eq_tol(on_gpu.eval_metric, on_cpu.eval_metric, 0.01);
+        const char *names[] = {"fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"};
+        for (int k = 0; k < 4; k++) {
+            mxc_ndarray *a = mxc_model_param(model, names[k]),
+                        *b = mxc_model_param(fresh, names[k]);
+            mxc_context where;
+            CK_OK(mxc_nd_get_context(b, &where));
+            ck_assert_int_eq(where.dev_type, MXC_CPU); /* the model's parameters stay home */
+            float *x = host(a), *y = host(b);
+            for (int64_t i = 0; i < mxc_nd_size(a); i++)
+                ck_assert_msg(fabsf(x[i] - y[i]) <= 1e-3f + 1e-3f * fabsf(x[i]),
+                              "%s[%lld]: cpu %g, gpu %g", names[k], (long long)i, x[i], y[i]);
+            free(x);
+            free(y);
+        }
+        mxc_model *loaded = NULL; /* the GPU's checkpoint, on the CPU */
+        CK_OK(mxc_model_load("build/check_model_gpu", 2, &loaded));
+        double cpu_acc = 0, gpu_acc = 0;
+        CK_OK(mxc_model_score(loaded, test, "acc", &cpu_acc));
+        CK_OK(mxc_model_score_on(loaded, mxc_gpu(0), test, "acc", &gpu_acc));
+        ck_assert_double_eq_tol(cpu_acc, on_gpu.eval_metric, 0.01);
+        ck_assert_double_eq_tol(gpu_acc, cpu_acc, 0.01);
+        mxc_ndarray *cpu_pred = NULL;
+        CK_OK(mxc_model_predict(loaded, test, &cpu_pred));
+        CK_OK(mxc_model_predict_on(loaded, mxc_gpu(0), test, &pred));
+        ck_assert_int_eq(mxc_nd_size(pred), mxc_nd_size(cpu_pred));
+        float *x = host(cpu_pred), *y = host(pred);
+        for (int64_t i = 0; i < mxc_nd_size(pred); i++)
+            ck_assert_float_eq_tol(x[i], y[i], 1e-4f);
+        free(x);
+        free(y);
+        mxc_nd_free(cpu_pred);
+        mxc_nd_free(pred);
+        mxc_model_free(loaded);
+    }
+    mxc_model_free(fresh);
+    mxc_model_free(model);
+    mxc_data_iter_free(train);
+    mxc_data_iter_free(test);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -549,6 +640,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_checkpoint_removes_stale_temps);
     tcase_add_test(tc, test_checkpoint_resume_fallback);
     tcase_add_test(tc, test_fit_leaves_other_failures);
+    tcase_add_test(tc, test_fit_on_context);
     suite_add_tcase(s, tc);
     return s;
 }

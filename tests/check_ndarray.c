@@ -500,6 +500,94 @@ START_TEST(test_dot_values) {
 }
 END_TEST
 
+/* A float32 copy of host `data` on gpu(0). */
+static mxc_ndarray *gpu_from(mxc_shape shape, const float *data) {
+    mxc_ndarray *a = NULL;
+    CK_OK(mxc_nd_create(&shape, MXC_FLOAT32, mxc_gpu(0), 0, &a));
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, data, (size_t)mxc_nd_size(a) * sizeof(float)));
+    return a;
+}
+
+/* Asserts |got - want| <= tol elementwise for two arrays of n floats, naming the worst. */
+static void expect_close(const mxc_ndarray *got_a, const mxc_ndarray *want_a, double tol,
+                         const char *what) {
+    int64_t n = mxc_nd_size(want_a);
+    ck_assert_int_eq(mxc_nd_size(got_a), n);
+    float *got = nd_read(got_a), *want = nd_read(want_a);
+    double worst = 0;
+    int64_t worst_at = -1;
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        if (!(err <= worst)) /* NaN counts as worst */
+            worst = err, worst_at = i;
+    }
+    ck_assert_msg(worst <= tol, "%s: worst error %g at %lld (tolerance %g)", what, worst,
+                  (long long)worst_at, tol);
+    free(got);
+    free(want);
+}
+
+/* dot and sum of arrays on gpu(0) equal the CPU's (within float rounding: the GPU sums in
+ * another order) for the shapes of the CPU tests, views at an offset, preallocated outputs
+ * and empty arrays; operands on two devices are an error. Without a GPU, nothing to do. */
+START_TEST(test_gpu_dot_sum) {
+    if (mxc_gpu_count() == 0)
+        return;
+    static const struct {
+        int64_t m, k, n;
+    } shapes[] = {
+        {1, 1, 1},      {2, 3, 4}, {17, 31, 9}, {64, 64, 64}, {100, 37, 3},
+        {128, 256, 64}, {3, 0, 4}, {0, 5, 3},   {1, 50, 20},  {513, 300, 257},
+    };
+    for (size_t c = 0; c < ARRAY_SIZE(shapes); c++) {
+        int64_t m = shapes[c].m, k = shapes[c].k, n = shapes[c].n;
+        float *ha = host_random((m + 1) * k, 300 + c, -1, 1),
+              *hb = host_random(k * n, 400 + c, -1, 1);
+        mxc_ndarray *ca = nd_from(SHAPE(m + 1, k), ha), *cb = nd_from(SHAPE(k, n), hb);
+        mxc_ndarray *ga = gpu_from(SHAPE(m + 1, k), ha), *gb = gpu_from(SHAPE(k, n), hb);
+        mxc_ndarray *ca_view = NULL, *ga_view = NULL, *cout = NULL, *gout = NULL, *gpre = NULL;
+        CK_OK(mxc_nd_full(&SHAPE(m, n), MXC_FLOAT32, mxc_gpu(0), 7, &gpre));
+        CK_OK(mxc_nd_slice(ca, 1, m + 1, &ca_view));
+        CK_OK(mxc_nd_slice(ga, 1, m + 1, &ga_view));
+        CK_OK(mxc_nd_dot(ca_view, cb, &cout));
+        CK_OK(mxc_nd_dot(ga_view, gb, &gout));
+        CK_OK(mxc_nd_dot(ga_view, gb, &gpre));
+        mxc_context where;
+        CK_OK(mxc_nd_get_context(gout, &where));
+        ck_assert_int_eq(where.dev_type, MXC_GPU);
+        char what[96];
+        snprintf(what, sizeof what, "gpu dot (%lld,%lld,%lld)", (long long)m, (long long)k,
+                 (long long)n);
+        double tol = 1e-5 + 5e-7 * (double)k; /* TF32 must be off: that would be 1e-3 * k */
+        expect_close(gout, cout, tol, what);
+        expect_close(gpre, cout, tol, what);
+
+        mxc_ndarray *csum = NULL, *gsum = NULL;
+        CK_OK(mxc_nd_sum(ca, &csum));
+        CK_OK(mxc_nd_sum(ga, &gsum));
+        snprintf(what, sizeof what, "gpu sum of %lld", (long long)((m + 1) * k));
+        expect_close(gsum, csum, 1e-6 * (double)((m + 1) * k) + 1e-6, what);
+        CK_ERR(MXC_EINVAL, mxc_nd_dot(ca_view, gb, &cout)); /* a on the CPU, b on the GPU */
+        ck_assert_ptr_nonnull(strstr(mxc_last_error(), "gpu(0)"));
+        CK_ERR(MXC_EINVAL, mxc_nd_sum(ga, &csum)); /* *out on the CPU */
+        free(ha);
+        free(hb);
+        mxc_ndarray *all[] = {ca, cb, ga, gb, ca_view, ga_view, cout, gout, gpre, csum, gsum};
+        for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+            mxc_nd_free(all[i]);
+    }
+    /* a million ones sum to exactly a million in any order (integers below 2^24) */
+    mxc_ndarray *ones = NULL, *s = NULL;
+    CK_OK(mxc_nd_ones(&SHAPE(1000000), MXC_FLOAT32, mxc_gpu(0), &ones));
+    CK_OK(mxc_nd_sum(ones, &s));
+    float one_million = 1e6f;
+    expect_exact(s, &one_million, 1, "gpu sum of 1e6 ones");
+    mxc_nd_free(ones);
+    mxc_nd_free(s);
+    CK_OK(mxc_nd_wait_all());
+}
+END_TEST
+
 /* sum accumulates in double and rounds once: a million ones are exactly a million; 2^24
  * followed by a thousand ones is 2^24 + 1000 (a float accumulator stays at 2^24, where
  * adding 1 rounds back down); random data equals the host's double sum rounded to float;
@@ -1449,6 +1537,7 @@ static Suite *ndarray_suite(void) {
     tcase_add_test(tc, test_elemwise_values);
     tcase_add_test(tc, test_dot_values);
     tcase_add_test(tc, test_sum_values);
+    tcase_add_test(tc, test_gpu_dot_sum);
     tcase_add_test(tc, test_full_dtypes);
     tcase_add_test(tc, test_fill_a_view);
     tcase_add_test(tc, test_zeros_ones_dtypes);

@@ -259,6 +259,11 @@ CALL(mxc_engine_get_config) {
     mxc_engine_config c;
     return mxc_engine_get_config(P(0, engine()), P(1, &c));
 }
+CALL(mxc_gpu_info) {
+    mxc_gpu_info_t info;
+    int rc = mxc_gpu_info(0, P(0, &info));
+    return rc == MXC_ENODEV ? MXC_OK : rc; /* valid arguments, but maybe no GPU */
+}
 CALL(mxc_engine_profiler_start) { return mxc_engine_profiler_start(NULL); }
 CALL(mxc_engine_profiler_stop) { return mxc_engine_profiler_stop(NULL); }
 CALL(mxc_engine_profiler_dump) {
@@ -486,6 +491,26 @@ CALL(mxc_model_predict) {
     CK_OK(mxc_model_create(symbol(), &m));
     CK_OK(mxc_model_fit(m, iter(), NULL, fit_config(), NULL));
     int rc = mxc_model_predict(P(0, m), P(1, iter()), P(2, &out));
+    mxc_nd_free(out);
+    mxc_model_free(m);
+    return rc;
+}
+
+CALL(mxc_model_score_on) {
+    double v;
+    mxc_model *m = NULL;
+    CK_OK(mxc_model_create(symbol(), &m));
+    CK_OK(mxc_model_fit(m, iter(), NULL, fit_config(), NULL));
+    int rc = mxc_model_score_on(P(0, m), mxc_cpu(), P(1, iter()), P(2, "acc"), P(3, &v));
+    mxc_model_free(m);
+    return rc;
+}
+CALL(mxc_model_predict_on) {
+    mxc_ndarray *out = NULL;
+    mxc_model *m = NULL;
+    CK_OK(mxc_model_create(symbol(), &m));
+    CK_OK(mxc_model_fit(m, iter(), NULL, fit_config(), NULL));
+    int rc = mxc_model_predict_on(P(0, m), mxc_cpu(), P(1, iter()), P(2, &out));
     mxc_nd_free(out);
     mxc_model_free(m);
     return rc;
@@ -823,6 +848,7 @@ static const struct row rows[] = {
     ROW(mxc_engine_profiler_start, MIS),
     ROW(mxc_engine_profiler_stop, MIS),
     ROW(mxc_engine_profiler_dump, MIS, INV),
+    ROW(mxc_gpu_info, INV),
     /* executor.h: no requests (all write) and no aux list (none) are valid choices; no
      * gradient arrays while requests want gradients is not */
     ROW(mxc_executor_bind, MIS, INV, INV, OK, OK, INV),
@@ -879,6 +905,8 @@ static const struct row rows[] = {
     ROW(mxc_model_fit, MIS, INV, OK, INV, OK),
     ROW(mxc_model_score, MIS, INV, OK, INV),
     ROW(mxc_model_predict, MIS, INV, INV),
+    ROW(mxc_model_score_on, MIS, INV, OK, INV),
+    ROW(mxc_model_predict_on, MIS, INV, INV),
     /* ndarray.h: names NULL saves an unnamed list; list_free takes NULL lists */
     ROW(mxc_nd_create, INV, INV),
     ROW(mxc_nd_full, INV, INV),

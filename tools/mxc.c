@@ -8,6 +8,7 @@
  *   mxc score  --prefix P --epoch E [--data ...] [--json]
  *   mxc predict --prefix P --epoch E --input <NDArray list> --output <file>
  *   mxc info
+ * train, score and predict take --ctx cpu|gpu|gpu:N (default cpu).
  */
 #include "mxc/mxc.h"
 
@@ -30,7 +31,8 @@
     } while (0)
 
 struct options {
-    const char *network, *data, *prefix, *input, *output, *optimizer;
+    const char *network, *data, *prefix, *input, *output, *optimizer, *ctx_arg;
+    mxc_context ctx;
     int epochs, epoch, batch_size, frequent, resume, json, num_samples;
     float lr, momentum, wd;
     unsigned long long seed;
@@ -42,10 +44,11 @@ static void usage(FILE *f) {
             "  mxc train --network mlp|lenet|<symbol.json> [--data fashion-mnist|DATA]\n"
             "            [--epochs N] [--batch-size B] [--lr X] [--momentum M] [--wd W]\n"
             "            [--optimizer sgd|adam] [--prefix P] [--seed S] [--resume]\n"
-            "            [--num-samples N] [--frequent N] [--json]\n"
-            "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json]\n"
-            "  mxc predict --prefix P --epoch E --input FILE --output FILE\n"
+            "            [--num-samples N] [--frequent N] [--json] [--ctx CTX]\n"
+            "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json] [--ctx CTX]\n"
+            "  mxc predict --prefix P --epoch E --input FILE --output FILE [--ctx CTX]\n"
             "  mxc info\n"
+            "CTX is where the network runs: cpu (the default, also cpu:0), gpu (gpu:0) or gpu:N.\n"
             "DATA is fashion-mnist (Debian's dataset-fashion-mnist, or $MXC_FASHION_MNIST_DIR),\n"
             "or TRAIN_IMAGES,TRAIN_LABELS,TEST_IMAGES,TEST_LABELS (IDX files, gzip or raw),\n"
             "or csv:TRAIN_DATA,TRAIN_LABELS,TEST_DATA,TEST_LABELS (784 values per line).\n");
@@ -72,6 +75,18 @@ static float parse_float(const char *s, const char *flag) {
     if (*end || end == s || !(v >= 0))
         usage_error("bad non-negative number for", flag);
     return v;
+}
+
+/* --ctx: cpu, cpu:0, gpu (gpu 0) or gpu:N. */
+static mxc_context parse_ctx(const char *s) {
+    if (strcmp(s, "cpu") == 0 || strcmp(s, "cpu:0") == 0)
+        return mxc_cpu();
+    if (strcmp(s, "gpu") == 0)
+        return mxc_gpu(0);
+    if (strncmp(s, "gpu:", 4) == 0 && s[4] >= '0' && s[4] <= '9')
+        return mxc_gpu((int32_t)parse_int(s + 4, "--ctx", 0, 1023));
+    usage_error("--ctx must be cpu, cpu:0, gpu or gpu:N, not", s);
+    return mxc_cpu();
 }
 
 static void parse(int argc, char **argv, struct options *o) {
@@ -118,9 +133,25 @@ static void parse(int argc, char **argv, struct options *o) {
             o->momentum = parse_float(v, a);
         else if (strcmp(a, "--wd") == 0)
             o->wd = parse_float(v, a);
-        else
+        else if (strcmp(a, "--ctx") == 0) {
+            o->ctx = parse_ctx(v);
+            o->ctx_arg = v;
+        } else
             usage_error("unknown option", a);
     }
+}
+
+/* Exits 1 with the library's reason when --ctx names a GPU this build or machine lacks,
+ * before any data is read; says which GPU runs the work. */
+static void check_ctx(const struct options *o) {
+    if (o->ctx.dev_type != MXC_GPU)
+        return;
+    mxc_gpu_info_t info;
+    if (mxc_gpu_info(o->ctx.dev_id, &info) != MXC_OK) {
+        fprintf(stderr, "mxc: --ctx %s: %s\n", o->ctx_arg, mxc_last_error());
+        exit(1);
+    }
+    fprintf(stderr, "mxc: running on gpu(%d), %s\n", o->ctx.dev_id, info.name);
 }
 
 /* ---- Data ----------------------------------------------------------------------------- */
@@ -229,6 +260,7 @@ static int cmd_train(struct options *o) {
     cfg.seed = o->seed;
     cfg.checkpoint_prefix = prefix;
     cfg.frequent = o->frequent;
+    cfg.ctx = o->ctx;
     mxc_fit_result r;
     CHECK(mxc_model_fit(model, train, test, &cfg, &r));
     fprintf(stderr,
@@ -266,7 +298,7 @@ static int cmd_score(struct options *o) {
     if (test == NULL)
         usage_error("score needs test files in --data", o->data);
     double acc;
-    CHECK(mxc_model_score(m, test, "acc", &acc));
+    CHECK(mxc_model_score_on(m, o->ctx, test, "acc", &acc));
     if (o->json)
         printf("{\"test_accuracy\": %.6f, \"samples\": %lld}\n", acc,
                (long long)mxc_data_iter_num_samples(test));
@@ -298,7 +330,7 @@ static int cmd_predict(struct options *o) {
     mxc_data_iter *it = NULL;
     CHECK(mxc_data_iter_create_array(arrays[0], NULL, &p, &it));
     mxc_ndarray *out = NULL;
-    CHECK(mxc_model_predict(m, it, &out));
+    CHECK(mxc_model_predict_on(m, o->ctx, it, &out));
     const char *out_name = "output";
     CHECK(mxc_nd_save(o->output, 1, &out, &out_name));
     mxc_shape os;
@@ -332,7 +364,15 @@ static int cmd_info(void) {
     CHECK(mxc_engine_get_config(eng, &cfg));
     printf("\nengine: %s, %d CPU worker(s) (MXC_CPU_WORKER_NTHREADS)\n",
            mxc_engine_type_name(mxc_engine_type_of(eng)), cfg.cpu_workers);
-    printf("devices: cpu, %d GPU(s)\n", mxc_gpu_count());
+    int ngpu = mxc_gpu_count();
+    printf("devices: cpu, %d GPU(s)\n", ngpu);
+    for (int i = 0; i < ngpu; i++) {
+        mxc_gpu_info_t g;
+        CHECK(mxc_gpu_info(i, &g));
+        printf("  gpu(%d): %s, %.1f GiB, compute capability %d.%d, %d multiprocessors\n", i, g.name,
+               (double)g.total_memory / (1024.0 * 1024.0 * 1024.0), g.major, g.minor,
+               g.multiprocessors);
+    }
     printf("operators: %zu registered\n", nops);
     return 0;
 }
@@ -354,6 +394,10 @@ int main(int argc, char **argv) {
                         .momentum = -1,
                         .optimizer = "sgd"};
     parse(argc, argv, &o);
+    if (o.ctx_arg && strcmp(cmd, "info") == 0)
+        usage_error("info takes no --ctx", o.ctx_arg);
+    if (strcmp(cmd, "train") == 0 || strcmp(cmd, "score") == 0 || strcmp(cmd, "predict") == 0)
+        check_ctx(&o);
     if (strcmp(cmd, "train") == 0)
         return cmd_train(&o);
     if (strcmp(cmd, "score") == 0)

@@ -252,6 +252,22 @@ MXC_API int mxc_engine_profiler_stop(mxc_engine *engine);
  * path and the system's reason). */
 MXC_API int mxc_engine_profiler_dump(mxc_engine *engine, const char *path);
 
+/* ---- Devices ----------------------------------------------------------------------- */
+
+/** What mxc_gpu_info reports of one GPU. */
+typedef struct mxc_gpu_info_t {
+    char name[256];        /**< the device's name ("NVIDIA H100 80GB HBM3"), NUL-terminated */
+    uint64_t total_memory; /**< global memory in bytes */
+    int major, minor;      /**< compute capability (9 and 0 for sm_90) */
+    int multiprocessors;   /**< streaming multiprocessors */
+} mxc_gpu_info_t;
+
+/** Describes GPU `dev` (0 <= dev < mxc_gpu_count()) in *out (zeroed first).
+ * Returns MXC_OK, MXC_EINVAL (out is NULL), MXC_ENODEV (a build without CUDA, or no GPU
+ * `dev`; the message says which), MXC_EDEVICE (the CUDA runtime failed, with its message).
+ * Thread-safe. */
+MXC_API int mxc_gpu_info(int dev, mxc_gpu_info_t *out);
+
 #ifdef __cplusplus
 }
 #endif

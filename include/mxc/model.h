@@ -234,10 +234,16 @@ typedef struct mxc_fit_config {
     int quiet;              /**< no progress at all */
     const char *data_name;  /**< default "data" */
     const char *label_name; /**< default "softmax_label" */
+    /** Where the passes and updates run: mxc_cpu() or mxc_gpu(n); zero (dev_type 0, as
+     * mxc_fit_config_init leaves it) means the CPU. On a GPU the model's parameters stay
+     * on the host: the fit works on device copies, copied back at each epoch's end (before
+     * evaluating and checkpointing), so checkpoints load anywhere. A GPU this build or
+     * machine lacks is MXC_ENODEV. */
+    mxc_context ctx;
 } mxc_fit_config;
 
 /** Defaults: 1 epoch, SGD lr 0.01, Xavier (uniform, avg, magnitude 3), "acc", seed 0,
- * report every 50 batches. */
+ * report every 50 batches, on the CPU. */
 MXC_API void mxc_fit_config_init(mxc_fit_config *cfg);
 
 /** The outcome of a fit. */
@@ -254,7 +260,11 @@ typedef struct mxc_fit_result {
  * batch runs forward, backward and the optimizer on every parameter; per epoch computes
  * the training metric, scores `eval` (may be NULL), reports progress and checkpoints.
  * `result` may be NULL. NULL: `model` is MXC_EMISUSE; `train` or `cfg` is MXC_EINVAL.
- * Returns MXC_OK, MXC_EINVAL (bad config), MXC_ESHAPE (the
+ * Runs on cfg->ctx (see there); when a GPU fit fails midway, the model holds the
+ * parameters of the last epoch completed (or those it started with).
+ * Returns MXC_OK, MXC_EINVAL (bad config, a context neither CPU nor GPU), MXC_ENODEV (a GPU
+ * context this build or machine lacks), MXC_ENOTSUP (an operator of the network without a
+ * kernel on that device, named), MXC_ESHAPE (the
  * iterator's shapes do not fit the symbol), MXC_EIO (a checkpoint cannot be written), or
  * the failure of a batch (the message names the operation). It waits for its own arrays
  * only: other work on the engine, and failures recorded on other arrays, are left alone. */
@@ -266,10 +276,23 @@ MXC_API int mxc_model_fit(mxc_model *model, mxc_data_iter *train, mxc_data_iter 
  * `value` is MXC_EINVAL. Returns MXC_OK or as mxc_model_fit. */
 MXC_API int mxc_model_score(mxc_model *model, mxc_data_iter *it, const char *metric, double *value);
 
+/** mxc_model_score run on `ctx` (mxc_cpu(), mxc_gpu(n); zero means the CPU): the network
+ * is bound there with device copies of the parameters, which stay on the host; outputs
+ * are copied to the host for the metric. Returns as mxc_model_score, and MXC_ENODEV (a GPU
+ * this build or machine lacks), MXC_EINVAL (a context neither CPU nor GPU), MXC_ENOTSUP (an
+ * operator without a kernel there). */
+MXC_API int mxc_model_score_on(mxc_model *model, mxc_context ctx, mxc_data_iter *it,
+                               const char *metric, double *value);
+
 /** The model's first output for every sample of one epoch of `it` (padding rows left
  * out), stacked into a new array `*out` of shape (samples, ...). NULL as for
  * mxc_model_score. Returns as mxc_model_score. */
 MXC_API int mxc_model_predict(mxc_model *model, mxc_data_iter *it, mxc_ndarray **out);
+
+/** mxc_model_predict run on `ctx` as mxc_model_score_on; `*out` is a host array. Returns
+ * as mxc_model_score_on. */
+MXC_API int mxc_model_predict_on(mxc_model *model, mxc_context ctx, mxc_data_iter *it,
+                                 mxc_ndarray **out);
 
 #ifdef __cplusplus
 }
