@@ -84,7 +84,7 @@ endif
 # machine code for each CUDA_ARCH (A100 and H100 by default) plus its PTX, so newer GPUs
 # still run the kernels through the driver's JIT; --extended-lambda for the device
 # lambdas of common/launch.cuh
-NVCCFLAGS := -O2 -std=c++17 --extended-lambda -Xcompiler -fPIC -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode \
+NVCCFLAGS := -O2 -std=c++17 --extended-lambda -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode \
              arch=compute_$(subst sm_,,$(a)),code=[$(a),compute_$(subst sm_,,$(a))])
 ifeq ($(USE_CUDA),1)
   CFLAGS  += -DMXC_USE_CUDA -I$(CUDA_HOME)/include

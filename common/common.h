@@ -93,6 +93,14 @@ const char *mxc__shape_str(const mxc_shape *s, char *buf, size_t size);
 /* Formats a context as "cpu(0)", "gpu(1)" or "cpu_pinned(0)" into buf (returns buf). */
 const char *mxc__ctx_name(mxc_context ctx, char *buf, size_t len);
 
+/* Whether memory on `a` and on `b` is reachable by one kernel: the same GPU, or host
+ * memory on both sides (plain and pinned alike). */
+static inline bool mxc__ctx_same_device(mxc_context a, mxc_context b) {
+    if (a.dev_type == MXC_GPU || b.dev_type == MXC_GPU)
+        return a.dev_type == b.dev_type && a.dev_id == b.dev_id;
+    return true;
+}
+
 /* ---- Logging ----------------------------------------------------------------------- */
 
 void mxc__log(int level, const char *fmt, ...) MXC_PRINTF(2, 3);

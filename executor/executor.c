@@ -577,18 +577,10 @@ static int check_exec_ctx(mxc_context ctx) {
     return MXC_OK;
 }
 
-/* Whether memory on `where` can be computed on by an executor on `ctx`: the same GPU, or
- * host memory (plain or pinned) for a CPU executor. */
-static bool reachable(mxc_context where, mxc_context ctx) {
-    if (ctx.dev_type == MXC_GPU)
-        return where.dev_type == MXC_GPU && where.dev_id == ctx.dev_id;
-    return where.dev_type != MXC_GPU;
-}
-
 /* A checked array `a` (named `what` `name`) must live where the executor computes. */
 static int check_array_ctx(const mxc_ndarray *a, mxc_context ctx, const char *what,
                            const char *name) {
-    if (reachable(a->chunk->ctx, ctx))
+    if (mxc__ctx_same_device(a->chunk->ctx, ctx))
         return MXC_OK;
     char b1[32], b2[32];
     return mxc__error(MXC_EINVAL, "%s %s is on %s but the executor computes on %s", what, name,

@@ -143,6 +143,20 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
     for (int i = 0; i < n_visible; i++)
         if (outputs[i])
             MXC_TRY(mxc__nd_check(outputs[i], name, out_names[i]));
+    /* one kernel runs on one device and reads every operand there */
+    for (int i = 1; i < num_inputs + n_visible; i++) {
+        const mxc_ndarray *a = i < num_inputs ? inputs[i] : outputs[i - num_inputs];
+        if (a == NULL || num_inputs == 0 ||
+            mxc__ctx_same_device(a->chunk->ctx, inputs[0]->chunk->ctx))
+            continue;
+        char b1[32], b2[32];
+        const char *what = i < num_inputs ? (i < n_in ? in_names[i] : def->aux[i - n_in])
+                                          : out_names[i - num_inputs];
+        MXC_CHECK(false, MXC_EINVAL, "%s: %s is on %s but %s on %s: copy one over first", name,
+                  what, mxc__ctx_name(a->chunk->ctx, b1, sizeof b1),
+                  n_in > 0 ? in_names[0] : def->aux[0],
+                  mxc__ctx_name(inputs[0]->chunk->ctx, b2, sizeof b2));
+    }
     MXC_CHECK(num_inputs > 0, MXC_EINVAL,
               "%s: operators without inputs are not supported "
               "imperatively yet",

@@ -14,20 +14,16 @@ static bool same_shape(const mxc_shape *a, const mxc_shape *b) {
     return a->ndim == b->ndim && memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->ndim) == 0;
 }
 
-static bool same_context(mxc_context x, mxc_context y) {
-    return x.dev_type == y.dev_type && x.dev_id == y.dev_id;
-}
-
 /* MXC_EINVAL unless `a` and `b` live on one device: a kernel runs on one device and reads
  * every operand there. */
 static int same_device(const char *fn, const mxc_ndarray *a, const char *a_name,
                        const mxc_ndarray *b, const char *b_name) {
     mxc_context x = a->chunk->ctx, y = b->chunk->ctx;
-    if (same_context(x, y))
+    if (mxc__ctx_same_device(x, y))
         return MXC_OK;
-    return mxc__error(MXC_EINVAL, "%s: %s is on %s(%d), %s on %s(%d): copy one over first", fn,
-                      a_name, x.dev_type == MXC_GPU ? "gpu" : "cpu", x.dev_id, b_name,
-                      y.dev_type == MXC_GPU ? "gpu" : "cpu", y.dev_id);
+    char bx[32], by[32];
+    return mxc__error(MXC_EINVAL, "%s: %s is on %s, %s on %s: copy one over first", fn, a_name,
+                      mxc__ctx_name(x, bx, sizeof bx), b_name, mxc__ctx_name(y, by, sizeof by));
 }
 
 static int require_float32(const mxc_ndarray *a, const char *fn, const char *what) {
