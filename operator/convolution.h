@@ -42,8 +42,8 @@ struct conv_geom {
 int mxc__conv_geom(const struct conv_param *p, bool deconv, const mxc_shape *data,
                    struct conv_geom *g);
 
-#ifdef MXC_USE_CUDA
-/* The GPU kernels (operator/convolution_gpu.c). */
+/* The GPU kernels (operator/convolution_gpu.c), in CUDA builds only. Declared in every
+ * build: nvcc does not get MXC_USE_CUDA, and the .cu definitions should meet these. */
 int mxc__conv_forward_gpu(const struct mxc__op_call *c);
 int mxc__conv_backward_gpu(const struct mxc__op_call *c);
 int mxc__deconv_forward_gpu(const struct mxc__op_call *c);
@@ -62,6 +62,5 @@ int mxc__conv_add_bias_gpu(float *x, const float *b, int64_t n, int64_t c, int64
 /* db (c) (req) = the sums over n and pix of dy (n, c, pix) */
 int mxc__conv_bias_grad_gpu(const float *dy, float *db, int64_t n, int64_t c, int64_t pix, int req,
                             void *stream);
-#endif
 
 #endif /* MXC_OPERATOR_CONVOLUTION_H */

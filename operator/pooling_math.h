@@ -86,14 +86,13 @@ static inline MXC__HD int64_t pool_first_max(const float *x, int64_t iw, struct 
     return -1;
 }
 
-#ifdef MXC_USE_CUDA
-/* The CUDA kernels (operator/pooling_gpu.cu): y (req) = the pooled x; dx (req) = the
+/* The CUDA kernels (operator/pooling_gpu.cu, CUDA builds only; declared in every build,
+ * as nvcc does not get MXC_USE_CUDA): y (req) = the pooled x; dx (req) = the
  * gradient from dy (max: to the first input equal to y in each window), one thread per
  * output (forward) or per input gathering from the windows that hold it (backward). */
 int mxc__pool_forward_gpu(const struct pgeom *g, int type, bool incl, const float *x, float *y,
                           int req, void *stream);
 int mxc__pool_backward_gpu(const struct pgeom *g, int type, bool incl, const float *x,
                            const float *y, const float *dy, float *dx, int req, void *stream);
-#endif
 
 #endif /* MXC_OPERATOR_POOLING_MATH_H */
