@@ -87,11 +87,13 @@ endif
 NVCCFLAGS := -O2 -std=c++17 --extended-lambda -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -I. $(foreach a,$(CUDA_ARCH),-gencode \
              arch=compute_$(subst sm_,,$(a)),code=[$(a),compute_$(subst sm_,,$(a))])
 ifeq ($(USE_CUDA),1)
-  CFLAGS  += -DMXC_USE_CUDA -I$(CUDA_HOME)/include
+  CFLAGS    += -DMXC_USE_CUDA -I$(CUDA_HOME)/include
+  NVCCFLAGS += -DMXC_USE_CUDA
   # -lstdc++: the .cu objects are C++ (kernel registration uses its runtime)
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
   ifeq ($(USE_CUDNN),1)
-    CFLAGS += -DMXC_USE_CUDNN
+    CFLAGS    += -DMXC_USE_CUDNN
+    NVCCFLAGS += -DMXC_USE_CUDNN
     LDLIBS += -lcudnn
   endif
 endif

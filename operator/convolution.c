@@ -18,26 +18,21 @@
  * slots, each with its own buffers in the temp space and its own single-threaded
  * products; the weight gradient is summed from per-slot partials. With T = 1, or one
  * image, the products themselves are split (mxc__sgemm).
+ *
+ * The GPU kernels (cuDNN, or the same products with cuBLAS) are in convolution_gpu.c;
+ * the parameters and geometry both use are in convolution.h.
  */
-#include "operator/op.h"
+#include "operator/convolution.h"
 
 #include "common/gemm.h"
+#include "operator/gpu.h"
 #include "common/parallel.h"
 
 #include <stdint.h>
 #include <string.h>
 
-/* Both operators' parameters; Convolution's table leaves adj and target_shape empty. */
-struct conv_param {
-    mxc_shape kernel, stride, dilate, pad, adj, target_shape;
-    int num_filter, num_group, workspace;
-    bool no_bias, cudnn_off;
-    int cudnn_tune, layout;
-};
-
 static const char *const tune_choices[] = {"off", "limited_workspace", "fastest", NULL};
 static const char *const layout_choices[] = {"NCW", "NCHW", "NCDHW", "NWC", "NHWC", "NDHWC", NULL};
-enum { LAYOUT_NCW = 0, LAYOUT_NCHW = 1 };
 
 #define CP struct conv_param
 static const struct mxc__param conv_params[] = {
@@ -83,15 +78,6 @@ static int conv_list_inputs(const void *params, const char **names, int max) {
 }
 
 /* ---- Geometry ---------------------------------------------------------------------- */
-
-/* One problem: 1-D problems are 2-D ones with height 1 and a (1, k) kernel. */
-struct geom {
-    int64_t batch, groups;
-    int64_t ic, ih, iw; /* image side: channels, height, width */
-    int64_t oc, oh, ow; /* column side */
-    int64_t kh, kw, sh, sw, dh, dw, ph, pw;
-    int64_t icg, ocg, krows, pix; /* per group channels; icg*kh*kw; oh*ow */
-};
 
 /* Tuple `t` at spatial axis `i` (of `nsp`) as a (h, w) pair entry; `dflt` when empty. */
 static int64_t axis(const mxc_shape *t, int nsp, int hw, int64_t dflt, int64_t one_d) {
@@ -145,8 +131,8 @@ static int check_params(const struct conv_param *p, bool deconv, const char *op)
 /* The geometry of `data` (N, C, [H,] W) under `p`; MXC_ESHAPE / MXC_EINVAL on shapes the
  * parameters cannot apply to, or whose geometry overflows int64. Parameters must have
  * passed check_params. */
-static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *data,
-                     struct geom *g) {
+int mxc__conv_geom(const struct conv_param *p, bool deconv, const mxc_shape *data,
+                   struct conv_geom *g) {
     const char *op = deconv ? "Deconvolution" : "Convolution";
     int nsp = p->kernel.ndim;
     char buf[128];
@@ -156,7 +142,7 @@ static int make_geom(const struct conv_param *p, bool deconv, const mxc_shape *d
                           "axes (N, C, %s)",
                           op, mxc__shape_str(data, buf, sizeof buf), nsp, nsp + 2,
                           nsp == 1 ? "W" : "H, W");
-    struct geom q = {0};
+    struct conv_geom q = {0};
     q.batch = data->dims[0];
     q.groups = p->num_group;
     int64_t c = data->dims[1];
@@ -243,8 +229,8 @@ static int conv_shape_common(const struct conv_param *p, bool deconv, mxc_shape 
     }
     if (in[0].ndim == 0)
         return MXC_OK;
-    struct geom g;
-    MXC_TRY(make_geom(p, deconv, &in[0], &g));
+    struct conv_geom g;
+    MXC_TRY(mxc__conv_geom(p, deconv, &in[0], &g));
     int nsp = p->kernel.ndim;
     int64_t wd[4] = {g.oc, g.icg, g.kh, g.kw};
     if (nsp == 1)
@@ -284,7 +270,7 @@ static void valid_range(int64_t off, int64_t s, int64_t n, int64_t out, int64_t 
 
 /* img: (icg, ih, iw) of one image and group; col: rows (c, ki, kj) of icg*kh*kw, each
  * holding this image's oh*ow values at column offset 0 of a row of length `ld`. */
-static void im2col(const struct geom *g, const float *img, float *col, int64_t ld) {
+static void im2col(const struct conv_geom *g, const float *img, float *col, int64_t ld) {
     for (int64_t c = 0; c < g->icg; c++) {
         for (int64_t ki = 0; ki < g->kh; ki++) {
             for (int64_t kj = 0; kj < g->kw; kj++) {
@@ -315,7 +301,7 @@ static void im2col(const struct geom *g, const float *img, float *col, int64_t l
 }
 
 /* The adjoint of im2col: img (icg, ih, iw) += the columns scattered back. */
-static void col2im(const struct geom *g, const float *col, int64_t ld, float *img) {
+static void col2im(const struct conv_geom *g, const float *col, int64_t ld, float *img) {
     for (int64_t c = 0; c < g->icg; c++) {
         for (int64_t ki = 0; ki < g->kh; ki++) {
             for (int64_t kj = 0; kj < g->kw; kj++) {
@@ -361,7 +347,7 @@ struct slot {
     int64_t n0, n1; /* its images */
 };
 
-static struct slot slot_of(const struct geom *g, const struct plan *pl, int s) {
+static struct slot slot_of(const struct conv_geom *g, const struct plan *pl, int s) {
     float *base = pl->space + (size_t)s * pl->slot_size;
     int64_t q = g->batch / pl->slots, r = g->batch % pl->slots;
     int64_t n0 = s * q + (s < r ? s : r);
@@ -370,8 +356,8 @@ static struct slot slot_of(const struct geom *g, const struct plan *pl, int s) {
 
 /* Splits over min(T, batch) threads (mxc__op_threads) when the batch can be divided;
  * a batch of one image leaves the threads to the products themselves (mxc__sgemm). */
-static int make_plan(const struct mxc__op_call *c, const struct geom *g, const struct conv_param *p,
-                     bool weight_grad, struct plan *pl) {
+static int make_plan(const struct mxc__op_call *c, const struct conv_geom *g,
+                     const struct conv_param *p, bool weight_grad, struct plan *pl) {
     int slots = mxc__in_parallel() ? 1 : mxc__op_threads();
     if (slots > g->batch)
         slots = g->batch > 0 ? (int)g->batch : 1;
@@ -408,7 +394,7 @@ static int make_plan(const struct mxc__op_call *c, const struct geom *g, const s
 
 /* The column side of images [n0, n0 + nb), group gi, as a (ocg, nb * pix) matrix: the
  * tensor itself for one image, else gathered into the slot's cols. */
-static const float *gather_cols(const struct geom *g, const struct slot *sl, const float *x,
+static const float *gather_cols(const struct conv_geom *g, const struct slot *sl, const float *x,
                                 int64_t n0, int64_t nb, int64_t gi) {
     const float *base = x + (n0 * g->oc + gi * g->ocg) * g->pix;
     if (nb == 1)
@@ -422,8 +408,8 @@ static const float *gather_cols(const struct geom *g, const struct slot *sl, con
 
 /* im2col of images [n0, n0 + nb), group gi, of `img` into the slot's col (krows,
  * nb * pix). */
-static void chunk_im2col(const struct geom *g, const struct slot *sl, const float *img, int64_t n0,
-                         int64_t nb, int64_t gi) {
+static void chunk_im2col(const struct conv_geom *g, const struct slot *sl, const float *img,
+                         int64_t n0, int64_t nb, int64_t gi) {
     for (int64_t b = 0; b < nb; b++)
         im2col(g, img + ((n0 + b) * g->ic + gi * g->icg) * g->ih * g->iw, sl->col + b * g->pix,
                nb * g->pix);
@@ -433,7 +419,7 @@ static void chunk_im2col(const struct geom *g, const struct slot *sl, const floa
 enum conv_work { TO_COLUMNS, TO_IMAGE, WEIGHT_GRAD };
 
 struct conv_job {
-    const struct geom *g;
+    const struct conv_geom *g;
     const struct plan *pl;
     int work;          /* a conv_work */
     const float *img;  /* image side (TO_COLUMNS, WEIGHT_GRAD) */
@@ -448,7 +434,7 @@ struct conv_job {
  * the product: the output is filled with it before a beta = 1 product (one image) or
  * added while scattering the chunk's (ocg, nb * pix) result to (nb, ocg, pix). */
 static void image_to_columns(const struct conv_job *j, const struct slot *sl) {
-    const struct geom *g = j->g;
+    const struct conv_geom *g = j->g;
     bool add = j->req == MXC__REQ_ADD;
     for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
         int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
@@ -489,7 +475,7 @@ static void image_to_columns(const struct conv_job *j, const struct slot *sl) {
 
 /* image (req) = col2im(Wᵀ · columns) for the slot's images. */
 static void columns_to_image(const struct conv_job *j, const struct slot *sl) {
-    const struct geom *g = j->g;
+    const struct conv_geom *g = j->g;
     int64_t isize = g->ic * g->ih * g->iw;
     if (j->req != MXC__REQ_ADD)
         memset(j->out + sl->n0 * isize, 0, (size_t)((sl->n1 - sl->n0) * isize) * sizeof(float));
@@ -512,7 +498,7 @@ static void columns_to_image(const struct conv_job *j, const struct slot *sl) {
  * is the output itself for slot 0 (already cleared or added to) and the slot's private
  * partial for the others, summed afterwards (sum_partials). */
 static void weight_grad(const struct conv_job *j, const struct slot *sl, float *dw) {
-    const struct geom *g = j->g;
+    const struct conv_geom *g = j->g;
     for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
         int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
         int64_t npix = nb * g->pix;
@@ -554,7 +540,7 @@ static void sum_partials(void *arg, int64_t i0, int64_t i1) {
 
 /* Runs `work` over all images, each slot on its own thread. */
 static void run_job(struct conv_job *j) {
-    const struct geom *g = j->g;
+    const struct conv_geom *g = j->g;
     if (j->work == WEIGHT_GRAD && j->req != MXC__REQ_ADD)
         memset(j->out, 0, (size_t)(g->oc * g->krows) * sizeof(float));
     mxc__parallel_for(j->pl->slots, 1, run_slots, j);
@@ -615,10 +601,10 @@ static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t 
 
 /* The geometry and the plan with its temp space (a weight-gradient share per slot when
  * the weight gradient is wanted). */
-static int prepare(const struct mxc__op_call *c, bool deconv, bool weight_grad, struct geom *g,
+static int prepare(const struct mxc__op_call *c, bool deconv, bool weight_grad, struct conv_geom *g,
                    struct plan *pl) {
     const struct conv_param *p = c->params;
-    int rc = make_geom(p, deconv, &c->in_data[0].shape, g);
+    int rc = mxc__conv_geom(p, deconv, &c->in_data[0].shape, g);
     if (rc != MXC_OK)
         return rc;
     return make_plan(c, g, p, weight_grad, pl);
@@ -627,7 +613,7 @@ static int prepare(const struct mxc__op_call *c, bool deconv, bool weight_grad, 
 /* Convolution: data (N, C, H, W) -> out (N, F, OH, OW). */
 static int conv_forward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
-    struct geom g;
+    struct conv_geom g;
     struct plan pl;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
@@ -649,7 +635,7 @@ static int conv_forward(const struct mxc__op_call *c) {
 
 static int conv_backward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
-    struct geom g;
+    struct conv_geom g;
     struct plan pl;
     int rc = prepare(c, false, c->req[1] != MXC__REQ_NULL, &g, &pl);
     if (rc != MXC_OK)
@@ -673,7 +659,7 @@ static int conv_backward(const struct mxc__op_call *c) {
 /* Deconvolution: data (N, C, H, W) -> out (N, F, OH, OW); the adjoint of Convolution. */
 static int deconv_forward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
-    struct geom g;
+    struct conv_geom g;
     struct plan pl;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
@@ -691,7 +677,7 @@ static int deconv_forward(const struct mxc__op_call *c) {
 
 static int deconv_backward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
-    struct geom g;
+    struct conv_geom g;
     struct plan pl;
     int rc = prepare(c, true, c->req[1] != MXC__REQ_NULL, &g, &pl);
     if (rc != MXC_OK)
@@ -726,6 +712,8 @@ const struct mxc__op_def mxc__op_Convolution = {
     .backward_resources = {MXC__RES_TEMP + 1},
     .forward_cpu = conv_forward,
     .backward_cpu = conv_backward,
+    .forward_gpu = MXC__GPU(mxc__conv_forward_gpu),
+    .backward_gpu = MXC__GPU(mxc__conv_backward_gpu),
 };
 
 const struct mxc__op_def mxc__op_Deconvolution = {
@@ -742,4 +730,6 @@ const struct mxc__op_def mxc__op_Deconvolution = {
     .backward_resources = {MXC__RES_TEMP + 1},
     .forward_cpu = deconv_forward,
     .backward_cpu = deconv_backward,
+    .forward_gpu = MXC__GPU(mxc__deconv_forward_gpu),
+    .backward_gpu = MXC__GPU(mxc__deconv_backward_gpu),
 };

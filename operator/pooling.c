@@ -6,11 +6,11 @@
  * it over the window (avg, sum). A 1-D problem is a 2-D one of height 1. float32,
  * row-major.
  */
-#include "operator/op.h"
+#include "operator/pooling_math.h"
 
 #include "common/parallel.h"
+#include "operator/gpu.h"
 
-#include <float.h>
 #include <string.h>
 
 #ifdef __SSE2__
@@ -29,7 +29,6 @@ struct pool_param {
     int layout;
 };
 
-enum { POOL_MAX, POOL_AVG, POOL_SUM, POOL_LP };
 enum { CONV_FULL, CONV_VALID, CONV_SAME };
 
 static const char *const type_choices[] = {"max", "avg", "sum", "lp", NULL};
@@ -56,11 +55,6 @@ static const struct mxc__param pool_params[] = {
 
 static const char *const pool_inputs[] = {"data", NULL};
 static const char *const pool_outputs[] = {"output", NULL};
-
-/* One problem: planes of (ih, iw) pooled by (kh, kw) windows into (oh, ow). */
-struct pgeom {
-    int64_t planes, ih, iw, oh, ow, kh, kw, sh, sw, ph, pw;
-};
 
 static int64_t pick(const mxc_shape *t, int nsp, int hw, int64_t dflt) {
     if (nsp == 1 && hw == 0)
@@ -164,45 +158,6 @@ static int pool_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *
     return mxc__shape_assign(&out[0], &o, "Pooling", "output");
 }
 
-/* The window of output (y, x): rows [h0, h1), columns [w0, w1) clipped to the input,
- * and the divisor of avg (the unclipped window within the padded input, or the clipped
- * one without count_include_pad). */
-struct window {
-    int64_t h0, h1, w0, w1;
-    float divisor;
-};
-
-/* The window of output index i along an axis of `in` input positions padded by `pad`
- * (stride s, size k): [*lo, *hi) in padded coordinates minus pad, clipped to the padded
- * input's end. A window past that end (the full convention with a stride beyond the input)
- * is empty there; clipping first keeps the arithmetic inside int64 for any stride. */
-static void span_of(int64_t i, int64_t s, int64_t k, int64_t in, int64_t pad, int64_t *lo,
-                    int64_t *hi) {
-    int64_t end = in + pad; /* fits: the padded size in + 2 pad was checked */
-    if (!mxc__mul_add(-pad, i, s, lo) || *lo > end)
-        *lo = end;
-    *hi = k < end - *lo ? *lo + k : end;
-}
-
-static struct window window_of(const struct pgeom *g, bool include_pad, int64_t y, int64_t x) {
-    int64_t hs, he, ws, we;
-    span_of(y, g->sh, g->kh, g->ih, g->ph, &hs, &he);
-    span_of(x, g->sw, g->kw, g->iw, g->pw, &ws, &we);
-    struct window w;
-    w.h0 = hs > 0 ? hs : 0;
-    w.w0 = ws > 0 ? ws : 0;
-    w.h1 = he < g->ih ? he : g->ih;
-    w.w1 = we < g->iw ? we : g->iw;
-    if (w.h1 < w.h0)
-        w.h1 = w.h0;
-    if (w.w1 < w.w0)
-        w.w1 = w.w0;
-    double count = include_pad ? (double)(he - hs) * (double)(we - ws)
-                               : (double)(w.h1 - w.h0) * (double)(w.w1 - w.w0);
-    w.divisor = count > 0 ? (float)count : 1.0f;
-    return w;
-}
-
 static bool include_pad(const struct pool_param *p) {
     return p->count_include_pad < 0 || p->count_include_pad % 2 == 1;
 }
@@ -261,15 +216,7 @@ static void pool_forward_planes(void *arg, int64_t p0, int64_t p1) {
         }
         for (int64_t oy = 0; oy < g->oh; oy++) {
             for (int64_t ox = 0; ox < g->ow; ox++) {
-                struct window w = window_of(g, jb->incl, oy, ox);
-                float v = type == POOL_MAX ? -FLT_MAX : 0.0f;
-                for (int64_t i = w.h0; i < w.h1; i++)
-                    for (int64_t k = w.w0; k < w.w1; k++) {
-                        float e = x[i * g->iw + k];
-                        v = type != POOL_MAX ? v + e : e > v ? e : v;
-                    }
-                if (type == POOL_AVG)
-                    v /= w.divisor;
+                float v = pool_value(x, g->iw, pool_window_at(g, jb->incl, oy, ox), type);
                 float *d = &y[oy * g->ow + ox];
                 *d = req == MXC__REQ_ADD ? *d + v : v;
             }
@@ -377,15 +324,11 @@ static void pool_backward_planes(void *arg, int64_t p0, int64_t p1) {
         for (int64_t oy = 0; oy < g->oh; oy++) {
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 float gv = dy[oy * g->ow + ox], m = y[oy * g->ow + ox];
-                struct window w = window_of(g, jb->incl, oy, ox);
+                struct pool_window w = pool_window_at(g, jb->incl, oy, ox);
                 if (type == POOL_MAX) {
-                    bool done = false;
-                    for (int64_t i = w.h0; i < w.h1 && !done; i++)
-                        for (int64_t k = w.w0; k < w.w1 && !done; k++)
-                            if (x[i * g->iw + k] == m) {
-                                dx[i * g->iw + k] += gv;
-                                done = true;
-                            }
+                    int64_t first = pool_first_max(x, g->iw, w, m);
+                    if (first >= 0)
+                        dx[first] += gv;
                     continue;
                 }
                 if (type == POOL_AVG)
@@ -417,6 +360,28 @@ static int pool_backward(const struct mxc__op_call *c) {
     return rc;
 }
 
+#ifdef MXC_USE_CUDA
+/* The GPU kernels: the geometry here, the launches in operator/pooling_gpu.cu. */
+static int pool_forward_gpu(const struct mxc__op_call *c) {
+    struct pool_job j;
+    int rc = c->req[0] == MXC__REQ_NULL ? MXC_OK : pool_job_make(c, &j);
+    if (rc == MXC_OK && c->req[0] != MXC__REQ_NULL)
+        rc = mxc__pool_forward_gpu(&j.g, j.p->pool_type, j.incl, c->in_data[0].data,
+                                   c->out_data[0].data, c->req[0], c->rctx->stream);
+    return rc;
+}
+
+static int pool_backward_gpu(const struct mxc__op_call *c) {
+    struct pool_job j;
+    int rc = c->req[0] == MXC__REQ_NULL ? MXC_OK : pool_job_make(c, &j);
+    if (rc == MXC_OK && c->req[0] != MXC__REQ_NULL)
+        rc = mxc__pool_backward_gpu(&j.g, j.p->pool_type, j.incl, c->in_data[0].data,
+                                    c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
+                                    c->req[0], c->rctx->stream);
+    return rc;
+}
+#endif
+
 const struct mxc__op_def mxc__op_Pooling = {
     .name = "Pooling",
     .description = "max / average / sum pooling over 1-D or 2-D windows",
@@ -429,4 +394,6 @@ const struct mxc__op_def mxc__op_Pooling = {
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA,
     .forward_cpu = pool_forward,
     .backward_cpu = pool_backward,
+    .forward_gpu = MXC__GPU(pool_forward_gpu),
+    .backward_gpu = MXC__GPU(pool_backward_gpu),
 };
