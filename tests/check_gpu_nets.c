@@ -7,6 +7,7 @@
  * small MLP trained on the same synthetic data on both devices (executor forward /
  * backward and sgd_update through mxc_imperative_invoke) reaching the same accuracy.
  * Without a GPU every test returns at once and the suite says so in one line.
+ * MXC_TEST_COMPARE_ON_CPU=1 runs it with the CPU standing in for gpu(0), to test the tests.
  */
 #include "mxc/executor.h"
 #include "mxc/ndarray.h"
@@ -21,17 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* MXC_TEST_COMPARE_ON_CPU=1 runs every test with the CPU standing in for gpu(0), to test
- * the tests without a GPU (as in tests/util/op_check.c). */
-static bool on_cpu(void) {
-    const char *e = getenv("MXC_TEST_COMPARE_ON_CPU");
-    return e && *e && strcmp(e, "0") != 0;
-}
-
-static bool have_gpu(void) { return on_cpu() || mxc_gpu_count() > 0; }
-
-static mxc_context device(void) { return on_cpu() ? mxc_cpu() : mxc_gpu(0); }
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), k = strlen(suffix);
@@ -114,7 +104,7 @@ static void compare_devices(const char *net, mxc_symbol *sym, int num_in,
                             const char *const *in_names, const struct mxct_tensor *in,
                             const struct mxct_tensor *head, double rtol, double atol) {
     mxc_executor *xc = run_net(sym, mxc_cpu(), num_in, in_names, in, head);
-    mxc_executor *xg = run_net(sym, device(), num_in, in_names, in, head);
+    mxc_executor *xg = run_net(sym, mxct_gpu_device(), num_in, in_names, in, head);
     char what[256];
     int no, no2, na, naux, nn, nauxn;
     mxc_ndarray *const *oc, *const *og, *const *gc, *const *gg, *const *ac, *const *ag;
@@ -157,7 +147,7 @@ static struct mxct_tensor labels(int64_t n, int classes, unsigned seed) {
 static const char *const data_label[] = {"data", "softmax_label"};
 
 START_TEST(test_mlp_on_both_devices) {
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         return;
     mxc_symbol *sym = NULL;
     const int hidden[] = {64, 33};
@@ -170,7 +160,7 @@ START_TEST(test_mlp_on_both_devices) {
 END_TEST
 
 START_TEST(test_lenet_on_both_devices) {
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         return;
     mxc_symbol *sym = NULL;
     CK_OK(mxc_net_lenet(10, &sym));
@@ -201,7 +191,7 @@ static mxc_symbol *basic_block(void) {
 }
 
 START_TEST(test_resnet_block_on_both_devices) {
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         return;
     const char *const names[] = {"data"};
     struct mxct_tensor in = mxct_tensor_random(SHAPE(4, 16, 9, 9), -1, 1, 5);
@@ -243,13 +233,13 @@ static mxc_ndarray *named(size_t n, mxc_ndarray **arrays, char **names, const ch
 /* The fixture MXNet 1.9.1 saved (scripts/gen_grad_fixtures.py), loaded onto gpu(0): the
  * output and every gradient equal MXNet's (the CPU test's 1e-5, loosened for cuBLAS). */
 START_TEST(test_gating_on_gpu_equals_mxnet) {
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         return;
     mxc_symbol *sym = gating_net();
     size_t nf = 0;
     mxc_ndarray **ref = NULL;
     char **rnames = NULL;
-    CK_OK(mxc_nd_load("tests/data/executor/gating.params", device(), &nf, &ref, &rnames));
+    CK_OK(mxc_nd_load("tests/data/executor/gating.params", mxct_gpu_device(), &nf, &ref, &rnames));
     int na;
     const char *const *names;
     CK_OK(mxc_symbol_list_arguments(sym, &na, &names));
@@ -261,10 +251,10 @@ START_TEST(test_gating_on_gpu_equals_mxnet) {
         args[i] = named(nf, ref, rnames, key);
         mxc_shape s;
         CK_OK(mxc_nd_get_shape(args[i], &s));
-        CK_OK(mxc_nd_zeros(&s, MXC_FLOAT32, device(), &grads[i]));
+        CK_OK(mxc_nd_zeros(&s, MXC_FLOAT32, mxct_gpu_device(), &grads[i]));
     }
     mxc_executor *x = NULL;
-    CK_OK(mxc_executor_bind(sym, device(), na, args, grads, NULL, 0, NULL, &x));
+    CK_OK(mxc_executor_bind(sym, mxct_gpu_device(), na, args, grads, NULL, 0, NULL, &x));
     mxc_ndarray *head = named(nf, ref, rnames, "head");
     CK_OK(mxc_executor_forward(x, 1));
     CK_OK(mxc_executor_backward(x, 1, &head));
@@ -355,12 +345,12 @@ static double train_accuracy(mxc_context ctx, const struct mxct_tensor *x,
 }
 
 START_TEST(test_training_reaches_the_same_accuracy) {
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         return;
     struct mxct_tensor x, y;
     synthetic(&x, &y);
     double cpu = train_accuracy(mxc_cpu(), &x, &y);
-    double gpu = train_accuracy(device(), &x, &y);
+    double gpu = train_accuracy(mxct_gpu_device(), &x, &y);
     ck_assert_msg(cpu > 0.9, "the CPU run learnt too little: accuracy %.4f", cpu);
     ck_assert_msg(fabs(cpu - gpu) <= 0.01, "training accuracy: cpu %.4f, gpu(0) %.4f", cpu, gpu);
     mxct_tensors_free(&x, 1);
@@ -384,7 +374,7 @@ static Suite *suite(void) {
 int main(void) {
     /* CUDA does not survive fork(): the tests run in one process (as check_gpu's) */
     setenv("CK_FORK", "no", 1);
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         printf("check_gpu_nets: GPU tests skipped (no GPU)\n");
     return mxct_run_suite(suite());
 }

@@ -7,6 +7,7 @@
  * add-to requests, comparing every output and gradient with the CPU's (the worst element
  * reported). A case whose operator has no GPU kernel fails here. Without a GPU the suite
  * returns at once and says so in one line.
+ * MXC_TEST_COMPARE_ON_CPU=1 runs it with the CPU standing in for gpu(0), to test the tests.
  */
 #include "mxc/op.h"
 #include "tests/util/op_check.h"
@@ -16,7 +17,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* How a case's inputs are filled. */
 enum fill {
@@ -273,20 +273,11 @@ static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned
     }
 }
 
-/* MXC_TEST_COMPARE_ON_CPU=1 runs the cases with the CPU standing in for gpu(0) (as
- * tests/util/op_check.c does), to test the suite without a GPU. */
-static bool on_cpu(void) {
-    const char *e = getenv("MXC_TEST_COMPARE_ON_CPU");
-    return e && *e && strcmp(e, "0") != 0;
-}
-
-static bool have_gpu(void) { return on_cpu() || mxc_gpu_count() > 0; }
-
 START_TEST(test_gpu_matches_cpu) {
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         return;
     const struct gpu_case *c = &cases[_i];
-    ck_assert_msg(mxc_op_supports(c->op, on_cpu() ? mxc_cpu() : mxc_gpu(0), MXC_FLOAT32),
+    ck_assert_msg(mxc_op_supports(c->op, mxct_gpu_device(), MXC_FLOAT32),
                   "%s has no GPU kernel: case %d compares nothing", c->op, _i);
     const char *kv[10] = {NULL};
     for (int k = 0; k < 9 && c->kv[k]; k++)
@@ -334,7 +325,7 @@ static Suite *suite(void) {
 int main(void) {
     /* CUDA does not survive fork(): the tests run in one process (as check_gpu's) */
     setenv("CK_FORK", "no", 1);
-    if (!have_gpu())
+    if (!mxct_gpu_tests_run())
         printf("check_gpu_ops: GPU tests skipped (no GPU)\n");
     return mxct_run_suite(suite());
 }

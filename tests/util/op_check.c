@@ -520,15 +520,14 @@ static struct gpu_seen *gpu_seen;
 static pid_t gpu_seen_owner;
 static int gpu_present = -1; /* per process: -1 not decided yet */
 
-/* The device compared with the CPU: gpu(0), or the CPU itself under
- * MXC_TEST_COMPARE_ON_CPU=1, which runs the whole comparison (arrays, mxc_imperative_invoke,
- * executors, tolerances) without a GPU, to test the harness. */
-static bool compare_on_cpu(void) {
+bool mxct_gpu_stand_in(void) {
     const char *e = getenv("MXC_TEST_COMPARE_ON_CPU");
     return e && *e && strcmp(e, "0") != 0;
 }
 
-static mxc_context compare_ctx(void) { return compare_on_cpu() ? mxc_cpu() : mxc_gpu(0); }
+mxc_context mxct_gpu_device(void) { return mxct_gpu_stand_in() ? mxc_cpu() : mxc_gpu(0); }
+
+bool mxct_gpu_tests_run(void) { return mxct_gpu_stand_in() || mxc_gpu_count() > 0; }
 
 /* Appends `item` to the list `list` (of `size` bytes) unless it is there already. */
 static void list_add(char *list, size_t size, const char *item) {
@@ -548,7 +547,7 @@ static void gpu_seen_report(void) {
         return;
     }
     printf("GPU comparison: %d case(s) compared with the CPU on %s\n", gpu_seen->compared,
-           compare_on_cpu() ? "the CPU itself (MXC_TEST_COMPARE_ON_CPU)" : "gpu(0)");
+           mxct_gpu_stand_in() ? "the CPU itself (MXC_TEST_COMPARE_ON_CPU)" : "gpu(0)");
     if (gpu_seen->random_ops[0])
         printf("GPU comparison: operators drawing random numbers compared in inference mode "
                "only, backward not compared: %s\n",
@@ -578,7 +577,7 @@ static bool gpu_wanted(const struct prepared *p, bool backward) {
     if (gpu_seen)
         gpu_seen->cases++;
     if (gpu_present < 0)
-        gpu_present = compare_on_cpu() || mxc_gpu_count() > 0;
+        gpu_present = mxct_gpu_tests_run();
     if (!gpu_present) {
         if (gpu_seen)
             gpu_seen->no_gpu = 1;
@@ -586,16 +585,29 @@ static bool gpu_wanted(const struct prepared *p, bool backward) {
     }
     char item[128];
     bool ok = true;
-    if (!mxc_op_supports(p->def->name, compare_ctx(), MXC_FLOAT32)) {
+    if (!mxc_op_supports(p->def->name, mxct_gpu_device(), MXC_FLOAT32)) {
         snprintf(item, sizeof item, "%s (forward)", p->def->name);
         ok = false;
-    } else if (backward && p->def->backward_cpu && !compare_on_cpu() && !p->def->backward_gpu) {
+    } else if (backward && p->def->backward_cpu && !mxct_gpu_stand_in() && !p->def->backward_gpu) {
         snprintf(item, sizeof item, "%s (backward)", p->def->name);
         ok = false;
     }
     if (!ok && gpu_seen)
         list_add(gpu_seen->missing, sizeof gpu_seen->missing, item);
     return ok;
+}
+
+/* The CPU forward of a case into new tensors `out` (every output) and `aux` (from aux0). */
+static void cpu_forward(const struct prepared *p, bool is_train, const struct mxct_tensor *in,
+                        const struct mxct_tensor *aux0, struct mxct_tensor *out,
+                        struct mxct_tensor *aux) {
+    for (int k = 0; k < p->num_out; k++)
+        out[k] = mxct_tensor_from(p->out_shapes[k], NULL);
+    for (int i = 0; i < p->num_aux; i++)
+        aux[i] = mxct_tensor_from(aux0[i].shape, aux0[i].data);
+    int rc = run_forward(p, is_train, in, aux, out, NULL);
+    ck_assert_msg(rc == MXC_OK, "%s forward (is_train=%d): %s", p->def->name, is_train,
+                  mxc_last_error());
 }
 
 /* True when the CPU forward of the case draws random numbers (its generator moves; it is
@@ -607,12 +619,7 @@ static bool case_draws(const struct prepared *p, bool is_train, const struct mxc
     if (before.gen == NULL)
         return false;
     struct mxct_tensor out[MAX_ARGS], aux[MAX_ARGS];
-    for (int k = 0; k < p->num_out; k++)
-        out[k] = mxct_tensor_from(p->out_shapes[k], NULL);
-    for (int i = 0; i < p->num_aux; i++)
-        aux[i] = mxct_tensor_from(aux0[i].shape, aux0[i].data);
-    int rc = run_forward(p, is_train, in, aux, out, NULL);
-    ck_assert_msg(rc == MXC_OK, "%s forward: %s", p->def->name, mxc_last_error());
+    cpu_forward(p, is_train, in, aux0, out, aux);
     bool drew = memcmp(&before.state, before.gen, sizeof before.state) != 0;
     rng_restore(&before);
     mxct_tensors_free(out, p->num_out);
@@ -737,12 +744,7 @@ static void gpu_compare_forward(const struct prepared *p, struct mxct_params par
         if (!is_train || case_draws(p, false, in, aux0))
             return; /* random even in inference mode (Dropout mode=always): not comparable */
         is_train = false;
-        for (int k = 0; k < p->num_out; k++)
-            ref[k] = mxct_tensor_from(p->out_shapes[k], NULL);
-        for (int i = 0; i < p->num_aux; i++)
-            ref_aux[i] = mxct_tensor_from(aux0[i].shape, aux0[i].data);
-        int rc = run_forward(p, false, in, ref_aux, ref, NULL);
-        ck_assert_msg(rc == MXC_OK, "%s forward (inference): %s", p->def->name, mxc_last_error());
+        cpu_forward(p, false, in, aux0, ref, ref_aux);
         out = ref;
         aux = ref_aux;
     }
@@ -750,9 +752,9 @@ static void gpu_compare_forward(const struct prepared *p, struct mxct_params par
     describe_case(p, params, is_train, in, aux0, desc, sizeof desc);
     mxc_ndarray *args[2 * MAX_ARGS], *outs[MAX_ARGS] = {NULL};
     for (int i = 0; i < p->num_in; i++)
-        args[i] = array_on(compare_ctx(), &in[i]);
+        args[i] = array_on(mxct_gpu_device(), &in[i]);
     for (int i = 0; i < p->num_aux; i++)
-        args[p->num_in + i] = array_on(compare_ctx(), &aux0[i]);
+        args[p->num_in + i] = array_on(mxct_gpu_device(), &aux0[i]);
     int rc = mxc_imperative_invoke(p->def->name, params.num, params.keys, params.vals,
                                    p->num_in + p->num_aux, args, p->num_visible, outs, is_train);
     ck_assert_msg(rc == MXC_OK,
@@ -800,7 +802,7 @@ static void exec_grads(mxc_context ctx, const char *name, struct mxct_params par
     mxc_executor *x = NULL;
     mxc_ndarray *args[MAX_ARGS], *g[MAX_ARGS] = {NULL}, *states[MAX_ARGS], *h[MAX_ARGS] = {NULL};
     const char *dev = ctx.dev_type == MXC_GPU ? "gpu(0)" : "cpu";
-    if (ctx.dev_type == MXC_CPU && compare_on_cpu())
+    if (ctx.dev_type == MXC_CPU && mxct_gpu_stand_in())
         dev = "cpu (MXC_TEST_COMPARE_ON_CPU)";
     ck_assert_msg(mxc_symbol_create(name, params.num, params.keys, params.vals, "op", 0, NULL, NULL,
                                     &sym) == MXC_OK,
@@ -887,7 +889,7 @@ static void gpu_compare_backward(const struct prepared *p, struct mxct_params pa
         for (int i = 0; i < p->num_in; i++)
             if (reqs[i] != MXC_GRAD_NULL)
                 reqs[i] = add ? MXC_GRAD_ADD : MXC_GRAD_WRITE;
-        exec_grads(compare_ctx(), p->def->name, params, in, p->num_in, aux0, p->num_aux, reqs,
+        exec_grads(mxct_gpu_device(), p->def->name, params, in, p->num_in, aux0, p->num_aux, reqs,
                    add ? &one : &nan, heads, p->num_visible, desc, got);
         for (int i = 0; i < p->num_in; i++) {
             if (reqs[i] == MXC_GRAD_NULL)
