@@ -779,6 +779,7 @@ static void gpu_compare_forward(const struct prepared *p, struct mxct_params par
         mxc_nd_free(args[i]);
     for (int k = 0; k < p->num_visible; k++)
         mxc_nd_free(outs[k]);
+    ck_assert_msg(mxc_nd_wait_all() == MXC_OK, "%s: %s", desc, mxc_last_error());
     if (rerun) {
         mxct_tensors_free(ref, p->num_out);
         mxct_tensors_free(ref_aux, p->num_aux);
