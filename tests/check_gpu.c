@@ -3,12 +3,14 @@
  * present (a USE_CUDA=1 build on a machine with a device): operations on GPU contexts get
  * their worker's stream and keep the per-variable order with CPU operations; the GPU and
  * pinned pools recycle blocks; copies between host and device keep every byte; fills and
- * random draws on the GPU equal the CPU's for the same seed; arrays load onto a GPU.
+ * random draws on the GPU equal the CPU's for the same seed; arrays load onto a GPU; copies
+ * reading an array a busy GPU kernel (_sleep) writes wait for it and see its result.
  * Without a GPU every test returns at once after checking that GPU contexts are refused
  * with MXC_ENODEV, so the suite passes (and says so) on CPU-only machines.
  */
 #include "mxc/engine.h"
 #include "mxc/ndarray.h"
+#include "mxc/op.h"
 #include "mxc/storage.h"
 #include "tests/util/test_util.h"
 
@@ -255,6 +257,63 @@ START_TEST(test_freed_device_array_returns_to_pool) {
 }
 END_TEST
 
+/* ---- Engine ordering on GPU streams ------------------------------------------------ */
+
+/* _sleep on gpu(0) keeps the device busy for `seconds`, then copies its input to its
+ * output B. A copy of B to the host right after the (asynchronous) invoke must wait for the
+ * kernel and see all of its result, not B's stale contents; so must a GPU -> GPU copy
+ * reading B, and a read of that copy. */
+START_TEST(test_copies_wait_for_a_busy_gpu_kernel) {
+    if (!have_gpu())
+        return;
+    ck_assert_msg(mxc_op_supports("_sleep", mxc_gpu(0), MXC_FLOAT32),
+                  "_sleep has no GPU kernel: the engine's ordering on GPU streams cannot be "
+                  "tested (operator/debug.c needs .forward_gpu)");
+    enum { N = 1 << 20 };
+    float *h = host_values(N), *back = malloc(sizeof(float) * N);
+    ck_assert_ptr_nonnull(back);
+    mxc_ndarray *a = NULL, *b = NULL, *c = NULL;
+    CK_OK(mxc_nd_create(&SHAPE(N), MXC_FLOAT32, mxc_gpu(0), 0, &a));
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, h, sizeof(float) * N));
+    CK_OK(mxc_nd_full(&SHAPE(N), MXC_FLOAT32, mxc_gpu(0), -1.0, &b)); /* stale: -1 */
+    CK_OK(mxc_nd_full(&SHAPE(N), MXC_FLOAT32, mxc_gpu(0), -2.0, &c));
+    CK_OK(mxc_nd_wait_all());
+    const char *keys[] = {"seconds"}, *vals[] = {"0.2"};
+    for (int round = 0; round < 2; round++) {
+        uint64_t t0 = mxct_now_ns();
+        CK_OK(mxc_imperative_invoke("_sleep", 1, keys, vals, 1, &a, 1, &b, 0));
+        if (round == 0) { /* device to host right away */
+            CK_OK(mxc_nd_sync_copy_to_cpu(b, back, sizeof(float) * N));
+        } else { /* device to device right away, then to the host */
+            CK_OK(mxc_nd_copy_to(b, c));
+            CK_OK(mxc_nd_sync_copy_to_cpu(c, back, sizeof(float) * N));
+        }
+        double waited = (double)(mxct_now_ns() - t0) / 1e9;
+        const char *how =
+            round == 0 ? "B copied to the host" : "B copied on gpu(0), then to the host";
+        /* >= 0.2 s, less 5% for a kernel that measures its time with the device's clock */
+        ck_assert_msg(waited >= 0.19, "%s after _sleep(0.2) on gpu(0): returned after %.3f s", how,
+                      waited);
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < N; i++)
+            if (back[i] != h[i] && bad++ == 0)
+                first = i;
+        ck_assert_msg(bad == 0,
+                      "%s after _sleep(0.2) on gpu(0): %lld of %d elements stale, the first "
+                      "[%lld] = %g, expected %g",
+                      how, (long long)bad, N, (long long)first, first >= 0 ? back[first] : 0.0,
+                      first >= 0 ? h[first] : 0.0);
+        CK_OK(mxc_nd_fill(b, -1.0));
+        CK_OK(mxc_nd_wait_all());
+    }
+    mxc_nd_free(a);
+    mxc_nd_free(b);
+    mxc_nd_free(c);
+    free(h);
+    free(back);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("gpu");
     TCase *tc = tcase_create("gpu");
@@ -266,6 +325,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_random_draws_equal_on_both_devices);
     tcase_add_test(tc, test_load_onto_device);
     tcase_add_test(tc, test_freed_device_array_returns_to_pool);
+    tcase_add_test(tc, test_copies_wait_for_a_busy_gpu_kernel);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -275,6 +335,7 @@ int main(void) {
      * so these tests run in one process. */
     setenv("CK_FORK", "no", 1);
     if (mxc_gpu_count() == 0)
-        printf("check_gpu: no GPU here; checking only that GPU contexts are refused\n");
+        printf("check_gpu: GPU tests skipped (no GPU); checking only that GPU contexts are "
+               "refused\n");
     return mxct_run_suite(suite());
 }

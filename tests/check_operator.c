@@ -1011,6 +1011,38 @@ START_TEST(test_invoke_empty) {
 }
 END_TEST
 
+/* In a CUDA build every operator has a GPU forward, and a GPU backward when it has a CPU
+ * one (the backend comparison in tests/util/op_check.c only records what is missing; this
+ * test fails for it). Without CUDA no operator has a GPU kernel (MXC__GPU is NULL). */
+START_TEST(test_registry_gpu_kernels) {
+    size_t n;
+    const char *const *names;
+    ck_assert_int_eq(mxc_op_list(&n, &names), MXC_OK);
+    char missing[4096] = "";
+    int count = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct mxc__op_def *def = mxc__op_find(names[i]);
+        ck_assert_ptr_nonnull(def);
+#ifdef MXC_USE_CUDA
+        const char *what = def->forward_gpu == NULL                          ? "forward"
+                           : def->backward_cpu != NULL && !def->backward_gpu ? "backward"
+                                                                             : NULL;
+        if (what == NULL)
+            continue;
+        count++;
+        size_t len = strlen(missing);
+        if (len < sizeof missing)
+            len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%s (%s)",
+                                    len ? ", " : "", names[i], what);
+#else
+        ck_assert_msg(def->forward_gpu == NULL && def->backward_gpu == NULL,
+                      "%s has a GPU kernel in a build without CUDA", names[i]);
+#endif
+    }
+    ck_assert_msg(count == 0, "%d operator(s) lack GPU kernels: %s", count, missing);
+}
+END_TEST
+
 static Suite *operator_suite(void) {
     Suite *s = suite_create("operator");
     TCase *tc = tcase_create("params");
@@ -1021,6 +1053,7 @@ static Suite *operator_suite(void) {
 
     tc = tcase_create("registry");
     tcase_add_test(tc, test_registry_every_operator);
+    tcase_add_test(tc, test_registry_gpu_kernels);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("elemwise");

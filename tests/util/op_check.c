@@ -7,6 +7,7 @@
 
 #include "mxc/executor.h"
 #include "mxc/ndarray.h"
+#include "mxc/op.h"
 #include "mxc/symbol.h"
 #include "operator/op.h"
 
@@ -14,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MAX_ARGS    MXC__MAX_OP_ARGS
 #define PARAM_BYTES 1024
@@ -451,6 +454,459 @@ static void check_inplace(const struct prepared *p, bool is_train, const struct 
     mxct_tensors_free(aux, p->num_aux);
 }
 
+/* ---- Backend comparison: every case again on gpu(0) ------------------------------------
+ * In the manner of ggml's test-backend-ops: when a GPU is present and the operator has a
+ * GPU kernel, mxct_op_forward, mxct_op_gradcheck and mxct_op_backward run their case again
+ * on gpu(0) through the public API (mxc_imperative_invoke for the forward; an executor
+ * bound on gpu(0) for the backward, with write and then add-to requests) and compare with
+ * the CPU kernel's result. Without a GPU nothing of it runs.
+ *
+ * The suites run each test in a forked child (Check's default) and CUDA cannot be used in
+ * a child of a process that initialised it, so the parent never touches CUDA: each process
+ * that runs a case decides once whether a GPU is present, and what it saw (cases compared,
+ * kernels missing, random operators) goes to a page shared by the parent and its children,
+ * printed by the parent once at exit. */
+
+/* Tolerances for GPU vs CPU, per operator: |gpu - cpu| <= atol * max(1, max |cpu|) +
+ * rtol * |cpu|, the absolute part scaled by the magnitude of the data compared. */
+struct gpu_tolerance {
+    const char *op;
+    double rtol, atol;
+};
+
+static const struct gpu_tolerance gpu_default_tolerance = {"(default)", 1e-4, 1e-5};
+
+static const struct gpu_tolerance gpu_tolerances[] = {
+    /* cuDNN picks among implicit-GEMM, Winograd and FFT algorithms: a different order of
+     * summation over C * kh * kw terms, and Winograd / FFT transform the data first, which
+     * loses a few more bits than the CPU's im2col + GEMM */
+    {"Convolution", 1e-3, 1e-4},
+    {"Deconvolution", 1e-3, 1e-4},
+    /* cuBLAS sums the K products in blocks (and split-K in parallel), not in the CPU
+     * BLAS's order: the error grows with K, and cancelling sums lose relative precision */
+    {"FullyConnected", 1e-3, 1e-4},
+    {"dot", 1e-3, 1e-4},
+    {"batch_dot", 1e-3, 1e-4},
+    /* tree reductions over up to millions of elements, in another order than the CPU */
+    {"sum", 1e-4, 1e-4},
+    {"mean", 1e-4, 1e-4},
+    /* batch mean and variance by block reductions (variance subtracts nearly equal
+     * numbers), and the gradient's two sums over N * H * W, in another order */
+    {"BatchNorm", 1e-3, 1e-4},
+    /* a row's sum of exponentials in another order; the gradient sums over the row */
+    {"softmax", 1e-4, 1e-5},
+    {"log_softmax", 1e-4, 1e-4},
+    {"SoftmaxOutput", 1e-4, 1e-5},
+};
+
+static struct gpu_tolerance gpu_tolerance_of(const char *op) {
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(gpu_tolerances); i++)
+        if (strcmp(gpu_tolerances[i].op, op) == 0)
+            return gpu_tolerances[i];
+    return gpu_default_tolerance;
+}
+
+/* What the processes of one suite saw, on a page they share. */
+struct gpu_seen {
+    int cases;            /* cases that reached the comparison (GPU or not) */
+    int compared;         /* cases compared on gpu(0) */
+    int no_gpu;           /* a process found no GPU */
+    char missing[2048];   /* "op (forward), op (backward), ..." */
+    char random_ops[256]; /* operators compared in inference mode only */
+    char not_bound[512];  /* backward comparisons the executor could not run */
+};
+
+static struct gpu_seen *gpu_seen;
+static pid_t gpu_seen_owner;
+static int gpu_present = -1; /* per process: -1 not decided yet */
+
+bool mxct_gpu_stand_in(void) {
+    const char *e = getenv("MXC_TEST_COMPARE_ON_CPU");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+mxc_context mxct_gpu_device(void) { return mxct_gpu_stand_in() ? mxc_cpu() : mxc_gpu(0); }
+
+bool mxct_gpu_tests_run(void) { return mxct_gpu_stand_in() || mxc_gpu_count() > 0; }
+
+/* Appends `item` to the list `list` (of `size` bytes) unless it is there already. */
+static void list_add(char *list, size_t size, const char *item) {
+    size_t n = strlen(item), len = strlen(list);
+    for (const char *s = strstr(list, item); s; s = strstr(s + 1, item))
+        if ((s == list || s[-1] == ' ') && (s[n] == ',' || s[n] == '\0'))
+            return;
+    if (len + n + 3 < size)
+        snprintf(list + len, size - len, "%s%s", len ? ", " : "", item);
+}
+
+static void gpu_seen_report(void) {
+    if (gpu_seen == NULL || getpid() != gpu_seen_owner || gpu_seen->cases == 0)
+        return;
+    if (gpu_seen->no_gpu) {
+        printf("GPU comparison: skipped (no GPU)\n");
+        return;
+    }
+    printf("GPU comparison: %d case(s) compared with the CPU on %s\n", gpu_seen->compared,
+           mxct_gpu_stand_in() ? "the CPU itself (MXC_TEST_COMPARE_ON_CPU)" : "gpu(0)");
+    if (gpu_seen->random_ops[0])
+        printf("GPU comparison: operators drawing random numbers compared in inference mode "
+               "only, backward not compared: %s\n",
+               gpu_seen->random_ops);
+    if (gpu_seen->not_bound[0])
+        printf("GPU comparison: backward not compared (no gradient to bind): %s\n",
+               gpu_seen->not_bound);
+    if (gpu_seen->missing[0])
+        printf("GPU kernels missing: %s\n", gpu_seen->missing);
+    fflush(stdout);
+}
+
+__attribute__((constructor)) static void gpu_seen_init(void) {
+    void *m = mmap(NULL, sizeof(struct gpu_seen), PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        return;
+    gpu_seen = m;
+    gpu_seen_owner = getpid();
+    atexit(gpu_seen_report);
+}
+
+/* True when operator p's case is to be compared on gpu(0) (a GPU is present and the
+ * operator has a GPU forward, and a GPU backward when `backward`); records what is
+ * missing. Costs nothing without a GPU. */
+static bool gpu_wanted(const struct prepared *p, bool backward) {
+    if (gpu_seen)
+        gpu_seen->cases++;
+    if (gpu_present < 0)
+        gpu_present = mxct_gpu_tests_run();
+    if (!gpu_present) {
+        if (gpu_seen)
+            gpu_seen->no_gpu = 1;
+        return false;
+    }
+    char item[128];
+    bool ok = true;
+    if (!mxc_op_supports(p->def->name, mxct_gpu_device(), MXC_FLOAT32)) {
+        snprintf(item, sizeof item, "%s (forward)", p->def->name);
+        ok = false;
+    } else if (backward && p->def->backward_cpu && !mxct_gpu_stand_in() && !p->def->backward_gpu) {
+        snprintf(item, sizeof item, "%s (backward)", p->def->name);
+        ok = false;
+    }
+    if (!ok && gpu_seen)
+        list_add(gpu_seen->missing, sizeof gpu_seen->missing, item);
+    return ok;
+}
+
+/* The CPU forward of a case into new tensors `out` (every output) and `aux` (from aux0). */
+static void cpu_forward(const struct prepared *p, bool is_train, const struct mxct_tensor *in,
+                        const struct mxct_tensor *aux0, struct mxct_tensor *out,
+                        struct mxct_tensor *aux) {
+    for (int k = 0; k < p->num_out; k++)
+        out[k] = mxct_tensor_from(p->out_shapes[k], NULL);
+    for (int i = 0; i < p->num_aux; i++)
+        aux[i] = mxct_tensor_from(aux0[i].shape, aux0[i].data);
+    int rc = run_forward(p, is_train, in, aux, out, NULL);
+    ck_assert_msg(rc == MXC_OK, "%s forward (is_train=%d): %s", p->def->name, is_train,
+                  mxc_last_error());
+}
+
+/* True when the CPU forward of the case draws random numbers (its generator moves; it is
+ * left as found): GPU and CPU generators give different streams, so such a case is
+ * compared in inference mode only (Dropout and LeakyReLU rrelu in training). */
+static bool case_draws(const struct prepared *p, bool is_train, const struct mxct_tensor *in,
+                       const struct mxct_tensor *aux0) {
+    struct rng_saved before = rng_save(p);
+    if (before.gen == NULL)
+        return false;
+    struct mxct_tensor out[MAX_ARGS], aux[MAX_ARGS];
+    cpu_forward(p, is_train, in, aux0, out, aux);
+    bool drew = memcmp(&before.state, before.gen, sizeof before.state) != 0;
+    rng_restore(&before);
+    mxct_tensors_free(out, p->num_out);
+    mxct_tensors_free(aux, p->num_aux);
+    return drew;
+}
+
+/* "Convolution(kernel=(3, 3), num_filter=4) is_train=1, inputs data (2, 3, 5, 5), ..." */
+static void describe_case(const struct prepared *p, struct mxct_params params, bool is_train,
+                          const struct mxct_tensor *in, const struct mxct_tensor *aux, char *buf,
+                          size_t size) {
+    size_t len = (size_t)snprintf(buf, size, "%s(", p->def->name);
+    for (int k = 0; k < params.num && len < size; k++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s=%s", k ? ", " : "", params.keys[k],
+                                params.vals[k]);
+    const char *names[MAX_ARGS];
+    mxc__op_num_inputs(p->def, p->params, names);
+    if (len < size)
+        len += (size_t)snprintf(buf + len, size - len, ") is_train=%d, inputs", is_train);
+    for (int i = 0; i < p->num_in + p->num_aux && len < size; i++) {
+        const mxc_shape *s = i < p->num_in ? &in[i].shape : &aux[i - p->num_in].shape;
+        len += (size_t)snprintf(buf + len, size - len, "%s %s (", i ? "," : "",
+                                i < p->num_in ? names[i] : p->def->aux[i - p->num_in]);
+        for (int d = 0; d < s->ndim && len < size; d++)
+            len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "",
+                                    (long long)s->dims[d]);
+        if (len < size)
+            len += (size_t)snprintf(buf + len, size - len, ")");
+    }
+}
+
+/* "[1, 0, 4]" for flat index i of shape s. */
+static void index_of(const mxc_shape *s, int64_t i, char *buf, size_t size) {
+    int64_t idx[MXC_MAX_NDIM];
+    for (int d = s->ndim - 1; d >= 0; d--) {
+        idx[d] = s->dims[d] ? i % s->dims[d] : 0;
+        i = s->dims[d] ? i / s->dims[d] : 0;
+    }
+    size_t len = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < s->ndim && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "", (long long)idx[d]);
+    if (len < size)
+        snprintf(buf + len, size - len, "]");
+}
+
+/* Asserts the GPU's `got` ≈ the CPU's `want` (plus `base` where base is not NAN: add-to
+ * requests; an element the CPU left NaN then must stay `base`), naming the case, what is
+ * compared and the worst element with both values. */
+static void gpu_expect_close(const struct prepared *p, const char *desc, const char *what,
+                             const struct mxct_tensor *got, const struct mxct_tensor *want,
+                             float base) {
+    struct gpu_tolerance tol = gpu_tolerance_of(p->def->name);
+    int64_t n = mxc_shape_size(&got->shape), worst = -1, bad = 0;
+    double scale = 1, worst_excess = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(want->data[i]))
+            scale = fmax(scale, fabs((double)want->data[i]));
+    double atol = tol.atol * scale;
+    for (int64_t i = 0; i < n; i++) {
+        double w = want->data[i], g = got->data[i];
+        if (!isnan(base))
+            w = isnan(w) ? base : base + w;
+        double excess = fabs(g - w) - (atol + tol.rtol * fabs(w));
+        bool nan_differs = isnan(g) != isnan(w);
+        if (nan_differs || excess > 0)
+            bad++;
+        if (nan_differs || excess > worst_excess) {
+            worst_excess = nan_differs ? INFINITY : excess;
+            worst = i;
+        }
+    }
+    if (worst < 0)
+        return;
+    char at[128];
+    index_of(&got->shape, worst, at, sizeof at);
+    double w = want->data[worst];
+    if (!isnan(base))
+        w = isnan(w) ? base : base + w;
+    ck_abort_msg("GPU vs CPU: %s: %s: %lld of %lld element(s) differ, worst at %s (flat %lld): "
+                 "gpu %.9g, cpu %.9g (rtol %g, atol %g = %g x max(1, max |cpu|); tolerance of "
+                 "%s)",
+                 desc, what, (long long)bad, (long long)n, at, (long long)worst,
+                 (double)got->data[worst], w, tol.rtol, atol, tol.atol, tol.op);
+}
+
+/* A new array on `ctx` holding a copy of `t`. */
+static mxc_ndarray *array_on(mxc_context ctx, const struct mxct_tensor *t) {
+    mxc_ndarray *a = NULL;
+    int rc = mxc_nd_create(&t->shape, MXC_FLOAT32, ctx, 0, &a);
+    ck_assert_msg(rc == MXC_OK, "mxc_nd_create on %s: %s", ctx.dev_type == MXC_GPU ? "gpu" : "cpu",
+                  mxc_last_error());
+    rc = mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float));
+    ck_assert_msg(rc == MXC_OK, "copy to %s: %s", ctx.dev_type == MXC_GPU ? "gpu" : "cpu",
+                  mxc_last_error());
+    return a;
+}
+
+/* A new tensor holding array a's values (waiting for it): failures of the kernels that
+ * wrote it surface here, named by `desc` and `what`. */
+static struct mxct_tensor tensor_of(mxc_ndarray *a, const char *desc, const char *what) {
+    mxc_shape s;
+    ck_assert_int_eq(mxc_nd_get_shape(a, &s), MXC_OK);
+    struct mxct_tensor t = mxct_tensor_from(s, NULL);
+    int rc = mxc_nd_sync_copy_to_cpu(a, t.data, (size_t)mxc_shape_size(&s) * sizeof(float));
+    ck_assert_msg(rc == MXC_OK, "GPU vs CPU: %s: reading %s: %s", desc, what, mxc_last_error());
+    return t;
+}
+
+/* The forward of a case on gpu(0) against the CPU's outputs `out` and updated auxiliary
+ * states `aux` (from `aux0`). Random operators in training mode are run again on the CPU in
+ * inference mode and compared so. */
+static void gpu_compare_forward(const struct prepared *p, struct mxct_params params, bool is_train,
+                                const struct mxct_tensor *in, const struct mxct_tensor *aux0,
+                                const struct mxct_tensor *out, const struct mxct_tensor *aux) {
+    if (!gpu_wanted(p, false))
+        return;
+    struct mxct_tensor ref[MAX_ARGS], ref_aux[MAX_ARGS];
+    bool rerun = case_draws(p, is_train, in, aux0);
+    if (rerun) {
+        if (gpu_seen)
+            list_add(gpu_seen->random_ops, sizeof gpu_seen->random_ops, p->def->name);
+        if (!is_train || case_draws(p, false, in, aux0))
+            return; /* random even in inference mode (Dropout mode=always): not comparable */
+        is_train = false;
+        cpu_forward(p, false, in, aux0, ref, ref_aux);
+        out = ref;
+        aux = ref_aux;
+    }
+    char desc[512], what[160];
+    describe_case(p, params, is_train, in, aux0, desc, sizeof desc);
+    mxc_ndarray *args[2 * MAX_ARGS], *outs[MAX_ARGS] = {NULL};
+    for (int i = 0; i < p->num_in; i++)
+        args[i] = array_on(mxct_gpu_device(), &in[i]);
+    for (int i = 0; i < p->num_aux; i++)
+        args[p->num_in + i] = array_on(mxct_gpu_device(), &aux0[i]);
+    int rc = mxc_imperative_invoke(p->def->name, params.num, params.keys, params.vals,
+                                   p->num_in + p->num_aux, args, p->num_visible, outs, is_train);
+    ck_assert_msg(rc == MXC_OK,
+                  "GPU vs CPU: %s: mxc_imperative_invoke on gpu(0): %s (the CPU "
+                  "kernel succeeded)",
+                  desc, mxc_last_error());
+    const char *out_names[MAX_ARGS];
+    mxc__op_num_outputs(p->def, p->params, out_names);
+    for (int k = 0; k < p->num_visible; k++) {
+        snprintf(what, sizeof what, "forward output %d (%s)", k, out_names[k]);
+        struct mxct_tensor got = tensor_of(outs[k], desc, what);
+        gpu_expect_close(p, desc, what, &got, &out[k], NAN);
+        mxct_tensors_free(&got, 1);
+    }
+    for (int i = 0; i < p->num_aux; i++) {
+        snprintf(what, sizeof what, "auxiliary state %d (%s) after the forward", i, p->def->aux[i]);
+        struct mxct_tensor got = tensor_of(args[p->num_in + i], desc, what);
+        gpu_expect_close(p, desc, what, &got, &aux[i], NAN);
+        mxct_tensors_free(&got, 1);
+    }
+    for (int i = 0; i < p->num_in + p->num_aux; i++)
+        mxc_nd_free(args[i]);
+    for (int k = 0; k < p->num_visible; k++)
+        mxc_nd_free(outs[k]);
+    ck_assert_msg(mxc_nd_wait_all() == MXC_OK, "%s: %s", desc, mxc_last_error());
+    if (rerun) {
+        mxct_tensors_free(ref, p->num_out);
+        mxct_tensors_free(ref_aux, p->num_aux);
+    }
+    if (gpu_seen)
+        gpu_seen->compared++;
+}
+
+/* Binds operator `name` on `ctx` to arrays holding `in` and `aux`, gradient request
+ * reqs[i] for input i (mxc_grad_req) with the gradient array starting at `preset` (NAN
+ * included; NULL: a copy of the input), runs forward (training) and backward with head
+ * gradients `heads` (num_heads of them; NULL entries for loss outputs), and fills `grads`
+ * (one per input; empty, ndim 0, where the request is MXC_GRAD_NULL). `desc` names the
+ * case in messages. */
+static void exec_grads(mxc_context ctx, const char *name, struct mxct_params params,
+                       const struct mxct_tensor *in, int num_in, const struct mxct_tensor *aux,
+                       int num_aux, const int *reqs, const float *preset,
+                       const struct mxct_tensor *heads, int num_heads, const char *desc,
+                       struct mxct_tensor *grads) {
+    mxc_symbol *sym = NULL;
+    mxc_executor *x = NULL;
+    mxc_ndarray *args[MAX_ARGS], *g[MAX_ARGS] = {NULL}, *states[MAX_ARGS], *h[MAX_ARGS] = {NULL};
+    const char *dev = ctx.dev_type == MXC_GPU ? "gpu(0)" : "cpu";
+    if (ctx.dev_type == MXC_CPU && mxct_gpu_stand_in())
+        dev = "cpu (MXC_TEST_COMPARE_ON_CPU)";
+    ck_assert_msg(mxc_symbol_create(name, params.num, params.keys, params.vals, "op", 0, NULL, NULL,
+                                    &sym) == MXC_OK,
+                  "%s: %s", desc, mxc_last_error());
+    for (int i = 0; i < num_in; i++) {
+        args[i] = array_on(ctx, &in[i]);
+        if (reqs[i] == MXC_GRAD_NULL)
+            continue;
+        g[i] = array_on(ctx, &in[i]);
+        if (preset)
+            ck_assert_int_eq(mxc_nd_fill(g[i], *preset), MXC_OK);
+    }
+    for (int i = 0; i < num_aux; i++)
+        states[i] = array_on(ctx, &aux[i]);
+    int rc = mxc_executor_bind(sym, ctx, num_in, args, g, reqs, num_aux, states, &x);
+    ck_assert_msg(rc == MXC_OK, "%s: bind on %s: %s", desc, dev, mxc_last_error());
+    ck_assert_msg(mxc_executor_forward(x, 1) == MXC_OK, "%s: forward on %s: %s", desc, dev,
+                  mxc_last_error());
+    for (int k = 0; k < num_heads; k++)
+        h[k] = heads[k].data ? array_on(ctx, &heads[k]) : NULL;
+    ck_assert_msg(mxc_executor_backward(x, num_heads, h) == MXC_OK, "%s: backward on %s: %s", desc,
+                  dev, mxc_last_error());
+    char what[96];
+    for (int i = 0; i < num_in; i++) {
+        grads[i] = (struct mxct_tensor){{0}, NULL};
+        if (g[i] == NULL)
+            continue;
+        snprintf(what, sizeof what, "the gradient of input %d on %s", i, dev);
+        grads[i] = tensor_of(g[i], desc, what);
+    }
+    mxc_executor_free(x);
+    for (int i = 0; i < num_in; i++) {
+        mxc_nd_free(args[i]);
+        mxc_nd_free(g[i]);
+    }
+    for (int i = 0; i < num_aux; i++)
+        mxc_nd_free(states[i]);
+    for (int k = 0; k < num_heads; k++)
+        mxc_nd_free(h[k]);
+    mxc_symbol_free(sym);
+    ck_assert_msg(mxc_nd_wait_all() == MXC_OK, "%s: %s", desc, mxc_last_error());
+}
+
+/* The backward of a case on gpu(0), through an executor, with head gradients `heads` (one
+ * per output; the visible ones are used), against the CPU kernel's gradients `cpu_grads`
+ * written with write requests (from a training-mode forward; for an inference-mode case
+ * the reference is the same executor run on the CPU, since an executor's backward follows
+ * a training forward). Once with write requests (gradients starting as NaN, so an element
+ * left unwritten shows), once with add-to requests onto 1. Inputs in `skip` get none. */
+static void gpu_compare_backward(const struct prepared *p, struct mxct_params params, bool is_train,
+                                 const struct mxct_tensor *in, const struct mxct_tensor *aux0,
+                                 const struct mxct_tensor *heads,
+                                 const struct mxct_tensor *cpu_grads, unsigned skip) {
+    if (!gpu_wanted(p, true))
+        return;
+    if (case_draws(p, true, in, aux0)) {
+        if (gpu_seen)
+            list_add(gpu_seen->random_ops, sizeof gpu_seen->random_ops, p->def->name);
+        return;
+    }
+    int reqs[MAX_ARGS];
+    bool any = false;
+    for (int i = 0; i < p->num_in; i++) {
+        reqs[i] = (skip & (1u << i)) ? MXC_GRAD_NULL : MXC_GRAD_WRITE;
+        any |= reqs[i] != MXC_GRAD_NULL;
+    }
+    if (!any) {
+        if (gpu_seen)
+            list_add(gpu_seen->not_bound, sizeof gpu_seen->not_bound, p->def->name);
+        return;
+    }
+    char desc[512], what[160];
+    describe_case(p, params, is_train, in, aux0, desc, sizeof desc);
+    struct mxct_tensor ref[MAX_ARGS], got[MAX_ARGS];
+    const float nan = NAN, one = 1.0f;
+    if (!is_train)
+        exec_grads(mxc_cpu(), p->def->name, params, in, p->num_in, aux0, p->num_aux, reqs, &nan,
+                   heads, p->num_visible, desc, ref);
+    const struct mxct_tensor *want = is_train ? cpu_grads : ref;
+    const char *in_names[MAX_ARGS];
+    mxc__op_num_inputs(p->def, p->params, in_names);
+    for (int pass = 0; pass < 2; pass++) {
+        bool add = pass == 1;
+        for (int i = 0; i < p->num_in; i++)
+            if (reqs[i] != MXC_GRAD_NULL)
+                reqs[i] = add ? MXC_GRAD_ADD : MXC_GRAD_WRITE;
+        exec_grads(mxct_gpu_device(), p->def->name, params, in, p->num_in, aux0, p->num_aux, reqs,
+                   add ? &one : &nan, heads, p->num_visible, desc, got);
+        for (int i = 0; i < p->num_in; i++) {
+            if (reqs[i] == MXC_GRAD_NULL)
+                continue;
+            snprintf(what, sizeof what, "gradient of input %d (%s), %s", i, in_names[i],
+                     add ? "add-to request onto 1 (expected 1 + gradient)" : "write request");
+            gpu_expect_close(p, desc, what, &got[i], &want[i], add ? 1.0f : NAN);
+        }
+        mxct_tensors_free(got, p->num_in);
+    }
+    if (!is_train)
+        mxct_tensors_free(ref, p->num_in);
+    if (gpu_seen)
+        gpu_seen->compared++;
+}
+
 void mxct_op_check_inplace(const char *name, struct mxct_params params, bool is_train,
                            const struct mxct_tensor *in, int num_in,
                            const struct mxct_tensor *aux) {
@@ -476,8 +932,10 @@ int mxct_op_forward(const char *name, struct mxct_params params, bool is_train,
         aux0[i] = mxct_tensor_from(aux[i].shape, aux[i].data);
     struct rng_saved before = rng_save(&p);
     rc = run_forward(&p, is_train, in, aux, out, NULL);
-    if (rc == MXC_OK)
+    if (rc == MXC_OK) {
         check_inplace(&p, is_train, in, aux0, &before, NULL, 0);
+        gpu_compare_forward(&p, params, is_train, in, aux0, out, aux);
+    }
     mxct_tensors_free(aux0, p.num_aux);
     return rc;
 }
@@ -507,6 +965,8 @@ void mxct_op_gradcheck(const char *name, struct mxct_params params, bool is_trai
     int reqs[MAX_ARGS];
     run_backward(&p, is_train, in, out, aux, w, grads, reqs_of(reqs, num_in, MXC__REQ_WRITE));
     check_inplace(&p, is_train, in, aux0, NULL, w, skip);
+    gpu_compare_forward(&p, params, is_train, in, aux0, out, aux);
+    gpu_compare_backward(&p, params, is_train, in, aux0, w, grads, skip);
 
     char what[128];
     for (int i = 0; i < num_in; i++) {
@@ -585,6 +1045,8 @@ int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
         run_backward(&p, is_train, in, out, aux, og, in_grad_out,
                      reqs_of(reqs, num_in, MXC__REQ_WRITE));
         check_inplace(&p, is_train, in, aux0, &before, og, 0);
+        gpu_compare_forward(&p, params, is_train, in, aux0, out, aux);
+        gpu_compare_backward(&p, params, is_train, in, aux0, og, in_grad_out, 0);
     }
     mxct_tensors_free(aux0, p.num_aux);
     mxct_tensors_free(out, p.num_out);
@@ -592,55 +1054,13 @@ int mxct_op_backward(const char *name, struct mxct_params params, bool is_train,
     return rc;
 }
 
-mxc_ndarray *mxct_array_of(const struct mxct_tensor *t) {
-    mxc_ndarray *a = NULL;
-    ck_assert_int_eq(mxc_nd_create(&t->shape, MXC_FLOAT32, mxc_cpu(), 0, &a), MXC_OK);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_from_cpu(a, t->data, (size_t)mxc_shape_size(&t->shape) * sizeof(float)),
-        MXC_OK);
-    return a;
-}
+mxc_ndarray *mxct_array_of(const struct mxct_tensor *t) { return array_on(mxc_cpu(), t); }
 
 void mxct_op_bound_grads(const char *name, struct mxct_params params, const struct mxct_tensor *in,
                          int num_in, const struct mxct_tensor *aux, int num_aux, const int *reqs,
                          const struct mxct_tensor *head, struct mxct_tensor *grads) {
-    mxc_symbol *sym = NULL;
-    mxc_executor *x = NULL;
-    mxc_ndarray *args[MAX_ARGS], *g[MAX_ARGS] = {NULL}, *states[MAX_ARGS], *h = NULL;
-    ck_assert_msg(mxc_symbol_create(name, params.num, params.keys, params.vals, "op", 0, NULL, NULL,
-                                    &sym) == MXC_OK,
-                  "%s: %s", name, mxc_last_error());
-    for (int i = 0; i < num_in; i++) {
-        args[i] = mxct_array_of(&in[i]);
-        g[i] = reqs[i] == MXC_GRAD_NULL ? NULL : mxct_array_of(&in[i]);
-    }
-    for (int i = 0; i < num_aux; i++)
-        states[i] = mxct_array_of(&aux[i]);
-    int rc = mxc_executor_bind(sym, mxc_cpu(), num_in, args, g, reqs, num_aux, states, &x);
-    ck_assert_msg(rc == MXC_OK, "bind %s: %s", name, mxc_last_error());
-    ck_assert_int_eq(mxc_executor_forward(x, 1), MXC_OK);
-    if (head)
-        h = mxct_array_of(head);
-    ck_assert_msg(mxc_executor_backward(x, h ? 1 : 0, &h) == MXC_OK, "%s", mxc_last_error());
-    for (int i = 0; i < num_in; i++) {
-        grads[i] = (struct mxct_tensor){{0}, NULL};
-        if (g[i] == NULL)
-            continue;
-        grads[i] = mxct_tensor_from(in[i].shape, NULL);
-        rc = mxc_nd_sync_copy_to_cpu(g[i], grads[i].data,
-                                     (size_t)mxc_shape_size(&in[i].shape) * sizeof(float));
-        ck_assert_msg(rc == MXC_OK, "%s: %s", name, mxc_last_error());
-    }
-    mxc_executor_free(x);
-    for (int i = 0; i < num_in; i++) {
-        mxc_nd_free(args[i]);
-        mxc_nd_free(g[i]);
-    }
-    for (int i = 0; i < num_aux; i++)
-        mxc_nd_free(states[i]);
-    mxc_nd_free(h);
-    mxc_symbol_free(sym);
-    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    exec_grads(mxc_cpu(), name, params, in, num_in, aux, num_aux, reqs, NULL, head, head ? 1 : 0,
+               name, grads);
 }
 
 struct mxct_tensor mxct_ref_load(const char *file, const char *name) {

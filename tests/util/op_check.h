@@ -106,6 +106,25 @@ void mxct_op_bound_grads(const char *name, struct mxct_params params, const stru
                          int num_in, const struct mxct_tensor *aux, int num_aux, const int *reqs,
                          const struct mxct_tensor *head, struct mxct_tensor *grads);
 
+/* The GPU comparison. When a GPU is present (decided once per process) and operator
+ * `name` has a GPU kernel, mxct_op_forward, mxct_op_gradcheck and mxct_op_backward also run
+ * their case on gpu(0) (the forward through mxc_imperative_invoke, the backward through an
+ * executor with write and with add-to requests) and assert that every output, auxiliary
+ * state and gradient equals the CPU kernel's within the operator's tolerance (the worst
+ * element reported). Operators without a GPU kernel are listed once at exit ("GPU kernels
+ * missing: ..."); cases drawing random numbers are compared in inference mode. Without a
+ * GPU nothing of it runs ("GPU comparison: skipped (no GPU)" once at exit).
+ * MXC_TEST_COMPARE_ON_CPU=1 makes the CPU stand in for gpu(0), to test the tests. */
+
+/* True under MXC_TEST_COMPARE_ON_CPU (set to anything but "" or "0"). */
+bool mxct_gpu_stand_in(void);
+
+/* The device of GPU tests: gpu(0), or the CPU standing in for it. */
+mxc_context mxct_gpu_device(void);
+
+/* True when GPU tests run: a GPU is present, or the CPU stands in for it. */
+bool mxct_gpu_tests_run(void);
+
 /* Reference data: `file` (relative to tests/data, or $MXC_TEST_DATA) is an NDArray list
  * saved by a generator script (mx.nd.save with named arrays). Loads the float32 array
  * named `name` into a new tensor (asserting it exists). */

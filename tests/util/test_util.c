@@ -496,3 +496,24 @@ int mxct_run_suite(Suite *suite) {
     srunner_free(sr);
     return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+mxc_symbol *mxct_sym_var(const char *name) {
+    mxc_symbol *s = NULL;
+    CK_OK(mxc_symbol_variable(name, &s));
+    return s;
+}
+
+mxc_symbol *mxct_sym_apply(const char *op, const char *name, int n, mxc_symbol **in, int np,
+                           const char *const *keys, const char *const *vals) {
+    mxc_symbol *out = NULL;
+    CK_OK(mxc_symbol_create(op, np, keys, vals, name, n, NULL, in, &out));
+    for (int i = 0; i < n; i++)
+        mxc_symbol_free(in[i]);
+    return out;
+}
+
+mxc_symbol *mxct_sym_output(const mxc_symbol *s, int index) {
+    mxc_symbol *h = NULL;
+    CK_OK(mxc_symbol_get_output(s, index, &h));
+    return h;
+}

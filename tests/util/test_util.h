@@ -9,6 +9,7 @@
 #define MXC_TEST_UTIL_H
 
 #include "mxc/engine.h"
+#include "mxc/symbol.h"
 
 #include <check.h>
 #include <stdatomic.h>
@@ -180,5 +181,18 @@ bool mxct_json_valid(const char *text);
         ck_assert_msg(mxc_last_error()[0] != '\0', "%s: %s without a message", #call,       \
                       mxc_err_name(rc_));                                                   \
     } while (0)
+
+/* ---- Symbols ----------------------------------------------------------------------- */
+
+/* A variable (asserting success). */
+mxc_symbol *mxct_sym_var(const char *name);
+
+/* op(in[0..n)) named `name` (NULL: automatic) with `np` string parameters, asserting
+ * success; consumes the `n` input handles. */
+mxc_symbol *mxct_sym_apply(const char *op, const char *name, int n, mxc_symbol **in, int np,
+                           const char *const *keys, const char *const *vals);
+
+/* Another handle on `s`'s output `index` (to use one output twice). */
+mxc_symbol *mxct_sym_output(const mxc_symbol *s, int index);
 
 #endif /* MXC_TEST_UTIL_H */
