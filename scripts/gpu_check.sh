@@ -100,6 +100,8 @@ fi
 tail -n 3 "$log/build.txt"
 
 echo "== tests"
+# each forked test starts CUDA, its engine's GPU workers and library handles afresh
+export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-120}
 bash scripts/run_tests.sh $build/bin >"$log/tests.txt" 2>&1 || status=1
 grep -E "^(== |[0-9]+%: Checks)|failed suites|^tests:" "$log/tests.txt"
 grep -E ":[EF]:" "$log/tests.txt" | head -n 40
@@ -110,7 +112,7 @@ if [ $bench -eq 1 ]; then
         [ -x "$b" ] || continue
         if "$b" --help 2>&1 | grep -q -- "--ctx"; then
             echo "-- $b --ctx gpu"
-            "$b" --ctx gpu >"$log/$(basename "$b").txt" 2>&1 || status=1
+            timeout 300 "$b" --ctx gpu >"$log/$(basename "$b").txt" 2>&1 || status=1
             tail -n 30 "$log/$(basename "$b").txt"
         fi
     done
