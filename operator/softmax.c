@@ -486,8 +486,9 @@ static int so_backward_gpu(const struct mxc__op_call *c) {
             return rc;
     }
     float scale = valid_scale ? p->grad_scale : mxc__so_scale(p->grad_scale, g.norm);
-    return mxc__so_grad_gpu(y->data, lab->data, c->in_grad[0].data, g.outer, g.n, g.inner, g.ignore,
-                            p->use_ignore, g.on, g.off, scale, valid_scale, req, stream);
+    return mxc__so_grad_gpu(y->data, lab->data, lab->size, c->in_grad[0].data, g.outer, g.n,
+                            g.inner, g.ignore, p->use_ignore, g.on, g.off, scale, valid_scale, req,
+                            stream);
 }
 #endif
 

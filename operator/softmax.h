@@ -74,10 +74,11 @@ int mxc__softmax_grad_gpu(const float *y, const float *g, float *dx, int64_t out
 /* SoftmaxOutput's gradient dx (outer, n, inner) (=, +=) mxc__so_grad with the class of
  * label (outer, inner) at each row. scale: the scale, or, when valid_scale is not NULL,
  * grad_scale, the scale then computed on the device (into valid_scale, one float of device
- * memory) from the labels that are not `ignore`. */
-int mxc__so_grad_gpu(const float *y, const float *label, float *dx, int64_t outer, int64_t n,
-                     int64_t inner, int64_t ignore, bool use_ignore, float on, float off,
-                     float scale, float *valid_scale, int req, void *stream);
+ * memory) from the labels (all label_size of them, as the CPU counts) that are not
+ * `ignore`. */
+int mxc__so_grad_gpu(const float *y, const float *label, int64_t label_size, float *dx,
+                     int64_t outer, int64_t n, int64_t inner, int64_t ignore, bool use_ignore,
+                     float on, float off, float scale, float *valid_scale, int req, void *stream);
 
 /* dx (n) (=, +=) mxc__so_prob_grad of y and label (n). */
 int mxc__so_prob_grad_gpu(const float *y, const float *label, float *dx, int64_t n,

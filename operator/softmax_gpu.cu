@@ -154,14 +154,15 @@ extern "C" int mxc__softmax_grad_gpu(const float *y, const float *g, float *dx, 
     });
 }
 
-extern "C" int mxc__so_grad_gpu(const float *y, const float *label, float *dx, int64_t outer,
-                                int64_t n, int64_t inner, int64_t ignore, bool use_ignore, float on,
-                                float off, float scale, float *valid_scale, int req, void *stream) {
+extern "C" int mxc__so_grad_gpu(const float *y, const float *label, int64_t label_size, float *dx,
+                                int64_t outer, int64_t n, int64_t inner, int64_t ignore,
+                                bool use_ignore, float on, float off, float scale,
+                                float *valid_scale, int req, void *stream) {
     if (req == MXC__REQ_NULL || outer * n * inner == 0)
         return MXC_OK;
     if (valid_scale != NULL) {
         valid_scale_kernel<<<1, MXC__CUDA_THREADS, 0, (cudaStream_t)stream>>>(
-            label, outer * inner, ignore, scale, valid_scale);
+            label, label_size, ignore, scale, valid_scale);
         int rc = launched("SoftmaxOutput backward (valid labels)");
         if (rc != MXC_OK)
             return rc;
