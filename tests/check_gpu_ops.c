@@ -90,6 +90,17 @@ static const struct gpu_case cases[] = {
     {"log_softmax", {NULL}, 1, {S(1, 1)}, {ANY}, 0, {{0}}, 0, true},
     {"softmax", {NULL}, 1, {S(2047, 1025)}, {ANY}, 0, {{0}}, 0, true},
     {"SoftmaxOutput", {NULL}, 2, {S(9, 7), S(9)}, {ANY, CLASSES}, 0, {{0}}, 7, true},
+    /* the normaliser counts every label that is not ignored (rank 3, several labels a row) */
+    {"SoftmaxOutput",
+     {"multi_output", "True", "normalization", "valid", "use_ignore", "True", "ignore_label", "1",
+      NULL},
+     2,
+     {S(4, 5, 3), S(4, 3)},
+     {ANY, CLASSES},
+     0,
+     {{0}},
+     5,
+     true},
     /* layers */
     {"FullyConnected",
      {"num_hidden", "13", NULL},
