@@ -137,16 +137,11 @@ float mxc_optimizer_current_lr(const mxc_optimizer *o) {
     return check_opt(o, __func__) == MXC_OK ? o->sched_lr : NAN;
 }
 
+static int grow_params(mxc_optimizer *o, int index);
+
 static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct param_state **out) {
-    if (index >= o->num_params) {
-        int n = index + 1 > 2 * o->num_params ? index + 1 : 2 * o->num_params;
-        struct param_state *p = mxc__realloc(o->params, sizeof *p * (size_t)n);
-        if (p == NULL)
-            return mxc__error(MXC_ENOMEM, "mxc_optimizer_update: out of memory");
-        memset(p + o->num_params, 0, sizeof *p * (size_t)(n - o->num_params));
-        o->params = p;
-        o->num_params = n;
-    }
+    if (grow_params(o, index) != MXC_OK)
+        return mxc__error(MXC_ENOMEM, "mxc_optimizer_update: out of memory");
     struct param_state *s = &o->params[index];
     if (!s->used) {
         int nstates = o->cfg.kind == MXC_OPT_ADAM ? 2 : o->cfg.momentum > 0 ? 1 : 0;
@@ -166,7 +161,45 @@ static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct pa
         }
         s->used = true;
     }
+    /* States loaded from a checkpoint live on the CPU: they follow the weight. */
+    mxc_context wctx;
+    int rc = mxc_nd_get_context(weight, &wctx);
+    for (int i = 0; i < 2 && rc == MXC_OK; i++) {
+        mxc_context sctx;
+        if (s->state[i] == NULL || mxc_nd_get_context(s->state[i], &sctx) != MXC_OK ||
+            (sctx.dev_type == wctx.dev_type && sctx.dev_id == wctx.dev_id))
+            continue;
+        mxc_shape shape;
+        mxc_ndarray *moved = NULL;
+        rc = mxc_nd_get_shape(s->state[i], &shape);
+        if (rc == MXC_OK)
+            rc = mxc_nd_create(&shape, MXC_FLOAT32, wctx, 1, &moved);
+        if (rc == MXC_OK)
+            rc = mxc_nd_copy_to(s->state[i], moved);
+        if (rc != MXC_OK) {
+            mxc_nd_free(moved);
+            return rc;
+        }
+        mxc_nd_free(s->state[i]);
+        s->state[i] = moved;
+    }
+    if (rc != MXC_OK)
+        return rc;
     *out = s;
+    return MXC_OK;
+}
+
+/* Makes room for parameter `index` (a zeroed state). */
+static int grow_params(mxc_optimizer *o, int index) {
+    if (index < o->num_params)
+        return MXC_OK;
+    int n = index + 1 > 2 * o->num_params ? index + 1 : 2 * o->num_params;
+    struct param_state *p = mxc__realloc(o->params, sizeof *p * (size_t)n);
+    if (p == NULL)
+        return mxc__error(MXC_ENOMEM, "out of memory");
+    memset(p + o->num_params, 0, sizeof *p * (size_t)(n - o->num_params));
+    o->params = p;
+    o->num_params = n;
     return MXC_OK;
 }
 
@@ -232,4 +265,196 @@ void mxc_optimizer_free(mxc_optimizer *o) {
     mxc__free(o->params);
     mxc__free(o->mults);
     mxc__handle_free(&opt_kind, o);
+}
+
+/* ---- Checkpoints of the state ------------------------------------------------------ */
+
+/* Names of the states of an optimizer of this configuration (NULL past its count). */
+static const char *const *state_names(const mxc_optimizer_config *c, int *count) {
+    static const char *const adam[] = {"mean", "var"};
+    static const char *const mom[] = {"mom"};
+    *count = c->kind == MXC_OPT_ADAM ? 2 : c->momentum > 0 ? 1 : 0;
+    return c->kind == MXC_OPT_ADAM ? adam : mom;
+}
+
+/* A new CPU array of `n` elements of `dtype` holding `data`. */
+static int host_array(int dtype, const void *data, int64_t n, mxc_ndarray **out) {
+    mxc_shape shape = {.ndim = 1, .dims = {n}};
+    int rc = mxc_nd_create(&shape, dtype, mxc_cpu(), 0, out);
+    if (rc == MXC_OK)
+        rc = mxc_nd_sync_copy_from_cpu(*out, data, (size_t)n * mxc_dtype_size(dtype));
+    return rc;
+}
+
+static int save_states(const mxc_optimizer *o, const char *path) {
+    int rc = MXC_OK, nstates;
+    const char *const *snames = state_names(&o->cfg, &nstates);
+    size_t cap = 1 + (size_t)o->num_params * (size_t)(1 + nstates), n = 0;
+    mxc_ndarray **arrays = mxc__calloc(cap, sizeof *arrays);
+    char **names = mxc__calloc(cap, sizeof *names);
+    bool *owned = mxc__calloc(cap, sizeof *owned);
+    MXC_CHECK(arrays != NULL && names != NULL && owned != NULL, MXC_ENOMEM, "out of memory");
+    double sched[4] = {o->num_update, o->sched_count, o->sched_index, o->sched_lr};
+    MXC_TRY(host_array(MXC_FLOAT64, sched, 4, &arrays[n]));
+    owned[n] = true;
+    names[n++] = mxc__strdup("__schedule__");
+    for (int i = 0; i < o->num_params; i++) {
+        const struct param_state *s = &o->params[i];
+        if (!s->used)
+            continue;
+        int64_t count = s->count;
+        MXC_TRY(host_array(MXC_INT64, &count, 1, &arrays[n]));
+        owned[n] = true;
+        char name[48];
+        snprintf(name, sizeof name, "%d_count", i);
+        names[n++] = mxc__strdup(name);
+        for (int k = 0; k < nstates; k++) {
+            arrays[n] = s->state[k];
+            snprintf(name, sizeof name, "%d_%s", i, snames[k]);
+            names[n++] = mxc__strdup(name);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        MXC_CHECK(names[i] != NULL, MXC_ENOMEM, "out of memory");
+    rc = mxc_nd_save(path, n, arrays, (const char *const *)names);
+fail:
+    for (size_t i = 0; i < n; i++) {
+        if (owned != NULL && owned[i])
+            mxc_nd_free(arrays[i]);
+        if (names != NULL)
+            mxc__free(names[i]);
+    }
+    mxc__free(arrays);
+    mxc__free(names);
+    mxc__free(owned);
+    return rc;
+}
+
+int mxc_optimizer_save_states(const mxc_optimizer *o, const char *path) {
+    int rc = check_opt(o, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (path == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_optimizer_save_states: path is NULL");
+    return mxc__in_call(__func__, save_states(o, path));
+}
+
+/* Reads the one element of a loaded (1) int64 array or the four of the float64 schedule. */
+static int read_host(mxc_ndarray *a, int dtype, int64_t n, void *out, const char *name) {
+    mxc_shape shape;
+    int rc = mxc_nd_get_shape(a, &shape);
+    if (rc != MXC_OK)
+        return rc;
+    if (mxc_nd_dtype(a) != dtype || shape.ndim != 1 || shape.dims[0] != n)
+        return mxc__error(MXC_EINVAL, "entry \"%s\" is not %lld %s", name, (long long)n,
+                          mxc_dtype_name(dtype));
+    return mxc_nd_sync_copy_to_cpu(a, out, (size_t)n * mxc_dtype_size(dtype));
+}
+
+static int load_states(mxc_optimizer *o, const char *path) {
+    size_t count = 0;
+    mxc_ndarray **arrays = NULL;
+    char **names = NULL;
+    struct param_state *params = NULL;
+    int num_params = 0, nstates;
+    const char *const *snames = state_names(&o->cfg, &nstates);
+    double sched[4] = {0};
+    bool have_sched = false;
+    int rc = mxc_nd_load(path, mxc_cpu(), &count, &arrays, &names);
+    if (rc != MXC_OK)
+        return rc;
+    MXC_CHECK(names != NULL || count == 0, MXC_EINVAL, "%s holds unnamed arrays", path);
+    /* The highest index first, for one allocation. */
+    for (size_t i = 0; i < count; i++) {
+        int index = -1;
+        if (sscanf(names[i], "%d_", &index) == 1 && index >= num_params && index < (1 << 24))
+            num_params = index + 1;
+    }
+    params = mxc__calloc((size_t)(num_params > 0 ? num_params : 1), sizeof *params);
+    MXC_CHECK(params != NULL, MXC_ENOMEM, "out of memory");
+    for (size_t i = 0; i < count; i++) {
+        const char *name = names[i];
+        if (strcmp(name, "__schedule__") == 0) {
+            MXC_TRY(read_host(arrays[i], MXC_FLOAT64, 4, sched, name));
+            have_sched = true;
+            continue;
+        }
+        int index = -1, len = 0;
+        MXC_CHECK(sscanf(name, "%d_%n", &index, &len) == 1 && len > 0 && index >= 0 &&
+                      index < num_params,
+                  MXC_EINVAL, "%s: unknown entry \"%s\"", path, name);
+        struct param_state *s = &params[index];
+        const char *what = name + len;
+        if (strcmp(what, "count") == 0) {
+            int64_t c = 0;
+            MXC_TRY(read_host(arrays[i], MXC_INT64, 1, &c, name));
+            MXC_CHECK(c >= 0 && c <= INT32_MAX, MXC_EINVAL, "%s: %s is %lld", path, name,
+                      (long long)c);
+            s->count = (int)c;
+            s->used = true;
+            continue;
+        }
+        int k = 0;
+        while (k < nstates && strcmp(what, snames[k]) != 0)
+            k++;
+        MXC_CHECK(k < nstates, MXC_EINVAL, "%s: entry \"%s\" is no state of this optimizer (%s%s)",
+                  path, name, o->cfg.kind == MXC_OPT_ADAM ? "adam" : "sgd",
+                  o->cfg.kind == MXC_OPT_SGD && o->cfg.momentum > 0 ? " with momentum" : "");
+        MXC_CHECK(mxc_nd_dtype(arrays[i]) == MXC_FLOAT32, MXC_EINVAL, "%s: %s is not float32", path,
+                  name);
+        s->state[k] = arrays[i];
+        arrays[i] = NULL;
+    }
+    MXC_CHECK(have_sched, MXC_EINVAL, "%s: no entry \"__schedule__\"", path);
+    for (int i = 0; i < num_params; i++) {
+        struct param_state *s = &params[i];
+        for (int k = 0; k < nstates; k++)
+            MXC_CHECK(!s->used || s->state[k] != NULL, MXC_EINVAL, "%s: no entry \"%d_%s\"", path,
+                      i, snames[k]);
+        MXC_CHECK(s->used || (s->state[0] == NULL && s->state[1] == NULL), MXC_EINVAL,
+                  "%s: no entry \"%d_count\"", path, i);
+    }
+    /* Everything read: the optimizer takes the new state. */
+    for (int i = 0; i < o->num_params; i++)
+        for (int k = 0; k < 2; k++)
+            mxc_nd_free(o->params[i].state[k]);
+    mxc__free(o->params);
+    o->params = params;
+    o->num_params = num_params;
+    params = NULL;
+    o->num_update = (int)sched[0];
+    o->sched_count = (int)sched[1];
+    o->sched_index = (int)sched[2];
+    o->sched_lr = (float)sched[3];
+fail:
+    for (int i = 0; params != NULL && i < num_params; i++)
+        for (int k = 0; k < 2; k++)
+            mxc_nd_free(params[i].state[k]);
+    mxc__free(params);
+    mxc_nd_list_free(count, arrays, names);
+    return rc;
+}
+
+int mxc_optimizer_load_states(mxc_optimizer *o, const char *path) {
+    int rc = check_opt(o, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (path == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_optimizer_load_states: path is NULL");
+    return mxc__in_call(__func__, load_states(o, path));
+}
+
+/* ---- The store's updater ----------------------------------------------------------- */
+
+static int kvstore_updater(int key, mxc_ndarray *merged, mxc_ndarray *stored, void *user) {
+    char name[16];
+    snprintf(name, sizeof name, "%d", key);
+    return mxc_optimizer_update(user, key, name, stored, merged);
+}
+
+int mxc_kvstore_set_optimizer(mxc_kvstore *kv, mxc_optimizer *opt) {
+    int rc = check_opt(opt, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    return mxc__in_call(__func__, mxc_kvstore_set_updater(kv, kvstore_updater, opt));
 }

@@ -11,6 +11,7 @@
 #include "mxc/engine.h"
 #include "mxc/executor.h"
 #include "mxc/io.h"
+#include "mxc/kvstore.h"
 #include "mxc/model.h"
 #include "mxc/ndarray.h"
 #include "mxc/networks.h"
@@ -387,6 +388,48 @@ START_TEST(test_stale_data_iter) {
     ck_assert_int_eq(mxc_data_iter_next(good), 1); /* the live one still works */
     mxc_data_iter_free(good);
     mxc_model_free(m);
+    CK_OK(mxc_nd_wait_all());
+    expect_nothing_logged();
+}
+END_TEST
+
+/* A freed store: every function is MXC_EMISUSE "stale"; a live store given a stale array,
+ * a stale optimizer given to set_optimizer, a double free. */
+START_TEST(test_stale_kvstore) {
+    capture_log();
+    mxc_kvstore *kv = NULL;
+    CK_OK(mxc_kvstore_create("local", &kv));
+    mxc_kvstore_free(kv);
+    mxc_ndarray *w = nd_filled(4, 1);
+    int key = 0, r = 0;
+    EXPECT_STALE("mxc_kvstore_init", mxc_kvstore_init(kv, 1, &key, &w));
+    EXPECT_STALE("mxc_kvstore_push", mxc_kvstore_push(kv, 1, &key, &w, 0));
+    EXPECT_STALE("mxc_kvstore_pull", mxc_kvstore_pull(kv, 1, &key, &w, 0));
+    EXPECT_STALE("mxc_kvstore_pushpull", mxc_kvstore_pushpull(kv, 1, &key, &w, &w, 0));
+    EXPECT_STALE("mxc_kvstore_set_updater", mxc_kvstore_set_updater(kv, NULL, NULL));
+    EXPECT_STALE("mxc_kvstore_rank", mxc_kvstore_rank(kv, &r));
+    EXPECT_STALE("mxc_kvstore_num_workers", mxc_kvstore_num_workers(kv, &r));
+    EXPECT_STALE("mxc_kvstore_barrier", mxc_kvstore_barrier(kv));
+    mxc_optimizer *o = sgd();
+    EXPECT_STALE("mxc_kvstore_set_optimizer", mxc_kvstore_set_optimizer(kv, o));
+    EXPECT_BAD_GETTER("mxc_kvstore_type", "stale", mxc_kvstore_type(kv) == NULL);
+    mxc_kvstore_free(kv);
+    expect_logged("mxc_kvstore_free", "stale");
+    mxc_kvstore *live = NULL;
+    CK_OK(mxc_kvstore_create("local", &live));
+    CK_OK(mxc_kvstore_init(live, 1, &key, &w));
+    mxc_optimizer_free(o);
+    EXPECT_STALE("mxc_kvstore_set_optimizer", mxc_kvstore_set_optimizer(live, o));
+    EXPECT_STALE("mxc_optimizer_save_states", mxc_optimizer_save_states(o, "never.tmp"));
+    EXPECT_STALE("mxc_optimizer_load_states", mxc_optimizer_load_states(o, "never.tmp"));
+    mxc_ndarray *g = nd_filled(4, 2);
+    mxc_nd_free(g);
+    EXPECT_STALE("mxc_kvstore_push", mxc_kvstore_push(live, 1, &key, &g, 0));
+    EXPECT_STALE("mxc_kvstore_pull", mxc_kvstore_pull(live, 1, &key, &g, 0));
+    CK_OK(mxc_kvstore_pull(live, 1, &key, &w, 0));
+    expect_values(w, 4, 1);
+    mxc_kvstore_free(live);
+    mxc_nd_free(w);
     CK_OK(mxc_nd_wait_all());
     expect_nothing_logged();
 }
@@ -853,6 +896,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_stale_executor);
     tcase_add_test(tc, test_stale_data_iter);
     tcase_add_test(tc, test_stale_optimizer);
+    tcase_add_test(tc, test_stale_kvstore);
     tcase_add_test(tc, test_stale_metric);
     tcase_add_test(tc, test_stale_model);
     MXCT_ADD_ENGINE_TEST(tc, test_stale_engine);

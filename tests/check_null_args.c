@@ -67,6 +67,17 @@ static mxc_executor *executor(void) {
     return x;
 }
 
+static mxc_kvstore *kvstore(void) { /* local, key 0 initialised from array() */
+    static mxc_kvstore *kv;
+    static const int key = 0;
+    if (kv == NULL) {
+        CK_OK(mxc_kvstore_create("local", &kv));
+        mxc_ndarray *v[] = {array()};
+        CK_OK(mxc_kvstore_init(kv, 1, &key, v));
+    }
+    return kv;
+}
+
 static mxc_engine *engine(void) {
     static mxc_engine *e;
     if (e == NULL)
@@ -405,6 +416,67 @@ CALL(mxc_optimizer_update) {
 }
 CALL(mxc_optimizer_current_lr) { return AS(isnan(mxc_optimizer_current_lr(NULL))); }
 TAKES_NULL(mxc_optimizer_free)
+CALL(mxc_optimizer_save_states) {
+    return mxc_optimizer_save_states(P(0, optimizer()), P(1, "null_args_states.tmp"));
+}
+CALL(mxc_optimizer_load_states) {
+    CK_OK(mxc_optimizer_save_states(optimizer(), "null_args_states.tmp"));
+    int rc = mxc_optimizer_load_states(P(0, optimizer()), P(1, "null_args_states.tmp"));
+    unlink("null_args_states.tmp");
+    return rc;
+}
+CALL(mxc_kvstore_set_optimizer) {
+    return mxc_kvstore_set_optimizer(P(0, kvstore()), P(1, optimizer()));
+}
+
+/* ---- kvstore.h ---------------------------------------------------------------------- */
+
+static const int kv_key[] = {0};
+
+CALL(mxc_kvstore_create) {
+    mxc_kvstore *kv = NULL;
+    int rc = mxc_kvstore_create(P(0, "local"), P(1, &kv));
+    mxc_kvstore_free(kv);
+    return rc;
+}
+TAKES_NULL(mxc_kvstore_free)
+CALL(mxc_kvstore_type) { return AS(mxc_kvstore_type(NULL) == NULL); }
+CALL(mxc_kvstore_init) {
+    mxc_kvstore *kv = NULL;
+    CK_OK(mxc_kvstore_create("local", &kv));
+    mxc_ndarray *v[] = {array()};
+    int rc = mxc_kvstore_init(P(0, kv), 1, P(1, kv_key), P(2, v));
+    mxc_kvstore_free(kv);
+    return rc;
+}
+CALL(mxc_kvstore_push) {
+    mxc_ndarray *v[] = {array()};
+    return mxc_kvstore_push(P(0, kvstore()), 1, P(1, kv_key), P(2, v), 0);
+}
+CALL(mxc_kvstore_pull) {
+    mxc_ndarray *v[] = {array()};
+    return mxc_kvstore_pull(P(0, kvstore()), 1, P(1, kv_key), P(2, v), 0);
+}
+CALL(mxc_kvstore_pushpull) {
+    mxc_ndarray *v[] = {array()};
+    return mxc_kvstore_pushpull(P(0, kvstore()), 1, P(1, kv_key), P(2, v), P(3, v), 0);
+}
+static int kv_nop_updater(int key, mxc_ndarray *merged, mxc_ndarray *stored, void *user) {
+    (void)key, (void)merged, (void)stored, (void)user;
+    return MXC_OK;
+}
+CALL(mxc_kvstore_set_updater) {
+    return mxc_kvstore_set_updater(P(0, kvstore()), P(1, kv_nop_updater), P(2, NULL));
+}
+CALL(mxc_kvstore_rank) {
+    int r;
+    return mxc_kvstore_rank(P(0, kvstore()), P(1, &r));
+}
+CALL(mxc_kvstore_num_workers) {
+    int n;
+    return mxc_kvstore_num_workers(P(0, kvstore()), P(1, &n));
+}
+CALL(mxc_kvstore_barrier) { return mxc_kvstore_barrier(P(0, kvstore())); }
 CALL(mxc_metric_create) {
     mxc_metric *m = NULL;
     int rc = mxc_metric_create(P(0, "acc"), 1, P(1, &m));
@@ -887,6 +959,21 @@ static const struct row rows[] = {
     ROW(mxc_optimizer_update, MIS, INV, MIS, MIS),
     ROW(mxc_optimizer_current_lr, OK),
     ROW(mxc_optimizer_free, OK),
+    ROW(mxc_optimizer_save_states, MIS, INV),
+    ROW(mxc_optimizer_load_states, MIS, INV),
+    ROW(mxc_kvstore_set_optimizer, MIS, MIS),
+    /* kvstore.h: a NULL updater removes it (its user is then ignored) */
+    ROW(mxc_kvstore_create, INV, INV),
+    ROW(mxc_kvstore_free, OK),
+    ROW(mxc_kvstore_type, OK),
+    ROW(mxc_kvstore_init, MIS, INV, INV),
+    ROW(mxc_kvstore_push, MIS, INV, INV),
+    ROW(mxc_kvstore_pull, MIS, INV, INV),
+    ROW(mxc_kvstore_pushpull, MIS, INV, INV, INV),
+    ROW(mxc_kvstore_set_updater, MIS, OK, OK),
+    ROW(mxc_kvstore_rank, MIS, INV),
+    ROW(mxc_kvstore_num_workers, MIS, INV),
+    ROW(mxc_kvstore_barrier, MIS),
     ROW(mxc_metric_create, INV, INV),
     ROW(mxc_metric_add, MIS, MIS),
     ROW(mxc_metric_update, MIS, INV, INV),
@@ -1004,7 +1091,7 @@ END_TEST
 
 /* Every function of the public headers that takes a pointer has a row. */
 START_TEST(test_every_function_has_a_row) {
-    const char *headers[] = {"base",    "engine",   "executor", "io",      "model",
+    const char *headers[] = {"base",    "engine",   "executor", "io",      "kvstore", "model",
                              "ndarray", "networks", "op",       "storage", "symbol"};
     int checked = 0;
     for (size_t h = 0; h < COUNT(headers); h++) {

@@ -21,6 +21,7 @@
 
 #include "mxc/base.h"
 #include "mxc/io.h"
+#include "mxc/kvstore.h"
 #include "mxc/ndarray.h"
 #include "mxc/symbol.h"
 
@@ -106,6 +107,31 @@ MXC_API float mxc_optimizer_current_lr(const mxc_optimizer *opt);
 
 /** Frees the optimizer and its states (NULL is fine). */
 MXC_API void mxc_optimizer_free(mxc_optimizer *opt);
+
+/** Saves the optimizer's state to `path` for a checkpoint, in MXNet's NDArray list format
+ * (mxc_nd_save: written to a temporary file renamed over `path`): per parameter index i
+ * its update count "i_count" (int64, (1)) and its states, "i_mom" (SGD with momentum) or
+ * "i_mean" and "i_var" (Adam), and the schedule as "__schedule__" (float64: highest
+ * update count, the schedule's step count, its next step, its current rate). Waits for
+ * the states' pending updates. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL (NULL path),
+ * MXC_EIO, MXC_ENOMEM, or a failure of an update. */
+MXC_API int mxc_optimizer_save_states(const mxc_optimizer *opt, const char *path);
+
+/** Replaces the optimizer's state by one saved with mxc_optimizer_save_states by an
+ * optimizer of the same kind (and, for SGD, with or without momentum alike): later updates
+ * continue bit for bit as the saved optimizer's would have. The states are loaded on the
+ * CPU and move to each weight's device at its next update. On failure the optimizer is
+ * left as it was. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL (NULL path; a file of another
+ * kind of optimizer or missing a state, naming the entry), MXC_EIO, MXC_EFORMAT,
+ * MXC_ENOMEM. */
+MXC_API int mxc_optimizer_load_states(mxc_optimizer *opt, const char *path);
+
+/** Makes `opt` the updater of store `kv` (mxc_kvstore_set_updater): a push of key k
+ * calls mxc_optimizer_update(opt, k, name, stored, merged) with name the key in decimal
+ * ("3"), so mxc_optimizer_set_mult(opt, "3", ...) sets key 3's multipliers. The optimizer
+ * must outlive the store's pushes; mxc_kvstore_set_updater(kv, NULL, NULL) removes it.
+ * Returns MXC_OK, MXC_EMISUSE (bad store or optimizer). */
+MXC_API int mxc_kvstore_set_optimizer(mxc_kvstore *kv, mxc_optimizer *opt);
 
 /* ---- Metrics --------------------------------------------------------------------- */
 

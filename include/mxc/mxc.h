@@ -12,6 +12,7 @@
 #include "mxc/storage.h"
 #include "mxc/symbol.h"
 #include "mxc/executor.h"
+#include "mxc/kvstore.h"
 #include "mxc/networks.h"
 #include "mxc/model.h"
 #include "mxc/io.h"
