@@ -17,7 +17,7 @@
 
 USE_CUDA   ?= 0
 USE_CUDNN  ?= 0
-USE_MPI    ?= 0
+USE_MPI    ?= 1
 DEBUG      ?= 0
 SANITIZE   ?=
 CUDA_ARCH  ?= sm_80 sm_90
@@ -96,6 +96,19 @@ ifeq ($(USE_CUDA),1)
     NVCCFLAGS += -DMXC_USE_CUDNN
     LDLIBS += -lcudnn
   endif
+endif
+
+# MPI (OpenMPI, installed by scripts/deps.sh) for the dist_sync store (docs/kvstore_mpi.md);
+# USE_MPI=0 builds without it: dist_sync then refuses with what to do. The flags come from
+# pkg-config, else from the wrapper compiler; on a fresh machine neither answers before
+# scripts/deps.sh ran, so they fall back to Debian's paths.
+ifeq ($(USE_MPI),1)
+  MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null \
+                  || echo -I/usr/lib/x86_64-linux-gnu/openmpi/include)
+  MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null \
+                  || echo -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi)
+  CFLAGS += -DMXC_USE_MPI $(MPI_CFLAGS)
+  LDLIBS += $(MPI_LIBS)
 endif
 
 LIB_SRCS  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
