@@ -28,7 +28,8 @@ PREFIX     ?= /usr/local
 # differ, and `make check` builds with both. CC=clang is recognised by its name too, so a
 # fresh machine, where scripts/deps.sh has yet to install clang, picks the right folder.
 IS_CLANG := $(if $(findstring clang,$(CC) $(shell $(CC) --version 2>/dev/null | head -n 1)),1)
-BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(IS_CLANG),-clang)$(if $(filter 1,$(USE_CUDA)),-cuda)
+# A build without MPI has its folder too (build-nompi): its objects differ (dist_mpi.c).
+BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(IS_CLANG),-clang)$(if $(filter 1,$(USE_CUDA)),-cuda)$(if $(filter 1,$(USE_MPI)),,-nompi)
 # V=1 prints whole command lines.
 Q := $(if $(filter 1,$(V)),,@)
 OBJ   := $(BUILD)/obj
@@ -237,7 +238,7 @@ install: lib
 
 clean:
 	rm -rf build build-address build-undefined build-thread build-cuda build-*-cuda build-clang \
-	    build-*-clang
+	    build-*-clang build-nompi build-*-nompi
 
 # ---- Fuzzing (libFuzzer; tests/fuzz/, docs/testing.md) ---------------------------------
 #   make fuzz                          build every target and run each for FUZZ_SECONDS (60)

@@ -58,6 +58,7 @@ static mxc__mutex mpi_lock = PTHREAD_MUTEX_INITIALIZER; /* every MPI call */
 static bool mpi_we_started;
 static int live_comms; /* under mpi_lock: communicators not yet freed */
 static bool mpi_finalized;
+static bool mpi_broken; /* a communicator failed: its collectives may never end */
 
 static void finalize_at_exit(void) {
     fflush(NULL); /* mpirun forwards output only until MPI_Finalize */
@@ -67,13 +68,15 @@ static void finalize_at_exit(void) {
     /* a communicator still running at exit (its store never freed) may have a thread in
      * the middle of a collective: finalising under it would crash, so the process ends
      * without MPI_Finalize (mpirun then reports it) */
-    if (!flag && live_comms == 0) {
+    if (!flag && live_comms == 0 && !mpi_broken) {
         mpi_finalized = true;
         MPI_Finalize();
     } else if (!flag) {
+        /* nor after a failure: a collective left pending could make MPI_Finalize wait */
         mpi_finalized = true;
-        mxc__log(MXC_LOG_WARN, "dist_sync: %d store(s) still open at exit; MPI not finalised",
-                 live_comms);
+        if (live_comms > 0)
+            mxc__log(MXC_LOG_WARN, "dist_sync: %d store(s) still open at exit; MPI not finalised",
+                     live_comms);
     }
     mxc__mutex_unlock(&mpi_lock);
 }
@@ -159,8 +162,7 @@ struct mpi_comm {
 
 static double now_s(void) { return (double)mxc__now_ns() * 1e-9; }
 
-/* Polls `r` until it completes, up to the communicator's timeout. */
-static int wait_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
+static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
     double deadline = now_s() + c->timeout_s;
     for (long spins = 0;; spins++) {
         int flag = 0;
@@ -181,9 +183,28 @@ static int wait_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
                               "dist_sync: rank %d: no answer from the other processes "
                               "within %g s (a process died?) during %s",
                               c->base.rank, c->timeout_s, what);
-        if (spins > 200)
+        if (spins > 5000) { /* a long wait (a peer asleep, a slow network): nap */
+            struct timespec ts = {0, 20000};
+            nanosleep(&ts, NULL);
+        } else if (spins > 200) {
             sched_yield();
+        }
     }
+}
+
+static void set_broken(struct mpi_comm *c, const char *msg);
+
+/* Polls `r` until it completes, up to the communicator's timeout; a failure breaks the
+ * communicator (a collective left pending would pair with the wrong one later). */
+static int wait_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
+    int rc = poll_request(c, r, what);
+    if (rc != MXC_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", mxc_last_error());
+        set_broken(c, msg);
+        mxc__error(rc, "%s", msg);
+    }
+    return rc;
 }
 
 static int mpi_failed(struct mpi_comm *c, int err, const char *what) {
@@ -194,6 +215,16 @@ static int mpi_failed(struct mpi_comm *c, int err, const char *what) {
 }
 
 /* ---- Collectives of the store's thread --------------------------------------------- */
+
+/* MXC_EDEVICE with the first failure's message once the communicator broke. */
+static int check_broken(struct mpi_comm *c) {
+    mxc__mutex_lock(&c->lock);
+    bool broken = c->broken;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", c->broken_msg);
+    mxc__mutex_unlock(&c->lock);
+    return broken ? mxc__error(MXC_EDEVICE, "%s", msg) : MXC_OK;
+}
 
 static int user_bcast(struct mpi_comm *c, void *buf, int64_t bytes, int root) {
     char *p = buf;
@@ -215,11 +246,17 @@ static int user_bcast(struct mpi_comm *c, void *buf, int64_t bytes, int root) {
 }
 
 static int comm_broadcast(struct mxc__kv_comm *base, float *data, int64_t n) {
+    int rc = check_broken((struct mpi_comm *)base);
+    if (rc != MXC_OK)
+        return rc;
     return user_bcast((struct mpi_comm *)base, data, n * (int64_t)sizeof(float), 0);
 }
 
 static int comm_barrier(struct mxc__kv_comm *base) {
     struct mpi_comm *c = (struct mpi_comm *)base;
+    int rc = check_broken(c);
+    if (rc != MXC_OK)
+        return rc;
     MPI_Request r;
     mxc__mutex_lock(&mpi_lock);
     int err = MPI_Ibarrier(c->user_comm, &r);
@@ -262,7 +299,9 @@ static const char *shape_words_str(const int64_t *k, char *buf, size_t size) {
 static int comm_check_keys(struct mxc__kv_comm *base, int num, const int *keys,
                            const mxc_shape *shapes) {
     struct mpi_comm *c = (struct mpi_comm *)base;
-    int size = base->size, rc = MXC_OK;
+    int size = base->size, rc = check_broken(c);
+    if (rc != MXC_OK)
+        return rc;
     int64_t *mine = NULL, *all = NULL, *w0 = NULL, *wr = NULL;
     mine = mxc__malloc(((size_t)num + 1) * KEY_WORDS * sizeof(int64_t));
     all = mxc__malloc((size_t)size * 2 * sizeof(int64_t));
@@ -422,6 +461,9 @@ static void set_broken(struct mpi_comm *c, const char *msg) {
         snprintf(c->broken_msg, sizeof c->broken_msg, "%s", msg);
     }
     mxc__mutex_unlock(&c->lock);
+    mxc__mutex_lock(&mpi_lock);
+    mpi_broken = true;
+    mxc__mutex_unlock(&mpi_lock);
 }
 
 /* Works through `agreed - done_count` pending requests in deterministic units. Returns
@@ -526,7 +568,9 @@ static void *comm_main(void *arg) {
                 fail_pending(c, "dist_sync: the communicator was freed");
                 return NULL;
             }
-            if (c->done_count == before)
+            /* sleep only with nothing to do: a request the others have yet to receive
+             * means they are about to, and their round must find this one awake */
+            if (c->done_count == before && !c->pending)
                 idle_ns = idle_ns == 0 ? 20000 : (idle_ns * 2 > 2000000 ? 2000000 : idle_ns * 2);
             else
                 idle_ns = 0;

@@ -197,6 +197,8 @@ START_TEST(test_killed_rank_survivor_fails) {
     ck_assert_msg(strstr(out, "rank 0: survivor: MXC_EDEVICE") &&
                       strstr(out, "no answer from the other processes within 3 s"),
                   "the survivor did not report the failure");
+    ck_assert_msg(strstr(out, "rank 0: barrier after: MXC_EDEVICE in 0.0 s"),
+                  "a barrier after the failure did not fail at once");
     ck_assert_msg(took < mxct_timeout(30), "took %.1f s", took);
     free(out);
 }
@@ -450,6 +452,11 @@ static int kill_mode(void) {
     push_allreduce_rc(0, d, n);
     int rc = mxc_engine_wait_all(engine);
     printf("rank %d: survivor: %s: %s\n", comm->rank, mxc_err_name(rc), mxc_last_error());
+    /* once broken, the other collectives fail at once too */
+    uint64_t t0 = mxct_now_ns();
+    int brc = comm->ops->barrier(comm);
+    printf("rank %d: barrier after: %s in %.1f s\n", comm->rank, mxc_err_name(brc),
+           (double)(mxct_now_ns() - t0) * 1e-9);
     fflush(stdout);
     /* a broken communicator still frees (its thread stops at once) */
     mxc_engine_delete_var(engine, order, NULL, NULL);
