@@ -57,14 +57,15 @@ static bool find_mpirun(void) {
     return found;
 }
 
-/* Runs this binary under mpirun with `np` ranks and `mode` (with --enable-recovery when
+/* Runs this binary under mpirun with `np` ranks (0: alone) and `mode` (with --enable-recovery when
  * `recovery`: mpirun then lets the other ranks run on when one dies); returns its exit
  * status (-1: killed after `limit_s`), the seconds it took in *took and what it printed
  * in *output (free it). */
 static int run_mpirun(int np, const char *mode, const char *timeout_s, bool recovery,
                       double limit_s, double *took, char **output) {
-    ck_assert_msg(find_mpirun(), "mpirun is not on PATH: install openmpi-bin "
-                                 "(apt-get install openmpi-bin, or bash scripts/deps.sh)");
+    ck_assert_msg(np == 0 || find_mpirun(),
+                  "mpirun is not on PATH: install openmpi-bin "
+                  "(apt-get install openmpi-bin, or bash scripts/deps.sh)");
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     ck_assert(len > 0);
@@ -92,7 +93,9 @@ static int run_mpirun(int np, const char *mode, const char *timeout_s, bool reco
         setpgid(0, 0);
         if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0)
             _exit(126);
-        if (recovery)
+        if (np == 0) /* the binary alone, outside mpirun */
+            execl(self, self, (char *)NULL);
+        else if (recovery)
             execlp("mpirun", "mpirun", "--allow-run-as-root", "--oversubscribe",
                    "--enable-recovery", "-np", nps, self, (char *)NULL);
         else
@@ -119,8 +122,8 @@ static int run_mpirun(int np, const char *mode, const char *timeout_s, bool reco
     *output = mxct_read_file(out_path, NULL);
     if (!*output)
         *output = strdup("");
-    printf("---- mpirun -np %d (%s%s): exit %d after %.1f s\n%s----\n", np, mode,
-           recovery ? ", --enable-recovery" : "", result, *took, *output);
+    printf("---- %s%s (%s%s): exit %d after %.1f s\n%s----\n", np ? "mpirun -np " : "alone",
+           np ? nps : "", mode, recovery ? ", --enable-recovery" : "", result, *took, *output);
     unlink(out_path);
     free(out_path);
     return result;
@@ -162,6 +165,21 @@ static void run_ranks(int np) {
     }
     free(out);
 }
+
+/* MXC_KV_ALLOW_SINGLETON=1 outside mpirun: a job of one process (another process, so that
+ * this one's MPI stays unstarted). */
+START_TEST(test_singleton_allowed) {
+    if (skip_under_tsan())
+        return;
+    setenv("MXC_KV_ALLOW_SINGLETON", "1", 1);
+    double took = 0;
+    char *out = NULL;
+    int status = run_mpirun(0, "singleton", "20", false, mxct_timeout(60), &took, &out);
+    unsetenv("MXC_KV_ALLOW_SINGLETON");
+    ck_assert_msg(status == 0 && strstr(out, "singleton: rank 0 of 1: ok"), "exit %d", status);
+    free(out);
+}
+END_TEST
 
 START_TEST(test_mpirun_np2) { run_ranks(2); }
 END_TEST
@@ -213,6 +231,7 @@ static Suite *launcher_suite(void) {
     tcase_add_test(tc, test_refused_without_mpi);
 #else
     tcase_add_test(tc, test_refused_outside_mpirun);
+    tcase_add_test(tc, test_singleton_allowed);
     tcase_add_test(tc, test_mpirun_np2);
     tcase_add_test(tc, test_mpirun_np3);
     tcase_add_test(tc, test_killed_rank_aborts_job);
@@ -466,6 +485,29 @@ static int kill_mode(void) {
     return rc == MXC_EDEVICE ? 0 : 4;
 }
 
+/* MXC_KV_ALLOW_SINGLETON=1 outside mpirun: size 1, sums are the values themselves. */
+static int singleton_main(void) {
+    if (mxc__kv_comm_mpi(&comm) != MXC_OK) {
+        printf("singleton: %s\n", mxc_last_error());
+        return 1;
+    }
+    if (mxc_engine_create(MXC_ENGINE_POOLED, NULL, &engine) != MXC_OK ||
+        mxc_engine_new_var(engine, &order) != MXC_OK)
+        return 1;
+    float v[3] = {1.5f, -2, 3};
+    int key = 0;
+    mxc_shape shape = SHAPE(3);
+    bool ok = comm->size == 1 && comm->rank == 0 && push_allreduce_rc(0, v, 3) == MXC_OK &&
+              mxc_engine_wait_all(engine) == MXC_OK && v[0] == 1.5f && v[1] == -2 && v[2] == 3 &&
+              comm->ops->check_keys(comm, 1, &key, &shape) == MXC_OK &&
+              comm->ops->broadcast(comm, v, 3) == MXC_OK && comm->ops->barrier(comm) == MXC_OK;
+    printf("singleton: rank %d of %d: %s\n", comm->rank, comm->size, ok ? "ok" : "FAILED");
+    mxc_engine_delete_var(engine, order, NULL, NULL);
+    mxc_engine_destroy(engine);
+    comm->ops->free(comm);
+    return ok ? 0 : 1;
+}
+
 static int rank_main(void) {
     int rc = mxc__kv_comm_mpi(&comm);
     if (rc != MXC_OK) {
@@ -518,6 +560,9 @@ int main(void) {
 #ifdef MXC_USE_MPI
     if (getenv("OMPI_COMM_WORLD_SIZE"))
         return rank_main();
+    const char *mode = getenv("MXC_KVD_MODE");
+    if (mode && strcmp(mode, "singleton") == 0)
+        return singleton_main();
 #endif
     return mxct_run_suite(launcher_suite());
 }
