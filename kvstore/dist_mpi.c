@@ -18,10 +18,11 @@
  * and the sizes of the requests, identical everywhere. An idle thread repeats the round
  * with a growing sleep (up to 2 ms), woken at once by a new request.
  *
- * Sum. MPI_Allreduce does not promise the same bits on every process. Each unit is an
- * MPI_Ireduce_scatter_block, in which each block is summed by one process only, then an
- * MPI_Iallgather that copies those sums to everyone: every process ends with the very
- * bits that the block's owner computed.
+ * Sum. MPI_Allreduce does not promise the same bits on every process. Each unit is a
+ * ring reduce-scatter over point-to-point messages, in which each block is added up by
+ * this file's loop along the ring and finished by one process only, then a ring
+ * allgather that copies the finished blocks to everyone: every process ends with the
+ * very bits that the block's last owner computed, in an order fixed by construction.
  *
  * Units. Requests below MXC_KV_FUSION_BYTES (default 64 KiB) are copied one after the
  * other into a bucket of up to MXC_KV_BUCKET_BYTES (default 1 MiB), summed at once and
@@ -375,24 +376,47 @@ static void complete(struct req *q, int status, const char *msg) {
     mxc__free(q);
 }
 
-/* Sums `blk * size` floats of `send` into `out` (which may be `send`). */
-static int sum_unit(struct mpi_comm *c, float *send, float *out, int64_t blk) {
-    MPI_Request r;
+/* One step of a ring: receives `n` floats from the previous process into `in` while
+ * sending `n` from `out` to the next. */
+static int ring_step(struct mpi_comm *c, const float *out, float *in, int64_t n) {
+    int p = c->base.size, r = c->base.rank;
+    MPI_Request rq[2];
     mxc__mutex_lock(&mpi_lock);
-    int err =
-        MPI_Ireduce_scatter_block(send, c->block, (int)blk, MPI_FLOAT, MPI_SUM, c->data_comm, &r);
+    int err = MPI_Irecv(in, (int)n, MPI_FLOAT, (r + p - 1) % p, 7, c->data_comm, &rq[0]);
+    if (err == MPI_SUCCESS)
+        err = MPI_Isend(out, (int)n, MPI_FLOAT, (r + 1) % p, 7, c->data_comm, &rq[1]);
     mxc__mutex_unlock(&mpi_lock);
     if (err != MPI_SUCCESS)
-        return mpi_failed(c, err, "MPI_Ireduce_scatter_block");
-    int rc = wait_request(c, &r, "allreduce");
-    if (rc != MXC_OK)
-        return rc;
-    mxc__mutex_lock(&mpi_lock);
-    err = MPI_Iallgather(c->block, (int)blk, MPI_FLOAT, out, (int)blk, MPI_FLOAT, c->data_comm, &r);
-    mxc__mutex_unlock(&mpi_lock);
-    if (err != MPI_SUCCESS)
-        return mpi_failed(c, err, "MPI_Iallgather");
-    return wait_request(c, &r, "allreduce");
+        return mpi_failed(c, err, "MPI_Isend/MPI_Irecv");
+    int rc = wait_request(c, &rq[0], "allreduce");
+    return rc != MXC_OK ? rc : wait_request(c, &rq[1], "allreduce");
+}
+
+/* Sums `blk * size` floats at `buf` across the processes, in place: a ring reduce-scatter
+ * (block b is added up along the ring, ending on process b - 1, in the same order for
+ * every run) then a ring allgather that copies each finished block to everyone. Every
+ * block is summed by one process only, so every process ends with the same bits; the
+ * additions are this file's own loop, not MPI's. */
+static int sum_unit(struct mpi_comm *c, float *buf, int64_t blk) {
+    int p = c->base.size, r = c->base.rank;
+    for (int step = 0; step < p - 1; step++) {
+        int send_b = (r - step + p) % p, recv_b = (r - step - 1 + 2 * p) % p;
+        int rc = ring_step(c, buf + (int64_t)send_b * blk, c->block, blk);
+        if (rc != MXC_OK)
+            return rc;
+        float *dst = buf + (int64_t)recv_b * blk;
+        const float *src = c->block;
+        for (int64_t i = 0; i < blk; i++)
+            dst[i] += src[i];
+    }
+    /* this process now holds the sum of block r + 1 */
+    for (int step = 0; step < p - 1; step++) {
+        int send_b = (r + 1 - step + p) % p, recv_b = (r - step + p) % p;
+        int rc = ring_step(c, buf + (int64_t)send_b * blk, buf + (int64_t)recv_b * blk, blk);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    return MXC_OK;
 }
 
 /* Sums `n` floats through the bucket buffer (n ≤ bucket_cap), in place at `data`. */
@@ -409,7 +433,7 @@ static int run_bucket(struct mpi_comm *c, struct req *q, int count, int64_t tota
         off += p->n;
     }
     memset(c->bucket + off, 0, (size_t)(blk * c->base.size - off) * sizeof(float));
-    int rc = sum_unit(c, c->bucket, c->bucket, blk);
+    int rc = sum_unit(c, c->bucket, blk);
     if (rc != MXC_OK)
         return rc;
     off = 0;
@@ -426,7 +450,7 @@ static int run_large(struct mpi_comm *c, struct req *q) {
     int64_t off = 0;
     while (q->n - off >= size) {
         int64_t len = q->n - off < chunk ? (q->n - off) / size * size : chunk;
-        int rc = sum_unit(c, q->data + off, q->data + off, len / size);
+        int rc = sum_unit(c, q->data + off, len / size);
         if (rc != MXC_OK)
             return rc;
         off += len;
