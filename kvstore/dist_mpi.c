@@ -12,8 +12,8 @@
  *
  * Agreement. Fusion must cut the same buckets on every process, but which requests have
  * arrived when the thread looks depends on timing. So the thread agrees with the others
- * first: each round it sums nothing but a MIN over the processes of how many requests
- * each has received (one 8-byte allreduce), then works through exactly that many, which
+ * first: each round it takes the least, over the processes, of how many requests each
+ * has received (each sends its count to every other), then works through that many, which
  * every process has, in order. Bucket boundaries then depend only on the agreed count
  * and the sizes of the requests, identical everywhere. An idle thread repeats the round
  * with a growing sleep (up to 2 ms), woken at once by a new request.
@@ -158,6 +158,8 @@ struct mpi_comm {
     struct req *pending, *pending_tail; /* taken, not yet agreed and done */
     int64_t taken, done_count;
     float *bucket, *block; /* bucket_bytes (+ padding) and its share per process */
+    int64_t *counts;       /* each process's count in an agreement round */
+    MPI_Request *reqs;     /* its messages */
     int64_t bucket_cap, block_cap;
 };
 
@@ -531,6 +533,33 @@ static bool run_agreed(struct mpi_comm *c, int64_t agreed, int *rc) {
     return false;
 }
 
+/* The least of `mine` over every process, by one message to and from each other one
+ * (tag 8; the same pairs in the same order every round, so rounds never mix): one
+ * latency, where OpenMPI's non-blocking MPI_Iallreduce took several. */
+static int agree(struct mpi_comm *c, int64_t mine, int64_t *agreed) {
+    int p = c->base.size, r = c->base.rank, n = 0, err = MPI_SUCCESS;
+    c->counts[r] = mine;
+    mxc__mutex_lock(&mpi_lock);
+    for (int o = 0; o < p && err == MPI_SUCCESS; o++)
+        if (o != r)
+            err = MPI_Irecv(&c->counts[o], 1, MPI_INT64_T, o, 8, c->data_comm, &c->reqs[n++]);
+    for (int o = 0; o < p && err == MPI_SUCCESS; o++)
+        if (o != r)
+            err = MPI_Isend(&c->counts[r], 1, MPI_INT64_T, o, 8, c->data_comm, &c->reqs[n++]);
+    mxc__mutex_unlock(&mpi_lock);
+    if (err != MPI_SUCCESS)
+        return mpi_failed(c, err, "MPI_Isend/MPI_Irecv");
+    for (int i = 0; i < n; i++) {
+        int rc = wait_request(c, &c->reqs[i], "allreduce");
+        if (rc != MXC_OK)
+            return rc;
+    }
+    *agreed = mine;
+    for (int o = 0; o < p; o++)
+        *agreed = c->counts[o] < *agreed ? c->counts[o] : *agreed;
+    return MXC_OK;
+}
+
 static void *comm_main(void *arg) {
     struct mpi_comm *c = arg;
     long idle_ns = 0;
@@ -575,14 +604,8 @@ static void *comm_main(void *arg) {
             continue;
         }
 
-        /* agree on how many requests every process has */
-        int64_t mine = c->taken, agreed = 0;
-        MPI_Request r;
-        mxc__mutex_lock(&mpi_lock);
-        int err = MPI_Iallreduce(&mine, &agreed, 1, MPI_INT64_T, MPI_MIN, c->data_comm, &r);
-        mxc__mutex_unlock(&mpi_lock);
-        int rc = err == MPI_SUCCESS ? wait_request(c, &r, "allreduce")
-                                    : mpi_failed(c, err, "MPI_Iallreduce");
+        int64_t agreed = 0;
+        int rc = agree(c, c->taken, &agreed);
         if (rc == MXC_OK) {
             int64_t before = c->done_count;
             if (run_agreed(c, agreed, &rc)) {
@@ -662,6 +685,8 @@ static void comm_free(struct mxc__kv_comm *base) {
     if (!broken) { /* else MPI may still write into them */
         mxc__free(c->bucket);
         mxc__free(c->block);
+        mxc__free(c->counts);
+        mxc__free(c->reqs);
     }
     mxc__mutex_destroy(&c->lock);
     mxc__cond_destroy(&c->cond);
@@ -747,7 +772,10 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
     c->block_cap = c->chunk_bytes / (int64_t)sizeof(float) / size + c->bucket_cap / size + 1;
     c->bucket = mxc__malloc((size_t)c->bucket_cap * sizeof(float));
     c->block = mxc__malloc((size_t)c->block_cap * sizeof(float));
-    MXC_CHECK(c->bucket && c->block, MXC_ENOMEM, "dist_sync: out of memory for the buckets");
+    c->counts = mxc__calloc((size_t)size, sizeof(int64_t));
+    c->reqs = mxc__calloc((size_t)size * 2, sizeof(MPI_Request));
+    MXC_CHECK(c->bucket && c->block && c->counts && c->reqs, MXC_ENOMEM,
+              "dist_sync: out of memory for the buckets");
     if (size > 1) {
         MXC_TRY(mxc__thread_start(&c->thread, comm_main, c, "mxc-kv-mpi"));
         c->thread_started = true;
