@@ -10,7 +10,7 @@
 #   make demo             the engine demonstration
 #   make install PREFIX=/usr/local
 #
-# Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=1 DEBUG=1
+# Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=0 (MPI is on by default) DEBUG=1
 #           SANITIZE=address|undefined|thread CUDA_ARCH="sm_80 sm_90" (the default; a list)
 # A sanitizer build lives in its own folder (build-address, ...) beside the normal one, and a
 # clang build in its own too (CC=clang: build-clang, build-undefined-clang, ...).
