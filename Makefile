@@ -10,14 +10,14 @@
 #   make demo             the engine demonstration
 #   make install PREFIX=/usr/local
 #
-# Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=1 DEBUG=1
+# Switches: USE_CUDA=1 USE_CUDNN=1 USE_MPI=0 (MPI is on by default) DEBUG=1
 #           SANITIZE=address|undefined|thread CUDA_ARCH="sm_80 sm_90" (the default; a list)
 # A sanitizer build lives in its own folder (build-address, ...) beside the normal one, and a
 # clang build in its own too (CC=clang: build-clang, build-undefined-clang, ...).
 
 USE_CUDA   ?= 0
 USE_CUDNN  ?= 0
-USE_MPI    ?= 0
+USE_MPI    ?= 1
 DEBUG      ?= 0
 SANITIZE   ?=
 CUDA_ARCH  ?= sm_80 sm_90
@@ -28,7 +28,8 @@ PREFIX     ?= /usr/local
 # differ, and `make check` builds with both. CC=clang is recognised by its name too, so a
 # fresh machine, where scripts/deps.sh has yet to install clang, picks the right folder.
 IS_CLANG := $(if $(findstring clang,$(CC) $(shell $(CC) --version 2>/dev/null | head -n 1)),1)
-BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(IS_CLANG),-clang)$(if $(filter 1,$(USE_CUDA)),-cuda)
+# A build without MPI has its folder too (build-nompi): its objects differ (dist_mpi.c).
+BUILD := build$(if $(SANITIZE),-$(SANITIZE))$(if $(IS_CLANG),-clang)$(if $(filter 1,$(USE_CUDA)),-cuda)$(if $(filter 1,$(USE_MPI)),,-nompi)
 # V=1 prints whole command lines.
 Q := $(if $(filter 1,$(V)),,@)
 OBJ   := $(BUILD)/obj
@@ -96,6 +97,19 @@ ifeq ($(USE_CUDA),1)
     NVCCFLAGS += -DMXC_USE_CUDNN
     LDLIBS += -lcudnn
   endif
+endif
+
+# MPI (OpenMPI, installed by scripts/deps.sh) for the dist_sync store (docs/kvstore_mpi.md);
+# USE_MPI=0 builds without it: dist_sync then refuses with what to do. The flags come from
+# pkg-config, else from the wrapper compiler; on a fresh machine neither answers before
+# scripts/deps.sh ran, so they fall back to Debian's paths.
+ifeq ($(USE_MPI),1)
+  MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null \
+                  || echo -I/usr/lib/x86_64-linux-gnu/openmpi/include)
+  MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null \
+                  || echo -L/usr/lib/x86_64-linux-gnu/openmpi/lib -lmpi)
+  CFLAGS += -DMXC_USE_MPI $(MPI_CFLAGS)
+  LDLIBS += $(MPI_LIBS)
 endif
 
 LIB_SRCS  := $(foreach m,$(MODULES),$(wildcard $(m)/*.c))
@@ -224,7 +238,7 @@ install: lib
 
 clean:
 	rm -rf build build-address build-undefined build-thread build-cuda build-*-cuda build-clang \
-	    build-*-clang
+	    build-*-clang build-nompi build-*-nompi
 
 # ---- Fuzzing (libFuzzer; tests/fuzz/, docs/testing.md) ---------------------------------
 #   make fuzz                          build every target and run each for FUZZ_SECONDS (60)

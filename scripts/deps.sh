@@ -13,6 +13,8 @@ packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fas
 # targets use too, with libFuzzer); libomp for the benchmarks' OpenMP baselines when they
 # are built with CC=clang.
 packages+=(clang libclang-rt-14-dev libomp-14-dev)
+# MPI for the dist_sync store (USE_MPI=1, the default) and mpirun for its tests
+packages+=(libopenmpi-dev openmpi-bin)
 for option in "$@"; do
     case "$option" in
     # the PyTorch baseline of bench/bench_train.c (Debian's own python3 packages)

@@ -1,0 +1,273 @@
+/*
+ * bench/bench_kvstore.c — allreduce throughput of the dist_sync communicator
+ * (kvstore/dist_mpi.c) against a bare MPI_Allreduce of the same buffers in the same run.
+ *
+ *   build/bin/bench_kvstore [--json] [--quick] [--np N]
+ *
+ * Started outside mpirun it starts itself again under
+ * `mpirun --allow-run-as-root --oversubscribe -np N` (N = 2 by default); rank 0 prints.
+ * Cases:
+ *   allreduce_<bytes>  one key of 4 KB .. 64 MB: the communicator driven through an
+ *                      engine operation (as the store does) vs MPI_Allreduce; GB/s is
+ *                      bytes / time (the key's size over the median time of one sum).
+ *   model_<net>        every parameter of LeNet / ResNet-18, one key each, pushed
+ *                      together: the communicator with fusion (default settings) and
+ *                      without (MXC_KV_FUSION_BYTES=4), vs one MPI_Allreduce per key.
+ * Each measurement alternates with its baseline per size, and each repetition starts
+ * after a barrier. A build without MPI prints one line saying so.
+ */
+#include "bench/bench_util.h"
+#include "kvstore/kvstore_impl.h"
+
+#include <stdbool.h>
+#include <errno.h>
+#include <unistd.h>
+
+#ifndef MXC_USE_MPI
+int main(void) {
+    printf("bench_kvstore: built without MPI (USE_MPI=0): nothing to measure\n");
+    return 0;
+}
+#else
+#include <mpi.h>
+
+static struct mxc__kv_comm *comm;
+static mxc_engine *engine;
+static mxc_var *order;
+static bool json;
+
+struct ar_arg {
+    int key;
+    float *data;
+    int64_t n;
+};
+
+static void ar_fn(const mxc_run_ctx *rctx, void *arg, mxc_engine_done *done) {
+    struct ar_arg *a = arg;
+    comm->ops->allreduce(comm, a->key, a->data, a->n, done);
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "bench_kvstore: %s: %s\n", what, mxc_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static void open_comm(void) {
+    if (mxc__kv_comm_mpi(&comm) != MXC_OK)
+        die("mxc__kv_comm_mpi");
+}
+
+static void close_comm(void) {
+    comm->ops->free(comm);
+    comm = NULL;
+}
+
+/* The communicator's time for one sum of every key (pushed together, then waited for). */
+static double time_ours(int num, float **bufs, const int64_t *n) {
+    if (comm->ops->barrier(comm) != MXC_OK)
+        die("barrier");
+    uint64_t t0 = bench_now_ns();
+    for (int k = 0; k < num; k++) {
+        struct ar_arg *a = malloc(sizeof *a);
+        *a = (struct ar_arg){k, bufs[k], n[k]};
+        mxc_engine_op_desc d = {0};
+        d.async_fn = ar_fn;
+        d.arg = a;
+        d.arg_free = free;
+        d.mutable_vars = &order;
+        d.num_mutable_vars = 1;
+        d.name = "kv_allreduce";
+        if (mxc_engine_push(engine, &d) != MXC_OK)
+            die("push");
+    }
+    if (mxc_engine_wait_all(engine) != MXC_OK)
+        die("allreduce");
+    return (double)(bench_now_ns() - t0) * 1e-9;
+}
+
+/* MPI_Allreduce, one per key, in place. */
+static double time_bare(int num, float **bufs, const int64_t *n) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t t0 = bench_now_ns();
+    for (int k = 0; k < num; k++)
+        MPI_Allreduce(MPI_IN_PLACE, bufs[k], (int)n[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return (double)(bench_now_ns() - t0) * 1e-9;
+}
+
+static double median_of(double (*fn)(int, float **, const int64_t *), int reps, int num,
+                        float **bufs, const int64_t *n) {
+    double t[64];
+    fn(num, bufs, n); /* warm-up */
+    for (int r = 0; r < reps; r++)
+        t[r] = fn(num, bufs, n);
+    return bench_median(t, reps);
+}
+
+static void report(const char *kase, const char *metric, double ours, double base,
+                   const char *base_name, const char *extra_key, double extra) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != 0)
+        return;
+    bool gbps = strcmp(metric, "gbps") == 0;
+    if (json) {
+        bench_json j;
+        bench_json_begin(&j, "kvstore", kase);
+        bench_json_str(&j, "system", "mxc-dist_mpi");
+        bench_json_num(&j, "ranks", size);
+        bench_json_num(&j, metric, ours);
+        bench_json_str(&j, "baseline", base_name);
+        bench_json_num(&j, gbps ? "baseline_gbps" : "baseline_ms", base);
+        bench_json_num(&j, "ratio_vs_baseline", gbps ? ours / base : base / ours);
+        if (extra_key)
+            bench_json_num(&j, extra_key, extra);
+        bench_json_print(&j, stdout);
+    } else if (gbps) {
+        printf("%-22s mxc %8.3f GB/s  %s %8.3f GB/s  ratio %.3f\n", kase, ours, base_name, base,
+               ours / base);
+    } else {
+        printf("%-22s mxc %8.3f ms    %s %8.3f ms    speed-up %.2f", kase, ours, base_name, base,
+               base / ours);
+        if (extra_key)
+            printf("  (%s %.3f ms)", extra_key, extra);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+/* LeNet's parameters (mxc's models: conv 20 5x5, conv 50 5x5, fc 500, fc 10) */
+static const int64_t lenet[] = {500, 20, 25000, 50, 400000, 500, 5000, 10};
+
+/* ResNet-18's (ImageNet): convolutions, batch-norm scales and shifts, the classifier */
+static int resnet18(int64_t *n) {
+    int k = 0;
+    n[k++] = 64 * 3 * 49;
+    n[k++] = 64;
+    n[k++] = 64;
+    int in = 64;
+    for (int stage = 0, ch = 64; stage < 4; stage++, ch *= 2) {
+        for (int block = 0; block < 2; block++) {
+            n[k++] = (int64_t)ch * in * 9;
+            n[k++] = ch;
+            n[k++] = ch;
+            n[k++] = (int64_t)ch * ch * 9;
+            n[k++] = ch;
+            n[k++] = ch;
+            if (in != ch) {
+                n[k++] = (int64_t)ch * in;
+                n[k++] = ch;
+                n[k++] = ch;
+            }
+            in = ch;
+        }
+    }
+    n[k++] = 1000 * 512;
+    n[k++] = 1000;
+    return k;
+}
+
+static float **alloc_bufs(int num, const int64_t *n) {
+    float **b = malloc((size_t)num * sizeof *b);
+    for (int k = 0; k < num; k++) {
+        b[k] = malloc((size_t)n[k] * sizeof(float));
+        for (int64_t i = 0; i < n[k]; i++)
+            b[k][i] = (float)(i % 7) * 1e-3f; /* stays small after repeated sums */
+    }
+    return b;
+}
+
+static void free_bufs(int num, float **b) {
+    for (int k = 0; k < num; k++)
+        free(b[k]);
+    free(b);
+}
+
+static void model_case(const char *name, int num, const int64_t *n, int reps) {
+    float **b = alloc_bufs(num, n);
+    open_comm();
+    double fused = median_of(time_ours, reps, num, b, n);
+    close_comm();
+    setenv("MXC_KV_FUSION_BYTES", "4", 1);
+    open_comm();
+    double unfused = median_of(time_ours, reps, num, b, n);
+    close_comm();
+    unsetenv("MXC_KV_FUSION_BYTES");
+    double bare = median_of(time_bare, reps, num, b, n);
+    char kase[64];
+    snprintf(kase, sizeof kase, "model_%s_%dkeys", name, num);
+    report(kase, "ms", fused * 1e3, bare * 1e3, "MPI_Allreduce_per_key", "mxc_unfused_ms",
+           unfused * 1e3);
+    free_bufs(num, b);
+}
+
+static int rank_main(int argc, char **argv) {
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        json = json || strcmp(argv[i], "--json") == 0;
+        quick = quick || strcmp(argv[i], "--quick") == 0;
+    }
+    open_comm(); /* starts MPI */
+    if (mxc_engine_create(MXC_ENGINE_POOLED, NULL, &engine) != MXC_OK ||
+        mxc_engine_new_var(engine, &order) != MXC_OK)
+        die("engine");
+    close_comm();
+    int64_t max_bytes = quick ? (16 << 20) : (64 << 20);
+    for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
+        int64_t n = bytes / 4;
+        int reps = bytes >= (16 << 20) ? (quick ? 3 : 7) : (quick ? 7 : 21);
+        float **b = alloc_bufs(1, &n);
+        open_comm();
+        double ours = median_of(time_ours, reps, 1, b, &n);
+        close_comm();
+        double bare = median_of(time_bare, reps, 1, b, &n);
+        char kase[64];
+        snprintf(kase, sizeof kase, "allreduce_%lldKB", (long long)(bytes >> 10));
+        report(kase, "gbps", (double)bytes / ours * 1e-9, (double)bytes / bare * 1e-9,
+               "MPI_Allreduce", NULL, 0);
+        free_bufs(1, b);
+    }
+    int reps = quick ? 5 : 15;
+    model_case("lenet", (int)(sizeof lenet / sizeof lenet[0]), lenet, reps);
+    int64_t rn[128];
+    model_case("resnet18", resnet18(rn), rn, quick ? 3 : 7);
+    mxc_engine_delete_var(engine, order, NULL, NULL);
+    mxc_engine_destroy(engine);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (getenv("OMPI_COMM_WORLD_SIZE"))
+        return rank_main(argc, argv);
+    /* outside mpirun: start this binary again under it */
+    const char *np = "2";
+    char *args[64];
+    int k = 0;
+    args[k++] = "mpirun";
+    args[k++] = "--allow-run-as-root";
+    args[k++] = "--oversubscribe";
+    args[k++] = "-np";
+    int np_slot = k;
+    args[k++] = (char *)np;
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) {
+        perror("bench_kvstore: /proc/self/exe");
+        return 1;
+    }
+    self[len] = '\0';
+    args[k++] = self;
+    for (int i = 1; i < argc && k < 62; i++) {
+        if (strcmp(argv[i], "--np") == 0 && i + 1 < argc) {
+            args[np_slot] = argv[++i];
+            continue;
+        }
+        args[k++] = argv[i];
+    }
+    args[k] = NULL;
+    execvp("mpirun", args);
+    fprintf(stderr, "bench_kvstore: cannot run mpirun (install openmpi-bin): %s\n",
+            strerror(errno));
+    return 1;
+}
+#endif
