@@ -8,12 +8,17 @@
  * the bound instead of hanging. Under mpirun (OMPI_COMM_WORLD_SIZE set) each rank runs
  * the rank cases (Check's no-fork mode: MPI and fork do not mix) through the internal
  * communicator and an engine: sums of many sizes, bitwise identity across ranks, fusion,
- * check_keys, broadcast, barrier. A build without MPI checks the refusal.
+ * check_keys, broadcast, barrier; and a dist_sync store through the public API (init
+ * takes rank 0's values, pushes sum across ranks, optimizer updates leave identical
+ * weights everywhere). A build without MPI checks the refusal.
  */
 #include "common/common.h"
 #include "kvstore/kvstore_impl.h"
+#include "mxc/kvstore.h"
+#include "mxc/model.h"
 #include "tests/util/test_util.h"
 #include <check.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,8 +165,12 @@ static void run_ranks(int np) {
                   status, took);
     for (int r = 0; r < np; r++) {
         char line[64];
-        snprintf(line, sizeof line, "rank %d of %d: 5 of 5 cases passed", r, np);
-        ck_assert_msg(strstr(out, line), "no \"%s\"", line);
+        snprintf(line, sizeof line, "rank %d of %d: ", r, np);
+        const char *at = strstr(out, line);
+        int passed = -1, run = -2;
+        if (at)
+            sscanf(at + strlen(line), "%d of %d cases passed", &passed, &run);
+        ck_assert_msg(passed == run && run > 0, "rank %d of %d did not pass every case", r, np);
     }
     free(out);
 }
@@ -458,6 +467,100 @@ START_TEST(test_broadcast_barrier) {
 }
 END_TEST
 
+/* A dist_sync store through the public API: init gives everyone rank 0's values, a push
+ * without updater leaves the sum over ranks, and SGD-momentum updates on random
+ * gradients (sums not exact in float) leave bitwise identical weights on every rank. */
+static mxc_ndarray *host_array(int64_t n, float (*value)(int rank, int key, int64_t i), int key) {
+    mxc_ndarray *a;
+    mxc_shape shape = mxc_shape_make(1, &n);
+    CK_OK(mxc_nd_create(&shape, MXC_FLOAT32, mxc_cpu(), 0, &a));
+    float *v = malloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = value(comm->rank, key, i);
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, v, (size_t)n * sizeof(float)));
+    free(v);
+    return a;
+}
+
+static float *read_all(mxc_ndarray *a, int64_t n) {
+    float *v = malloc((size_t)n * sizeof(float));
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, v, (size_t)n * sizeof(float)));
+    return v;
+}
+
+static float noisy_value(int rank, int key, int64_t i) {
+    return sinf((float)(rank * 7919 + key * 104729 + i) * 0.37f) * 0.731f;
+}
+
+START_TEST(test_store_public_api) {
+    enum { K = 4 };
+    const int64_t n[K] = {1, 1000, 70001, (1 << 20) + 7};
+    int keys[K];
+    mxc_ndarray *w[K], *g[K];
+    mxc_kvstore *kv;
+    CK_OK(mxc_kvstore_create("dist_sync", &kv));
+    int rank, num;
+    CK_OK(mxc_kvstore_rank(kv, &rank));
+    CK_OK(mxc_kvstore_num_workers(kv, &num));
+    ck_assert_int_eq(rank, comm->rank);
+    ck_assert_int_eq(num, comm->size);
+    for (int k = 0; k < K; k++) {
+        keys[k] = 10 + k;
+        w[k] = host_array(n[k], exact_value, k); /* differs per rank */
+        g[k] = host_array(n[k], exact_value, 100 + k);
+    }
+    CK_OK(mxc_kvstore_init(kv, K, keys, w));
+    /* init: rank 0's values everywhere */
+    CK_OK(mxc_kvstore_pull(kv, K, keys, w, 0));
+    for (int k = 0; k < K; k++) {
+        float *v = read_all(w[k], n[k]);
+        int64_t i = 0;
+        while (i < n[k] && v[i] == exact_value(0, k, i))
+            i++;
+        ck_assert_msg(i == n[k], "key %d: [%lld] = %g is not rank 0's %g", keys[k], (long long)i,
+                      v[i], exact_value(0, k, i));
+        free(v);
+    }
+    /* no updater: the sum over ranks (exact values, so any order gives the same) */
+    CK_OK(mxc_kvstore_pushpull(kv, K, keys, g, w, K)); /* priorities K..1 below */
+    for (int k = 0; k < K; k++) {
+        float *v = read_all(w[k], n[k]);
+        int64_t i = 0;
+        while (i < n[k] && v[i] == exact_sum(comm->size, 100 + k, i))
+            i++;
+        ck_assert_msg(i == n[k], "key %d: [%lld] = %g, the sum over ranks is %g", keys[k],
+                      (long long)i, v[i], exact_sum(comm->size, 100 + k, i));
+        free(v);
+    }
+    /* an optimizer on the store: identical weights after every step */
+    mxc_optimizer_config oc = {.kind = MXC_OPT_SGD, .lr = 0.1f, .momentum = 0.9f, .wd = 1e-4f};
+    mxc_optimizer *opt;
+    CK_OK(mxc_optimizer_create(&oc, &opt));
+    CK_OK(mxc_kvstore_set_optimizer(kv, opt));
+    for (int step = 0; step < 3; step++) {
+        for (int k = 0; k < K; k++) {
+            mxc_nd_free(g[k]);
+            g[k] = host_array(n[k], noisy_value, step * 10 + k);
+            CK_OK(mxc_kvstore_push(kv, 1, &keys[k], &g[k], k));
+        }
+        CK_OK(mxc_kvstore_pull(kv, K, keys, w, 0));
+        for (int k = 0; k < K; k++) {
+            float *v = read_all(w[k], n[k]);
+            ck_assert_msg(same_everywhere(hash_floats(v, n[k])),
+                          "step %d, key %d: the weights differ between ranks", step, keys[k]);
+            free(v);
+        }
+    }
+    CK_OK(mxc_kvstore_barrier(kv));
+    mxc_kvstore_free(kv);
+    mxc_optimizer_free(opt);
+    for (int k = 0; k < K; k++) {
+        mxc_nd_free(w[k]);
+        mxc_nd_free(g[k]);
+    }
+}
+END_TEST
+
 /* Rank 1 is killed in the middle of a large allreduce; rank 0 must not hang. */
 static int kill_mode(void) {
     int64_t n = 8 << 20;
@@ -529,7 +632,8 @@ static int rank_main(void) {
                  {"bitwise", test_sums_bitwise_identical},
                  {"fused", test_fused_equals_one_by_one},
                  {"check_keys", test_check_keys},
-                 {"broadcast_barrier", test_broadcast_barrier}};
+                 {"broadcast_barrier", test_broadcast_barrier},
+                 {"store", test_store_public_api}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_add_test(tc, cases[i].test);
