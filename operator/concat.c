@@ -395,8 +395,8 @@ static int sum_bwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     const float *g = c->out_grad[0].data;
     for (int k = c->num_in - 1; k >= 0; k--) {
         float *d = c->in_grad[k].data;
-        if (d == g && c->req[k] != MXC__REQ_ADD)
-            continue; /* in place */
+        if (c->req[k] == MXC__REQ_NULL || (d == g && c->req[k] != MXC__REQ_ADD))
+            continue; /* not wanted (d may be NULL), or in place */
         int rc = copy_rows(gpu_rctx, d, 0, g, 0, 1, c->in_grad[k].size, c->req[k]);
         if (rc != MXC_OK)
             return rc;
