@@ -736,7 +736,7 @@ struct fit {
     mxc_context ctx; /* the first context: evaluation runs there */
     int num_sess;    /* one executor per context */
     struct session *train;
-    int64_t *rows; /* session k trains on rows [rows[k], rows[k + 1]) of each batch */
+    int64_t *rows;   /* session k trains on rows [rows[k], rows[k + 1]) of each batch */
     mxc_kvstore *kv; /* NULL: the optimizer updates the one executor's parameters */
     int num_keys, *keys, rank, workers;
     mxc_optimizer *opt;
@@ -1046,7 +1046,7 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const
     }
 fail:
     if (f.train) {
-        wait_all(&f); /* return with this fit's work done, whatever failed */
+        wait_all(&f);           /* return with this fit's work done, whatever failed */
         mxc_kvstore_free(f.kv); /* after its pending pushes, which use the optimizer */
         for (int k = 0; k < f.num_sess; k++)
             free_session(&f.train[k]);

@@ -684,7 +684,8 @@ START_TEST(test_fit_bad_kvstore) {
     cfg.quiet = 1;
     cfg.kvstore = "dist_async";
     CK_ERR(MXC_EINVAL, mxc_model_fit(model, train, NULL, &cfg, NULL));
-    ck_assert_msg(strstr(mxc_last_error(), "mxc_model_fit") && strstr(mxc_last_error(), "dist_async"),
+    ck_assert_msg(strstr(mxc_last_error(), "mxc_model_fit") &&
+                      strstr(mxc_last_error(), "dist_async"),
                   "%s", mxc_last_error());
     cfg.kvstore = NULL;
     cfg.num_ctxs = 2; /* and no list */
