@@ -312,11 +312,16 @@ typedef struct mxc_fit_result {
  * batch runs forward, backward and the optimizer on every parameter; per epoch computes
  * the training metric, scores `eval` (may be NULL), reports progress and checkpoints.
  * `result` may be NULL. NULL: `model` is MXC_EMISUSE; `train` or `cfg` is MXC_EINVAL.
- * Runs on cfg->ctx (see there); when a GPU fit fails midway, the model holds the
- * parameters of the last epoch completed (or those it started with).
- * Returns MXC_OK, MXC_EINVAL (bad config, a context neither CPU nor GPU), MXC_ENODEV (a GPU
+ * Runs on cfg->ctx, or split across cfg->ctxs through a store (cfg->kvstore, see there;
+ * docs/kvstore.md "Data-parallel training"); when a GPU or several-context fit fails
+ * midway, the model holds the parameters of the last epoch completed (or those it
+ * started with).
+ * Returns MXC_OK, MXC_EINVAL (bad config: an unknown kvstore type, num_ctxs < 0 or > 64
+ * or without a list, a batch smaller than the number of contexts, dist_sync ranks with
+ * different batch counts per epoch; a context neither CPU nor GPU), MXC_ENODEV (a GPU
  * context this build or machine lacks), MXC_ENOTSUP (an operator of the network without a
- * kernel on that device, named), MXC_ESHAPE (the
+ * kernel on that device, named), MXC_EDEVICE / MXC_ENOTSUP (a dist_sync store that cannot
+ * start: outside mpirun, a build without MPI), MXC_ESHAPE (the
  * iterator's shapes do not fit the symbol), MXC_EIO (a checkpoint cannot be written), or
  * the failure of a batch (the message names the operation). It waits for its own arrays
  * only: other work on the engine, and failures recorded on other arrays, are left alone. */
