@@ -41,6 +41,15 @@
  *       PyTorch quiet and loaded; prints samples/s, the loaded/quiet ratios, mxc loaded
  *       over mxc single-threaded, and each run's CPU seconds (JSON bench
  *       "train_contention")
+ *   build/bin/bench_train --data-parallel [--json] [--epochs-samples N]
+ *       LeNet trained by mxc_model_fit through a dist_sync store under
+ *       `mpirun -np 1` and `mpirun -np 2` of this binary (--dp-rank TRACE), one core per
+ *       rank (MXC_OP_NTHREADS=1 MXC_CPU_WORKER_NTHREADS=1), batch 100 per rank, two
+ *       epochs of N synthetic samples per rank (default 60,000), the second timed:
+ *       samples/s of the job for each, the speed-up, and from an engine trace of rank 0's
+ *       second epoch (build/bench_dp_trace.json) the share of it with a
+ *       kvstore_allreduce in flight and the share in which one was in flight while no
+ *       other operation ran (exposed communication). JSON bench "train_data_parallel".
  *   build/bin/bench_train --child CASE [...]   one case in this process (for profiling:
  *       MXC_PROFILER_AUTOSTART=1 MXC_PROFILER_OUTPUT=trace.json build/bin/bench_train
  *       --child mlp_train --epochs-samples 1000 --repeats 1)
@@ -709,6 +718,243 @@ static int run_contention(const char *self, const struct options *o, const int *
     return status;
 }
 
+/* ---- --data-parallel: LeNet on 1 and 2 ranks under mpirun --------------------------- */
+
+struct dp_state {
+    mxc_engine *engine;
+    const char *trace;
+    double rate; /* samples/s of the last epoch (all ranks) */
+    int epochs;
+};
+
+/* Rank 0's progress callback: epoch 0 is the warm-up; the profiler records epoch 1. */
+static void dp_progress(const mxc_fit_progress *p, void *user) {
+    struct dp_state *st = user;
+    if (!p->end_of_epoch)
+        return;
+    st->rate = p->samples_per_s;
+    if (++st->epochs == 1 && st->trace)
+        CHECK(mxc_engine_profiler_start(st->engine));
+}
+
+struct dp_span {
+    double t;
+    int comm, delta;
+};
+
+static int dp_cmp(const void *a, const void *b) {
+    const struct dp_span *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t ? 1 : 0;
+}
+
+/* From a Chrome trace: the share of the traced time in which a kvstore_allreduce was in
+ * flight and no other operation ran (communication nobody waited behind: exposed), and
+ * the share in which one was in flight at all. */
+static void dp_comm_share(const char *path, double *exposed, double *in_flight, long *steps) {
+    *exposed = *in_flight = NAN;
+    *steps = 0;
+    size_t len = 0;
+    char *text = NULL;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        len = (size_t)ftell(f);
+        fseek(f, 0, SEEK_SET);
+        text = malloc(len + 1);
+        if (text && fread(text, 1, len, f) == len)
+            text[len] = '\0';
+        else {
+            free(text);
+            text = NULL;
+        }
+        fclose(f);
+    }
+    if (!text)
+        return;
+    size_t cap = 1024, n = 0;
+    struct dp_span *v = malloc(sizeof *v * cap);
+    for (char *e = strstr(text, "\"name\""); e && v; e = strstr(e + 1, "\"name\"")) {
+        char *end = strchr(e, '}'), *ph = strstr(e, "\"ph\""), *ts = strstr(e, "\"ts\""),
+             *dur = strstr(e, "\"dur\"");
+        if (!end || !ph || !ts || !dur || ph > end || ts > end || dur > end ||
+            !strstr(ph, "\"X\"") || strstr(ph, "\"X\"") > end)
+            continue;
+        double t0 = strtod(strchr(ts, ':') + 1, NULL), d = strtod(strchr(dur, ':') + 1, NULL);
+        int comm = strncmp(strchr(e + 6, '"') + 1, "kvstore_allreduce", 17) == 0;
+        *steps += comm;
+        if (n + 2 > cap) {
+            cap *= 2;
+            struct dp_span *w = realloc(v, sizeof *v * cap);
+            if (!w)
+                break;
+            v = w;
+        }
+        v[n++] = (struct dp_span){t0, comm, 1};
+        v[n++] = (struct dp_span){t0 + d, comm, -1};
+    }
+    free(text);
+    if (!v || n == 0) {
+        free(v);
+        return;
+    }
+    qsort(v, n, sizeof *v, dp_cmp);
+    int active[2] = {0, 0};
+    double exp = 0, fl = 0;
+    for (size_t i = 0; i + 1 <= n; i++) {
+        active[v[i].comm] += v[i].delta;
+        double dt = i + 1 < n ? v[i + 1].t - v[i].t : 0;
+        if (active[1] > 0) {
+            fl += dt;
+            if (active[0] == 0)
+                exp += dt;
+        }
+    }
+    double span = v[n - 1].t - v[0].t;
+    *exposed = span > 0 ? exp / span : NAN;
+    *in_flight = span > 0 ? fl / span : NAN;
+    free(v);
+}
+
+/* One rank of --data-parallel (under mpirun): LeNet fitted through a dist_sync store on
+ * this rank's synthetic data (batch 100 per rank) for two epochs of `o->epochs_samples`
+ * samples per rank; rank 0 prints the second epoch's samples/s of the job and, from an
+ * engine trace of that epoch, the share of it spent waiting for communication. */
+static int run_dp_rank(const struct options *o, const char *trace) {
+    mxc_kvstore *kv = NULL;
+    int rank = 0, size = 1;
+    CHECK(mxc_kvstore_create("dist_sync", &kv));
+    CHECK(mxc_kvstore_rank(kv, &rank));
+    CHECK(mxc_kvstore_num_workers(kv, &size));
+    long n = o->epochs_samples - o->epochs_samples % BATCH;
+    n = n < BATCH ? BATCH : n;
+    rng_state += (uint64_t)rank * 7919u;
+    float *data = malloc(sizeof *data * (size_t)n * 784),
+          *labels = malloc(sizeof *labels * (size_t)n);
+    if (!data || !labels)
+        return 1;
+    for (size_t i = 0; i < (size_t)n * 784; i++)
+        data[i] = rand_unit();
+    for (long i = 0; i < n; i++)
+        labels[i] = (float)(int)(rand_unit() * 10);
+    mxc_ndarray *d = NULL, *l = NULL;
+    mxc_shape ds = {4, {n, 1, 28, 28}}, ls = {1, {n}};
+    CHECK(mxc_nd_create(&ds, MXC_FLOAT32, mxc_cpu(), 0, &d));
+    CHECK(mxc_nd_create(&ls, MXC_FLOAT32, mxc_cpu(), 0, &l));
+    CHECK(mxc_nd_sync_copy_from_cpu(d, data, sizeof(float) * (size_t)n * 784));
+    CHECK(mxc_nd_sync_copy_from_cpu(l, labels, sizeof(float) * (size_t)n));
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = BATCH;
+    mxc_data_iter *it = NULL;
+    CHECK(mxc_data_iter_create_array(d, l, &p, &it));
+    mxc_symbol *sym = NULL;
+    mxc_model *model = NULL;
+    CHECK(mxc_net_lenet(10, &sym));
+    CHECK(mxc_model_create(sym, &model));
+    struct dp_state st = {.trace = rank == 0 ? trace : NULL};
+    CHECK(mxc_engine_get_default(&st.engine));
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.num_epochs = 2;
+    cfg.optimizer.lr = 0.05f;
+    cfg.optimizer.momentum = 0.9f;
+    cfg.kvstore = "dist_sync";
+    cfg.callback = dp_progress;
+    cfg.user = &st;
+    cfg.frequent = 0;
+    CHECK(mxc_model_fit(model, it, NULL, &cfg, NULL));
+    if (rank == 0) {
+        double exposed = NAN, in_flight = NAN;
+        long pushes = 0;
+        if (trace) {
+            CHECK(mxc_engine_profiler_stop(st.engine));
+            CHECK(mxc_engine_profiler_dump(st.engine, trace));
+            dp_comm_share(trace, &exposed, &in_flight, &pushes);
+        }
+        printf("{\"ranks\": %d, \"samples_per_s\": %.1f, \"comm_exposed_share\": %.4f, "
+               "\"comm_in_flight_share\": %.4f, \"allreduces\": %ld}\n",
+               size, st.rate, exposed, in_flight, pushes);
+        fflush(stdout);
+    }
+    CHECK(mxc_kvstore_barrier(kv));
+    mxc_kvstore_free(kv);
+    mxc_model_free(model);
+    mxc_symbol_free(sym);
+    mxc_data_iter_free(it);
+    mxc_nd_free(d);
+    mxc_nd_free(l);
+    free(data);
+    free(labels);
+    return 0;
+}
+
+/* --data-parallel: `mpirun -np 1` and `-np 2` of this binary (--dp-rank), one core per
+ * rank (MXC_OP_NTHREADS=1, MXC_CPU_WORKER_NTHREADS=1); prints samples/s of each, the
+ * speed-up, and rank 0's communication shares of the 2-rank run. */
+static int run_data_parallel(const char *self, const struct options *o) {
+    FILE *tf = o->json ? stderr : stdout;
+    setenv("MXC_OP_NTHREADS", "1", 1);
+    setenv("MXC_CPU_WORKER_NTHREADS", "1", 1);
+    double rate[3] = {NAN, NAN, NAN}, exposed = NAN, in_flight = NAN;
+    char samples[32], trace[64];
+    snprintf(samples, sizeof samples, "%ld", o->epochs_samples);
+    snprintf(trace, sizeof trace, "build/bench_dp_trace.json");
+    fprintf(tf,
+            "bench_train --data-parallel: LeNet, batch %d per rank, %ld samples per rank per "
+            "epoch, the second epoch timed; MXC_OP_NTHREADS=1 MXC_CPU_WORKER_NTHREADS=1\n",
+            BATCH, o->epochs_samples);
+    char mpirun[4096] = "mpirun"; /* capture() runs a path: mpirun's, from PATH */
+    const char *path = getenv("PATH");
+    for (const char *p = path ? path : ""; *p;) {
+        const char *colon = strchr(p, ':');
+        int dl = colon ? (int)(colon - p) : (int)strlen(p);
+        char cand[4096];
+        snprintf(cand, sizeof cand, "%.*s/mpirun", dl, p);
+        if (access(cand, X_OK) == 0) {
+            snprintf(mpirun, sizeof mpirun, "%s", cand);
+            break;
+        }
+        p += dl + (colon != NULL);
+    }
+    for (int np = 1; np <= 2; np++) {
+        char nps[8], out[8192];
+        snprintf(nps, sizeof nps, "%d", np);
+        char *const argv[] = {
+            mpirun, "--allow-run-as-root", "--oversubscribe", "-np", nps, (char *)self, "--dp-rank",
+            trace,  "--epochs-samples",    samples,           NULL};
+        int st = capture(argv, NULL, NULL, out, sizeof out, NULL);
+        const char *line = strstr(out, "{\"ranks\"");
+        if (st != 0 || !line) {
+            fprintf(stderr, "bench_train: mpirun -np %d failed (status %d)\n%s", np, st, out);
+            return 1;
+        }
+        rate[np] = json_number(line, "samples_per_s");
+        if (np == 2) {
+            exposed = json_number(line, "comm_exposed_share");
+            in_flight = json_number(line, "comm_in_flight_share");
+        }
+        fprintf(tf, "  %d rank(s): %10.1f samples/s  comm in flight %5.1f %%, exposed %5.1f %%\n",
+                np, rate[np], 100 * json_number(line, "comm_in_flight_share"),
+                100 * json_number(line, "comm_exposed_share"));
+    }
+    fprintf(tf, "  speed-up 2 ranks / 1 rank: %.2f (rank 0's trace of the 2-rank run: %s)\n",
+            rate[2] / rate[1], trace);
+    if (o->json) {
+        bench_json j;
+        bench_json_begin(&j, "train_data_parallel", "lenet_train");
+        bench_json_str(&j, "system", "mxc");
+        bench_json_num(&j, "batch_per_rank", BATCH);
+        bench_json_num(&j, "samples_per_rank", (double)o->epochs_samples);
+        bench_json_num(&j, "samples_per_s_1_rank", rate[1]);
+        bench_json_num(&j, "samples_per_s_2_ranks", rate[2]);
+        bench_json_num(&j, "speedup", rate[2] / rate[1]);
+        bench_json_num(&j, "comm_in_flight_share", in_flight);
+        bench_json_num(&j, "comm_exposed_share", exposed);
+        bench_json_print(&j, stdout);
+    }
+    return 0;
+}
+
 static void usage(const char *prog) {
     fprintf(stderr,
             "usage: %s [--json] [--quick] [--epochs-samples N] [--infer-samples N]\n"
@@ -717,8 +963,9 @@ static void usage(const char *prog) {
             "          [--contention K[,K...]]\n"
             "       %s --ctx gpu [--json] [--quick] [--cases ...] [--epochs-samples N]\n"
             "          [--infer-samples N] [--repeats R]\n"
-            "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n",
-            prog, prog, prog);
+            "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n"
+            "       %s --data-parallel [--json] [--epochs-samples N]\n",
+            prog, prog, prog, prog);
     exit(2);
 }
 
@@ -783,7 +1030,8 @@ int main(int argc, char **argv) {
                         .repeats = 3,
                         .batch = BATCH,
                         .python = "/usr/bin/python3"};
-    const char *child = NULL, *cases = NULL;
+    const char *child = NULL, *cases = NULL, *dp_trace = NULL;
+    bool data_parallel = false;
     int busy[MAX_BUSY_SETS], nbusy = 0;
     bool epochs_given = false, infer_given = false, repeats_given = false;
     for (int i = 1; i < argc; i++) {
@@ -828,6 +1076,11 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--ctx") == 0 && v && (!strcmp(v, "cpu") || !strcmp(v, "gpu"))) {
             o.gpu = strcmp(v, "gpu") == 0;
             i++;
+        } else if (strcmp(a, "--data-parallel") == 0) {
+            data_parallel = true;
+        } else if (strcmp(a, "--dp-rank") == 0 && v) {
+            dp_trace = v;
+            i++;
         } else if (strcmp(a, "--child") == 0 && v) {
             child = v;
             i++;
@@ -853,6 +1106,8 @@ int main(int argc, char **argv) {
         }
         want += o.cases[c];
     }
+    if (dp_trace)
+        return run_dp_rank(&o, dp_trace);
     if (o.gpu && (child || nbusy > 0))
         usage(argv[0]); /* --ctx gpu runs in this process, without contention */
     if (o.gpu)
@@ -877,6 +1132,8 @@ int main(int argc, char **argv) {
         o.script = find_script(self);
     if (nbusy > 0)
         return run_contention(self, &o, busy, nbusy);
+    if (data_parallel)
+        return run_data_parallel(self, &o);
 
     FILE *tf = o.json ? stderr : stdout;
     const char *ew = getenv("MXC_CPU_WORKER_NTHREADS"), *eo = getenv("MXC_OP_NTHREADS");

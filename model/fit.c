@@ -342,9 +342,11 @@ struct session {
     char **arg_names;            /* copies: the symbol's lists change with its next listing */
     int data_index, label_index; /* arguments fed from the iterator (-1: none) */
     mxc_ndarray *const *args, *const *grads, *const *aux;
-    /* On a GPU: the model parameter of each argument, then of each auxiliary state
-     * (-1: an input), to copy back; and the staging buffers [turn][data, label]. */
-    bool on_device;
+    /* With own copies of the parameters (on a GPU, or one of several executors of a
+     * fit with a store): the model parameter of each argument, then of each auxiliary
+     * state (-1: an input), to copy back; on a GPU the staging buffers [turn][data,
+     * label]. */
+    bool on_device, own_params;
     int *param_of;
     mxc_ndarray *stage[2][2];
     int turn;
@@ -356,10 +358,10 @@ static bool is_gpu(mxc_context ctx) { return ctx.dev_type == MXC_GPU; }
  * can be used: MXC_ENODEV for a GPU this build or machine lacks, MXC_EINVAL otherwise. */
 static int resolve_context(const char *fn, mxc_context ctx, mxc_context *out) {
     *out = ctx.dev_type == 0 ? mxc_cpu() : ctx;
-    if (out->dev_type == MXC_CPU && out->dev_id == 0)
+    if (out->dev_type == MXC_CPU && out->dev_id >= 0) /* cpu(n): all the host */
         return MXC_OK;
     if (out->dev_type != MXC_GPU)
-        return mxc__error(MXC_EINVAL, "%s: context (%d, %d) is neither cpu(0) nor a gpu", fn,
+        return mxc__error(MXC_EINVAL, "%s: context (%d, %d) is neither a cpu(n) nor a gpu", fn,
                           out->dev_type, out->dev_id);
 #ifndef MXC_USE_CUDA
     return mxc__error(MXC_ENODEV, "%s: gpu(%d): mxc was built without CUDA (USE_CUDA=1)", fn,
@@ -377,18 +379,26 @@ static void free_session(struct session *s);
 
 static const char *or_default(const char *s, const char *d) { return s ? s : d; }
 
-/* Binds model->sym for the iterator's batch shapes. Parameters the model lacks are
- * created and initialised with `init` (when NULL, a missing parameter is an error). */
+/* Binds model->sym for the iterator's batch shapes, or for slices of `rows` samples of
+ * them when `rows` > 0. Parameters the model lacks are created and initialised with
+ * `init` (when NULL, a missing parameter is an error). With `own` (or on a GPU) the
+ * executor gets its own copies of the parameters instead of sharing the model's. */
 static int bind_session(mxc_model *m, mxc_data_iter *it, mxc_context ctx, const char *data_name,
                         const char *label_name, bool train, const mxc_init_config *init,
-                        struct session *s) {
+                        int64_t rows, bool own, struct session *s) {
     int rc = MXC_OK;
     memset(s, 0, sizeof *s);
     s->data_index = s->label_index = -1;
     s->on_device = is_gpu(ctx);
+    s->own_params = s->on_device || own;
     mxc_shape dshape, lshape;
     MXC_TRY(mxc_data_iter_provide_data(it, &dshape));
     MXC_TRY(mxc_data_iter_provide_label(it, &lshape));
+    if (rows > 0) {
+        dshape.dims[0] = rows;
+        if (lshape.ndim > 0)
+            lshape.dims[0] = rows;
+    }
     int na, nx;
     const char *const *arg_names, *const *aux_names;
     MXC_TRY(mxc_symbol_list_arguments(m->sym, &na, &arg_names));
@@ -471,9 +481,9 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, mxc_context ctx, const 
                 mxc_nd_free(a);
             p = m->num_params - 1;
         }
-        if (rc == MXC_OK && !s->on_device) {
+        if (rc == MXC_OK && !s->own_params) {
             rc = mxc_nd_reshape(m->arrays[p], &arg_s[i], slot); /* shares the memory */
-        } else if (rc == MXC_OK) { /* a device copy of the host parameter (same shape) */
+        } else if (rc == MXC_OK) { /* a copy of the host parameter (same shape) */
             s->param_of[i] = p;
             rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, ctx, 1, slot);
             if (rc == MXC_OK)
@@ -501,35 +511,43 @@ fail:
     return rc;
 }
 
-/* Pushes the copy of the iterator's current batch into the executor's inputs: straight
- * in on the CPU; on a GPU through this turn's staging buffers, so that the upload waits
- * for nothing the executor still reads. */
-static int feed(struct session *s, mxc_data_iter *it) {
+/* Pushes the copy of the iterator's current batch (rows [begin, end) of it when end >
+ * 0) into the executor's inputs: straight in on the CPU; on a GPU through this turn's
+ * staging buffers, so that the upload waits for nothing the executor still reads. */
+static int feed_rows(struct session *s, mxc_data_iter *it, int64_t begin, int64_t end) {
     mxc_ndarray *src[2] = {mxc_data_iter_data(it), mxc_data_iter_label(it)};
     const int index[2] = {s->data_index, s->label_index};
     int rc = MXC_OK;
     for (int k = 0; rc == MXC_OK && k < 2; k++) {
         if (index[k] < 0)
             continue;
-        mxc_ndarray *stage = s->stage[s->turn][k];
-        if (stage == NULL) {
-            rc = mxc_nd_copy_to(src[k], s->args[index[k]]);
-            continue;
+        mxc_ndarray *from = src[k], *view = NULL;
+        if (end > 0) {
+            rc = mxc_nd_slice(src[k], begin, end, &view);
+            from = view;
         }
-        rc = mxc_nd_copy_to(src[k], stage);
-        if (rc == MXC_OK)
-            rc = mxc_nd_copy_to(stage, s->args[index[k]]);
+        mxc_ndarray *stage = s->stage[s->turn][k];
+        if (rc == MXC_OK && stage == NULL)
+            rc = mxc_nd_copy_to(from, s->args[index[k]]);
+        else if (rc == MXC_OK) {
+            rc = mxc_nd_copy_to(from, stage);
+            if (rc == MXC_OK)
+                rc = mxc_nd_copy_to(stage, s->args[index[k]]);
+        }
+        mxc_nd_free(view); /* the copy pushed keeps the memory */
     }
     s->turn ^= 1;
     return rc;
 }
 
-/* On a GPU, pushes the copies of the trained parameters (arguments and auxiliary states)
- * back into the model's host arrays and waits for them; on the CPU they are the model's
- * arrays already. */
+static int feed(struct session *s, mxc_data_iter *it) { return feed_rows(s, it, 0, 0); }
+
+/* With own copies (a GPU, several executors), pushes the copies of the trained parameters
+ * (arguments and auxiliary states) back into the model's host arrays and waits for them;
+ * otherwise they are the model's arrays already. */
 static int sync_to_model(const struct session *s, mxc_model *m) {
     int rc = MXC_OK;
-    for (int i = 0; s->on_device && s->exec && i < s->num_args + s->num_aux; i++) {
+    for (int i = 0; s->own_params && s->exec && i < s->num_args + s->num_aux; i++) {
         int p = s->param_of[i];
         if (p < 0)
             continue;
@@ -668,6 +686,21 @@ void mxc_fit_print_progress(const mxc_fit_progress *p, void *user) {
             p->checkpoint ? "; saved " : "", p->checkpoint ? p->checkpoint : "");
 }
 
+/* The contexts of a fit: cfg->ctxs when set, else cfg->ctx; resolved into `out` (room for
+ * max(1, num_ctxs)). */
+static int fit_contexts(const mxc_fit_config *c, mxc_context *out, int *num) {
+    *num = c->ctxs && c->num_ctxs > 0 ? c->num_ctxs : 1;
+    for (int k = 0; k < *num; k++) {
+        int rc = resolve_context("mxc_model_fit", c->ctxs && c->num_ctxs > 0 ? c->ctxs[k] : c->ctx,
+                                 &out[k]);
+        if (rc != MXC_OK)
+            return rc;
+    }
+    return MXC_OK;
+}
+
+#define FIT_MAX_CTXS 64
+
 static int check_fit_args(const mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval,
                           const mxc_fit_config *c) {
     int rc = check_model(m, "mxc_model_fit");
@@ -683,25 +716,38 @@ static int check_fit_args(const mxc_model *m, mxc_data_iter *train, mxc_data_ite
     if (c->num_epochs < 1 || c->begin_epoch < 0 || c->frequent < 0)
         return mxc__error(MXC_EINVAL, "mxc_model_fit: %d epochs from %d, report every %d",
                           c->num_epochs, c->begin_epoch, c->frequent);
-    mxc_context ctx;
-    return resolve_context("mxc_model_fit", c->ctx, &ctx);
+    if (c->num_ctxs < 0 || c->num_ctxs > FIT_MAX_CTXS || (c->num_ctxs > 0 && c->ctxs == NULL))
+        return mxc__error(MXC_EINVAL, "mxc_model_fit: %d contexts (at most %d) at %p", c->num_ctxs,
+                          FIT_MAX_CTXS, (const void *)c->ctxs);
+    if (c->kvstore && strcmp(c->kvstore, "local") != 0 && strcmp(c->kvstore, "device") != 0 &&
+        strcmp(c->kvstore, "dist_sync") != 0)
+        return mxc__error(MXC_EINVAL,
+                          "mxc_model_fit: kvstore \"%s\" is none of local, device, dist_sync",
+                          c->kvstore);
+    mxc_context ctxs[FIT_MAX_CTXS];
+    int n;
+    return fit_contexts(c, ctxs, &n);
 }
 
 /* The parts of a fit that outlive one epoch. */
 struct fit {
     const mxc_fit_config *cfg;
     mxc_model *model;
-    mxc_context ctx;
-    struct session train;
+    mxc_context ctx; /* the first context: evaluation runs there */
+    int num_sess;    /* one executor per context */
+    struct session *train;
+    int64_t *rows;   /* session k trains on rows [rows[k], rows[k + 1]) of each batch */
+    mxc_kvstore *kv; /* NULL: the optimizer updates the one executor's parameters */
+    int num_keys, *keys, rank, workers;
     mxc_optimizer *opt;
     mxc_metric *metric;
     mxc_fit_progress prog;
-    int64_t batch_size;
+    int64_t batch_size; /* this process's batch */
     double start;
 };
 
 static void report(struct fit *f) {
-    if (f->cfg->quiet)
+    if (f->cfg->quiet || f->rank != 0)
         return;
     mxc_fit_callback cb = f->cfg->callback ? f->cfg->callback : mxc_fit_print_progress;
     cb(&f->prog, f->cfg->user);
@@ -709,7 +755,7 @@ static void report(struct fit *f) {
 
 /* Pushes one batch's work: inputs, forward, backward, updates; then the metric. */
 static int train_batch(struct fit *f, mxc_data_iter *it) {
-    struct session *s = &f->train;
+    struct session *s = &f->train[0];
     int rc = feed(s, it);
     if (rc == MXC_OK)
         rc = mxc_executor_forward(s->exec, 1);
@@ -724,10 +770,76 @@ static int train_batch(struct fit *f, mxc_data_iter *it) {
     return rc;
 }
 
+/* Pushes, for every parameter (key i = its argument index) in order, the gradients of all
+ * executors to the store with priority -i (MXNet's order: the first layers' weights,
+ * needed first by the next forward, come first among those ready) and pulls the
+ * updated weights back into every executor. With `init`, only the pull (the store's
+ * initial weights, rank 0's for dist_sync). */
+static int exchange(struct fit *f, bool init) {
+    int K = f->num_sess, rc = MXC_OK;
+    int keys[FIT_MAX_CTXS];
+    mxc_ndarray *grads[FIT_MAX_CTXS], *args[FIT_MAX_CTXS];
+    for (int j = 0; rc == MXC_OK && j < f->num_keys; j++) {
+        int key = f->keys[j];
+        for (int k = 0; k < K; k++) {
+            keys[k] = key;
+            grads[k] = f->train[k].grads[key];
+            args[k] = f->train[k].args[key];
+        }
+        rc = init ? mxc_kvstore_pull(f->kv, K, keys, args, -key)
+                  : mxc_kvstore_pushpull(f->kv, K, keys, grads, args, -key);
+    }
+    return rc;
+}
+
+/* The batch split across the executors, gradients summed (and the optimizer run) by the
+ * store; the metric sees every slice. */
+static int train_batch_kv(struct fit *f, mxc_data_iter *it) {
+    int rc = MXC_OK;
+    for (int k = 0; rc == MXC_OK && k < f->num_sess; k++) {
+        struct session *s = &f->train[k];
+        rc = feed_rows(s, it, f->rows[k], f->rows[k + 1]);
+        if (rc == MXC_OK)
+            rc = mxc_executor_forward(s->exec, 1);
+        if (rc == MXC_OK)
+            rc = mxc_executor_backward(s->exec, 0, NULL);
+    }
+    if (rc == MXC_OK)
+        rc = exchange(f, false);
+    int64_t pad = mxc_data_iter_pad(it), b = f->rows[f->num_sess];
+    for (int k = 0; rc == MXC_OK && k < f->num_sess; k++) {
+        int64_t lo = f->rows[k], hi = f->rows[k + 1];
+        int64_t kpad = pad - (b - hi); /* padding is at the batch's end */
+        kpad = kpad < 0 ? 0 : kpad > hi - lo ? hi - lo : kpad;
+        mxc_ndarray *out = first_output(&f->train[k]), *label = NULL;
+        rc = mxc_nd_slice(mxc_data_iter_label(it), lo, hi, &label);
+        if (rc == MXC_OK)
+            rc = mxc_metric_update(f->metric, 1, &label, &out, (int)kpad);
+        mxc_nd_free(label);
+    }
+    return rc;
+}
+
+/* Waits for every executor's work; the first failure. */
+static int wait_all(const struct fit *f) {
+    int rc = MXC_OK;
+    for (int k = 0; k < f->num_sess; k++) {
+        int r = wait_session(&f->train[k]);
+        if (rc == MXC_OK)
+            rc = r;
+    }
+    return rc;
+}
+
+static void states_path(const char *prefix, int epoch, char *path, size_t size) {
+    snprintf(path, size, "%s-%04d.states", prefix, epoch);
+}
+
 static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *eval,
                      mxc_metric *eval_metric) {
     const mxc_fit_config *c = f->cfg;
     int64_t nb = mxc_data_iter_num_batches(train), b = 0;
+    int64_t global_batch = f->batch_size * f->workers;
     int rc = mxc_metric_reset(f->metric), more = 0;
     if (rc == MXC_OK)
         rc = mxc_data_iter_reset(train);
@@ -738,12 +850,12 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
                                  .metric_name = f->prog.metric_name,
                                  .eval_metric = NAN};
     while (rc == MXC_OK && (more = mxc_data_iter_next(train)) == 1) {
-        rc = train_batch(f, train);
+        rc = f->kv ? train_batch_kv(f, train) : train_batch(f, train);
         b++;
         if (rc == MXC_OK && c->frequent > 0 && b % c->frequent == 0) {
             double t = now_s(), per_batch = (t - f->start) / (double)(e * nb + b);
             f->prog.batch = b;
-            f->prog.samples_per_s = (double)((b - mark_batch) * f->batch_size) / (t - mark);
+            f->prog.samples_per_s = (double)((b - mark_batch) * global_batch) / (t - mark);
             f->prog.seconds = t - f->start;
             f->prog.seconds_left = per_batch * (double)((c->num_epochs - e) * nb - b);
             f->prog.train_metric = metric_value(f->metric, &f->prog.metric_name);
@@ -755,22 +867,23 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
     if (rc == MXC_OK && more < 0)
         rc = more;
     if (rc == MXC_OK)
-        rc = wait_session(&f->train);
-    if (rc == MXC_OK)
-        rc = sync_to_model(&f->train, f->model); /* for evaluation and the checkpoint */
+        rc = wait_all(f);
+    if (rc == MXC_OK) /* for evaluation and the checkpoint: every replica holds the same */
+        rc = sync_to_model(&f->train[0], f->model);
     if (rc != MXC_OK)
         return rc;
     double t = now_s();
     f->prog.batch = b;
     f->prog.end_of_epoch = 1;
-    f->prog.samples_per_s = (double)(b * f->batch_size) / (t - epoch_start);
+    f->prog.samples_per_s = (double)(b * global_batch) / (t - epoch_start);
     f->prog.train_metric = metric_value(f->metric, &f->prog.metric_name);
-    if (eval) {
+    if (eval && f->rank == 0) { /* dist_sync: rank 0 alone, on the whole eval set */
         struct session es;
         rc = mxc_metric_reset(eval_metric);
         if (rc == MXC_OK)
             rc = bind_session(f->model, eval, f->ctx, or_default(c->data_name, "data"),
-                              or_default(c->label_name, "softmax_label"), false, NULL, &es);
+                              or_default(c->label_name, "softmax_label"), false, NULL, 0, false,
+                              &es);
         if (rc == MXC_OK) {
             rc = evaluate(&es, eval, eval_metric, NULL, NULL);
             free_session(&es);
@@ -778,9 +891,14 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
         f->prog.eval_metric = metric_value(eval_metric, NULL);
     }
     char path[4096];
-    if (rc == MXC_OK && c->checkpoint_prefix) {
-        rc = mxc_model_save(f->model, c->checkpoint_prefix, c->begin_epoch + e + 1);
-        snprintf(path, sizeof path, "%s-%04d.params", c->checkpoint_prefix, c->begin_epoch + e + 1);
+    int epoch = c->begin_epoch + e + 1;
+    if (rc == MXC_OK && c->checkpoint_prefix && f->rank == 0) {
+        rc = mxc_model_save(f->model, c->checkpoint_prefix, epoch);
+        if (rc == MXC_OK && c->optimizer_states) {
+            states_path(c->checkpoint_prefix, epoch, path, sizeof path);
+            rc = mxc__in_call("mxc_model_fit", mxc_optimizer_save_states(f->opt, path));
+        }
+        snprintf(path, sizeof path, "%s-%04d.params", c->checkpoint_prefix, epoch);
         f->prog.checkpoint = path;
     }
     t = now_s();
@@ -792,39 +910,150 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
     return rc;
 }
 
+/* With cfg->optimizer_states, a resumed fit (begin_epoch > 0) loads the optimizer state
+ * saved beside its checkpoint; a missing file is a warning (fresh states). */
+static int load_states(struct fit *f) {
+    const mxc_fit_config *c = f->cfg;
+    if (!c->optimizer_states || c->begin_epoch == 0 || c->checkpoint_prefix == NULL)
+        return MXC_OK;
+    char path[4096];
+    states_path(c->checkpoint_prefix, c->begin_epoch, path, sizeof path);
+    if (access(path, F_OK) != 0) {
+        mxc__log(MXC_LOG_WARN, "mxc_model_fit: no optimizer state %s: starting with fresh states",
+                 path);
+        return MXC_OK;
+    }
+    return mxc__in_call("mxc_model_fit", mxc_optimizer_load_states(f->opt, path));
+}
+
+/* dist_sync: every rank must run as many batches per epoch (each batch is an exchange
+ * with every other rank): sums the counts through the store on key `key` (one past the
+ * parameters') and fails on every rank when they differ. */
+static int check_batches(struct fit *f, mxc_data_iter *train, int key) {
+    float mine = (float)mxc_data_iter_num_batches(train), sum = 0;
+    mxc_shape one = {1, {1}};
+    mxc_ndarray *a = NULL;
+    int rc = mxc_nd_zeros(&one, MXC_FLOAT32, mxc_cpu(), &a);
+    if (rc == MXC_OK)
+        rc = mxc__in_call("mxc_model_fit", mxc_kvstore_init(f->kv, 1, &key, &a));
+    if (rc == MXC_OK)
+        rc = mxc_nd_sync_copy_from_cpu(a, &mine, sizeof mine);
+    if (rc == MXC_OK)
+        rc = mxc__in_call("mxc_model_fit", mxc_kvstore_pushpull(f->kv, 1, &key, &a, &a, 0));
+    if (rc == MXC_OK)
+        rc = mxc_nd_sync_copy_to_cpu(a, &sum, sizeof sum);
+    mxc_nd_free(a);
+    if (rc == MXC_OK && sum != mine * (float)f->workers)
+        rc = mxc__error(MXC_EINVAL,
+                        "mxc_model_fit: the ranks' iterators differ in batches per epoch (this "
+                        "rank %.0f, %.0f in all over %d ranks): give every rank a shard with as "
+                        "many batches",
+                        (double)mine, (double)sum, f->workers);
+    return rc;
+}
+
+/* Binds one executor per context on its slice of the batch (B over K: B / K rows each,
+ * the first B % K one more), creates the store, initialises a key per trained parameter
+ * from the model (rank 0's for dist_sync) and pulls it into every executor. */
+static int setup_kv(struct fit *f, mxc_data_iter *train, const mxc_context *ctxs,
+                    const char *type) {
+    const mxc_fit_config *c = f->cfg;
+    int K = f->num_sess, rc = MXC_OK;
+    if (f->batch_size < K)
+        return mxc__error(MXC_EINVAL,
+                          "mxc_model_fit: a batch of %lld cannot be split across %d contexts",
+                          (long long)f->batch_size, K);
+    f->rows = mxc__calloc((size_t)K + 1, sizeof *f->rows);
+    if (f->rows == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_model_fit: out of memory");
+    for (int k = 0; k < K; k++)
+        f->rows[k + 1] = f->rows[k] + f->batch_size / K + (k < f->batch_size % K ? 1 : 0);
+    for (int k = 0; rc == MXC_OK && k < K; k++)
+        rc = bind_session(f->model, train, ctxs[k], or_default(c->data_name, "data"),
+                          or_default(c->label_name, "softmax_label"), true, &c->init,
+                          f->rows[k + 1] - f->rows[k], true, &f->train[k]);
+    if (rc == MXC_OK)
+        rc = mxc__in_call("mxc_model_fit", mxc_kvstore_create(type, &f->kv));
+    if (rc == MXC_OK)
+        rc = mxc_kvstore_rank(f->kv, &f->rank);
+    if (rc == MXC_OK)
+        rc = mxc_kvstore_num_workers(f->kv, &f->workers);
+    struct session *s = &f->train[0];
+    f->keys = rc == MXC_OK ? mxc__calloc((size_t)s->num_args + 1, sizeof *f->keys) : NULL;
+    mxc_ndarray **values =
+        rc == MXC_OK ? mxc__calloc((size_t)s->num_args + 1, sizeof *values) : NULL;
+    if (rc == MXC_OK && (f->keys == NULL || values == NULL))
+        rc = mxc__error(MXC_ENOMEM, "mxc_model_fit: out of memory");
+    for (int i = 0; rc == MXC_OK && i < s->num_args; i++) {
+        if (s->grads[i] == NULL || s->param_of[i] < 0)
+            continue;
+        f->keys[f->num_keys] = i;
+        values[f->num_keys++] = f->model->arrays[s->param_of[i]];
+    }
+    if (rc == MXC_OK)
+        rc = mxc__in_call("mxc_model_fit", mxc_kvstore_init(f->kv, f->num_keys, f->keys, values));
+    mxc__free(values);
+    if (rc == MXC_OK)
+        rc = exchange(f, true);
+    if (rc == MXC_OK && f->workers > 1)
+        rc = check_batches(f, train, s->num_args);
+    return rc;
+}
+
 int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const mxc_fit_config *c,
                   mxc_fit_result *result) {
     int rc = check_fit_args(m, train, eval, c);
     if (rc != MXC_OK)
         return rc;
-    struct fit f = {.cfg = c, .model = m, .start = now_s()};
+    struct fit f = {.cfg = c, .model = m, .start = now_s(), .workers = 1};
     mxc_metric *eval_metric = NULL;
     mxc_shape dshape;
+    mxc_context ctxs[FIT_MAX_CTXS];
     const char *metric = or_default(c->metric, "acc");
+    MXC_TRY(fit_contexts(c, ctxs, &f.num_sess));
+    f.ctx = ctxs[0];
+    /* a store when asked for, or for several contexts */
+    const char *kv_type = c->kvstore ? c->kvstore : f.num_sess > 1 ? "local" : NULL;
     MXC_TRY(mxc_data_iter_provide_data(train, &dshape));
     f.batch_size = dshape.dims[0];
     MXC_TRY(mxc_metric_create(metric, c->top_k, &f.metric));
     MXC_TRY(mxc_metric_create(metric, c->top_k, &eval_metric));
     f.prog.metric_name = metric;
-    MXC_TRY(resolve_context("mxc_model_fit", c->ctx, &f.ctx));
     MXC_TRY(mxc_random_seed(c->seed));
-    MXC_TRY(bind_session(m, train, f.ctx, or_default(c->data_name, "data"),
-                         or_default(c->label_name, "softmax_label"), true, &c->init, &f.train));
+    f.train = mxc__calloc((size_t)f.num_sess, sizeof *f.train);
+    MXC_CHECK(f.train != NULL, MXC_ENOMEM, "mxc_model_fit: out of memory");
+    if (kv_type)
+        MXC_TRY(setup_kv(&f, train, ctxs, kv_type));
+    else
+        MXC_TRY(bind_session(m, train, f.ctx, or_default(c->data_name, "data"),
+                             or_default(c->label_name, "softmax_label"), true, &c->init, 0, false,
+                             &f.train[0]));
     mxc_optimizer_config oc = c->optimizer;
-    if (oc.rescale_grad == 0) /* the loss gradients are sums over the batch */
-        oc.rescale_grad = 1.0f / (float)f.batch_size;
+    if (oc.rescale_grad == 0) /* the loss gradients are sums over the (global) batch */
+        oc.rescale_grad = 1.0f / (float)(f.batch_size * f.workers);
     MXC_TRY(mxc_optimizer_create(&oc, &f.opt));
+    MXC_TRY(load_states(&f));
+    if (f.kv)
+        MXC_TRY(mxc__in_call("mxc_model_fit", mxc_kvstore_set_optimizer(f.kv, f.opt)));
     for (int e = 0; e < c->num_epochs; e++)
         MXC_TRY(run_epoch(&f, e, train, eval, eval_metric));
     if (result) {
         double t = now_s() - f.start;
-        int64_t samples = mxc_data_iter_num_batches(train) * f.batch_size * c->num_epochs;
+        int64_t samples =
+            mxc_data_iter_num_batches(train) * f.batch_size * f.workers * c->num_epochs;
         *result = (mxc_fit_result){f.prog.train_metric, f.prog.eval_metric, (double)samples / t, t,
                                    c->num_epochs};
     }
 fail:
-    wait_session(&f.train); /* return with this fit's work done, whatever failed */
-    free_session(&f.train);
+    if (f.train) {
+        wait_all(&f);           /* return with this fit's work done, whatever failed */
+        mxc_kvstore_free(f.kv); /* after its pending pushes, which use the optimizer */
+        for (int k = 0; k < f.num_sess; k++)
+            free_session(&f.train[k]);
+    }
+    mxc__free(f.train);
+    mxc__free(f.rows);
+    mxc__free(f.keys);
     mxc_optimizer_free(f.opt);
     mxc_metric_free(f.metric);
     mxc_metric_free(eval_metric);
@@ -851,7 +1080,7 @@ static int score(const char *fn, mxc_model *m, mxc_context ctx, mxc_data_iter *i
     struct session s;
     rc = mxc_metric_create(or_default(metric_name, "acc"), 1, &metric);
     if (rc == MXC_OK)
-        rc = bind_session(m, it, ctx, "data", "softmax_label", false, NULL, &s);
+        rc = bind_session(m, it, ctx, "data", "softmax_label", false, NULL, 0, false, &s);
     if (rc == MXC_OK) {
         rc = evaluate(&s, it, metric, NULL, NULL);
         free_session(&s);
@@ -927,7 +1156,7 @@ static int predict(const char *fn, mxc_model *m, mxc_context ctx, mxc_data_iter 
         return rc;
     struct session s;
     struct rows r = {0};
-    rc = bind_session(m, it, ctx, "data", "softmax_label", false, NULL, &s);
+    rc = bind_session(m, it, ctx, "data", "softmax_label", false, NULL, 0, false, &s);
     if (rc == MXC_OK) {
         rc = evaluate(&s, it, NULL, collect_rows, &r);
         free_session(&s);

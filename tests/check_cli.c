@@ -80,7 +80,8 @@ END_TEST
  * the reason, before any data is read; cpu and cpu:0 are the default. info lists the GPUs. */
 START_TEST(test_ctx) {
     const char *out;
-    const char *bad[] = {"bogus", "gpu:", "gpu:x", "gpu:-1", "cpu:1", "gpu:0x", ""};
+    const char *bad[] = {"bogus", "gpu:",   "gpu:x",  "gpu:-1",       "cpu:x",      "gpu:0x",
+                         "",      "cpu:0,", ",cpu:0", "cpu:0,,cpu:1", "cpu:0,bogus"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char cmd[128];
         snprintf(cmd, sizeof cmd, "train --network mlp --ctx '%s'", bad[i]);
@@ -223,6 +224,30 @@ START_TEST(test_train_on_csv) {
 }
 END_TEST
 
+/* --ctx with a list and --kvstore: two CPU contexts train through a local store; bad
+ * values and the options outside train are usage errors. */
+START_TEST(test_train_data_parallel) {
+    write_csv("build/check_cli_dp_x.csv", "build/check_cli_dp_y.csv", 200);
+    const char *out;
+    const char *data = "--data csv:build/check_cli_dp_x.csv,build/check_cli_dp_y.csv,"
+                       "build/check_cli_dp_x.csv,build/check_cli_dp_y.csv";
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "train --network mlp --epochs 3 --batch-size 20 --frequent 0 --json "
+             "--prefix build/check_cli_dp --ctx cpu:0,cpu:1 --kvstore local %s",
+             data);
+    ck_assert_int_eq(run(cmd, &out), 0);
+    ck_assert_msg(json_number(strrchr(out, '{'), "test_accuracy") > 0.99, "%s", out);
+    ck_assert_int_eq(access("build/check_cli_dp-0003.states", R_OK), 0); /* for --resume */
+    snprintf(cmd, sizeof cmd, "train --network mlp --epochs 1 --kvstore bogus %s", data);
+    ck_assert_int_eq(run(cmd, &out), 2);
+    ck_assert_msg(strstr(out, "--kvstore must be local, device or dist_sync"), "%s", out);
+    ck_assert_int_eq(run("score --prefix build/check_cli_dp --epoch 3 --kvstore local", &out), 2);
+    ck_assert_int_eq(run("score --prefix build/check_cli_dp --epoch 3 --ctx cpu:0,cpu:1", &out), 2);
+    ck_assert_msg(strstr(out, "only train takes a list"), "%s", out);
+}
+END_TEST
+
 /* --resume takes the newest checkpoint that loads: past a truncated newest one with a
  * warning naming it; when none loads (an empty symbol file) it fails naming the file. */
 START_TEST(test_resume_skips_damaged_checkpoint) {
@@ -293,6 +318,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_ctx);
     tcase_add_test(tc, test_train_score_resume_predict);
     tcase_add_test(tc, test_train_on_csv);
+    tcase_add_test(tc, test_train_data_parallel);
     tcase_add_test(tc, test_resume_skips_damaged_checkpoint);
     tcase_add_test(tc, test_train_on_gpu);
     suite_add_tcase(s, tc);

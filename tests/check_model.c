@@ -625,6 +625,80 @@ START_TEST(test_fit_on_context) {
 }
 END_TEST
 
+/* toy_model(8) fitted for 2 epochs (SGD momentum, batch 20) on `num` contexts (0: the
+ * single-context path without a store) with store `kv`. */
+static mxc_model *fitted_on(const mxc_context *ctxs, int num, const char *kv) {
+    mxc_model *model = toy_model(8);
+    mxc_data_iter *train = toy_iter(20, 4);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.num_epochs = 2;
+    cfg.optimizer.lr = 0.1f;
+    cfg.optimizer.momentum = 0.9f;
+    cfg.seed = 11;
+    cfg.quiet = 1;
+    cfg.ctxs = ctxs;
+    cfg.num_ctxs = num;
+    cfg.kvstore = kv;
+    mxc_fit_result r;
+    CK_OK(mxc_model_fit(model, train, NULL, &cfg, &r));
+    ck_assert(r.train_metric > 0.8);
+    mxc_data_iter_free(train);
+    return model;
+}
+
+/* Two (and three: 7 + 7 + 6 rows) CPU contexts with a local store give the weights of
+ * one context at the same global batch: the sum of the slices' gradients is the whole
+ * batch's gradient up to rounding. */
+START_TEST(test_fit_several_contexts) {
+    const mxc_context ctxs[3] = {{MXC_CPU, 0}, {MXC_CPU, 1}, {MXC_CPU, 2}};
+    const char *names[] = {"fc1_weight", "fc1_bias", "fc2_weight", "fc2_bias"};
+    mxc_model *one = fitted_on(NULL, 0, NULL);
+    struct {
+        int num;
+        const char *kv;
+    } cases[] = {{2, "local"}, {3, NULL}, {1, "local"}, {2, "device"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        mxc_model *many = fitted_on(ctxs, cases[c].num, cases[c].kv);
+        for (int k = 0; k < 4; k++) {
+            float *x = host(mxc_model_param(one, names[k])),
+                  *y = host(mxc_model_param(many, names[k]));
+            for (int64_t i = 0; i < mxc_nd_size(mxc_model_param(one, names[k])); i++)
+                ck_assert_msg(fabsf(x[i] - y[i]) <= 1e-5f + 1e-5f * fabsf(x[i]),
+                              "%d contexts, %s[%lld]: %g against %g", cases[c].num, names[k],
+                              (long long)i, y[i], x[i]);
+            free(x);
+            free(y);
+        }
+        mxc_model_free(many);
+    }
+    mxc_model_free(one);
+}
+END_TEST
+
+START_TEST(test_fit_bad_kvstore) {
+    mxc_model *model = toy_model(4);
+    mxc_data_iter *train = toy_iter(20, 4);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.quiet = 1;
+    cfg.kvstore = "dist_async";
+    CK_ERR(MXC_EINVAL, mxc_model_fit(model, train, NULL, &cfg, NULL));
+    ck_assert_msg(strstr(mxc_last_error(), "mxc_model_fit") &&
+                      strstr(mxc_last_error(), "dist_async"),
+                  "%s", mxc_last_error());
+    cfg.kvstore = NULL;
+    cfg.num_ctxs = 2; /* and no list */
+    CK_ERR(MXC_EINVAL, mxc_model_fit(model, train, NULL, &cfg, NULL));
+    const mxc_context bad[2] = {{MXC_CPU, 0}, {MXC_CPU, -1}};
+    cfg.ctxs = bad;
+    CK_ERR(MXC_EINVAL, mxc_model_fit(model, train, NULL, &cfg, NULL));
+    ck_assert_ptr_null(mxc_model_param(model, "fc1_weight")); /* nothing was done */
+    mxc_model_free(model);
+    mxc_data_iter_free(train);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("model");
     TCase *tc = tcase_create("model");
@@ -641,6 +715,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_checkpoint_resume_fallback);
     tcase_add_test(tc, test_fit_leaves_other_failures);
     tcase_add_test(tc, test_fit_on_context);
+    tcase_add_test(tc, test_fit_several_contexts);
+    tcase_add_test(tc, test_fit_bad_kvstore);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -30,9 +30,12 @@
         }                                                   \
     } while (0)
 
+#define MAX_CTXS 64
+
 struct options {
-    const char *network, *data, *prefix, *input, *output, *optimizer, *ctx_arg;
-    mxc_context ctx;
+    const char *network, *data, *prefix, *input, *output, *optimizer, *ctx_arg, *kvstore;
+    mxc_context ctx, ctxs[MAX_CTXS]; /* ctx: the first of --ctx's list */
+    int num_ctxs;
     int epochs, epoch, batch_size, frequent, resume, json, num_samples;
     float lr, momentum, wd;
     unsigned long long seed;
@@ -44,11 +47,16 @@ static void usage(FILE *f) {
             "  mxc train --network mlp|lenet|<symbol.json> [--data fashion-mnist|DATA]\n"
             "            [--epochs N] [--batch-size B] [--lr X] [--momentum M] [--wd W]\n"
             "            [--optimizer sgd|adam] [--prefix P] [--seed S] [--resume]\n"
-            "            [--num-samples N] [--frequent N] [--json] [--ctx CTX]\n"
+            "            [--num-samples N] [--frequent N] [--json] [--ctx CTX[,CTX...]]\n"
+            "            [--kvstore local|device|dist_sync]\n"
             "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json] [--ctx CTX]\n"
             "  mxc predict --prefix P --epoch E --input FILE --output FILE [--ctx CTX]\n"
             "  mxc info\n"
-            "CTX is where the network runs: cpu (the default, also cpu:0), gpu (gpu:0) or gpu:N.\n"
+            "CTX is where the network runs: cpu (the default, also cpu:N), gpu (gpu:0) or gpu:N;\n"
+            "train takes a list (cpu:0,cpu:1) and splits each batch across them.\n"
+            "--kvstore sums the gradients: local (the default for a list), device, or\n"
+            "dist_sync across the processes of `mpirun -np N mxc train ...` (each reads its\n"
+            "shard of the data; rank 0 prints and checkpoints).\n"
             "DATA is fashion-mnist (Debian's dataset-fashion-mnist, or $MXC_FASHION_MNIST_DIR),\n"
             "or TRAIN_IMAGES,TRAIN_LABELS,TEST_IMAGES,TEST_LABELS (IDX files, gzip or raw),\n"
             "or csv:TRAIN_DATA,TRAIN_LABELS,TEST_DATA,TEST_LABELS (784 values per line).\n");
@@ -77,16 +85,37 @@ static float parse_float(const char *s, const char *flag) {
     return v;
 }
 
-/* --ctx: cpu, cpu:0, gpu (gpu 0) or gpu:N. */
-static mxc_context parse_ctx(const char *s) {
-    if (strcmp(s, "cpu") == 0 || strcmp(s, "cpu:0") == 0)
+/* One context of --ctx: cpu (cpu 0), cpu:N, gpu (gpu 0) or gpu:N. */
+static mxc_context parse_one_ctx(const char *s) {
+    if (strcmp(s, "cpu") == 0)
         return mxc_cpu();
     if (strcmp(s, "gpu") == 0)
         return mxc_gpu(0);
+    if (strncmp(s, "cpu:", 4) == 0 && s[4] >= '0' && s[4] <= '9')
+        return (mxc_context){MXC_CPU, (int32_t)parse_int(s + 4, "--ctx", 0, 1023)};
     if (strncmp(s, "gpu:", 4) == 0 && s[4] >= '0' && s[4] <= '9')
         return mxc_gpu((int32_t)parse_int(s + 4, "--ctx", 0, 1023));
-    usage_error("--ctx must be cpu, cpu:0, gpu or gpu:N, not", s);
+    usage_error("--ctx must be a comma-separated list of cpu, cpu:N, gpu or gpu:N, not", s);
     return mxc_cpu();
+}
+
+/* --ctx: one context or a comma-separated list of them. */
+static void parse_ctx(const char *s, struct options *o) {
+    char buf[4096];
+    if (strlen(s) >= sizeof buf || s[0] == ',' || (s[0] && s[strlen(s) - 1] == ',') ||
+        strstr(s, ",,"))
+        usage_error("bad --ctx list", s);
+    snprintf(buf, sizeof buf, "%s", s);
+    o->num_ctxs = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->num_ctxs == MAX_CTXS)
+            usage_error("too many contexts in --ctx (at most 64)", s);
+        o->ctxs[o->num_ctxs++] = parse_one_ctx(t);
+    }
+    if (o->num_ctxs == 0)
+        usage_error("bad --ctx list", s);
+    o->ctx = o->ctxs[0];
 }
 
 static void parse(int argc, char **argv, struct options *o) {
@@ -134,8 +163,12 @@ static void parse(int argc, char **argv, struct options *o) {
         else if (strcmp(a, "--wd") == 0)
             o->wd = parse_float(v, a);
         else if (strcmp(a, "--ctx") == 0) {
-            o->ctx = parse_ctx(v);
+            parse_ctx(v, o);
             o->ctx_arg = v;
+        } else if (strcmp(a, "--kvstore") == 0) {
+            if (strcmp(v, "local") != 0 && strcmp(v, "device") != 0 && strcmp(v, "dist_sync") != 0)
+                usage_error("--kvstore must be local, device or dist_sync, not", v);
+            o->kvstore = v;
         } else
             usage_error("unknown option", a);
     }
@@ -144,14 +177,16 @@ static void parse(int argc, char **argv, struct options *o) {
 /* Exits 1 with the library's reason when --ctx names a GPU this build or machine lacks,
  * before any data is read; says which GPU runs the work. */
 static void check_ctx(const struct options *o) {
-    if (o->ctx.dev_type != MXC_GPU)
-        return;
-    mxc_gpu_info_t info;
-    if (mxc_gpu_info(o->ctx.dev_id, &info) != MXC_OK) {
-        fprintf(stderr, "mxc: --ctx %s: %s\n", o->ctx_arg, mxc_last_error());
-        exit(1);
+    for (int k = 0; k < o->num_ctxs; k++) {
+        if (o->ctxs[k].dev_type != MXC_GPU)
+            continue;
+        mxc_gpu_info_t info;
+        if (mxc_gpu_info(o->ctxs[k].dev_id, &info) != MXC_OK) {
+            fprintf(stderr, "mxc: --ctx %s: %s\n", o->ctx_arg, mxc_last_error());
+            exit(1);
+        }
+        fprintf(stderr, "mxc: running on gpu(%d), %s\n", o->ctxs[k].dev_id, info.name);
     }
-    fprintf(stderr, "mxc: running on gpu(%d), %s\n", o->ctx.dev_id, info.name);
 }
 
 /* ---- Data ----------------------------------------------------------------------------- */
@@ -187,8 +222,10 @@ static mxc_data_iter *create(const struct options *o, int train, int flat,
 }
 
 /* The train (shuffled; with --num-samples N only about the first N samples, as the first
- * of ceil(total / N) parts) or test iterator, flat (N, 784) or (N, 1, 28, 28). */
-static mxc_data_iter *open_data(const struct options *o, int train, int flat) {
+ * of ceil(total / N) parts; with `workers` > 1 this rank's part of those) or test
+ * iterator, flat (N, 784) or (N, 1, 28, 28). */
+static mxc_data_iter *open_data(const struct options *o, int train, int flat, int rank,
+                                int workers) {
     mxc_data_iter_params p;
     mxc_data_iter_params_init(&p);
     p.batch_size = o->batch_size;
@@ -196,9 +233,13 @@ static mxc_data_iter *open_data(const struct options *o, int train, int flat) {
     p.seed = o->seed;
     mxc_data_iter *it = create(o, train, flat, &p);
     int64_t total = it ? mxc_data_iter_num_samples(it) : 0;
-    if (train && o->num_samples > 0 && o->num_samples < total) {
+    int parts = 1;
+    if (train && o->num_samples > 0 && o->num_samples < total)
+        parts = (int)((total + o->num_samples - 1) / o->num_samples);
+    if (train && parts * workers > 1) {
         mxc_data_iter_free(it);
-        p.num_parts = (int)((total + o->num_samples - 1) / o->num_samples);
+        p.num_parts = parts * workers;
+        p.part_index = rank;
         it = create(o, train, flat, &p);
     }
     return it;
@@ -235,6 +276,15 @@ static int cmd_train(struct options *o) {
     if (o->momentum < 0)
         o->momentum = lenet ? 0.9f : 0.0f;
     const char *prefix = o->prefix ? o->prefix : lenet ? "build/lenet" : "build/mlp";
+    int rank = 0, workers = 1;
+    if (o->kvstore && strcmp(o->kvstore, "dist_sync") == 0) {
+        /* rank and job size, for the shards: a store of its own (MPI stays up for the fit's) */
+        mxc_kvstore *kv = NULL;
+        CHECK(mxc_kvstore_create("dist_sync", &kv));
+        CHECK(mxc_kvstore_rank(kv, &rank));
+        CHECK(mxc_kvstore_num_workers(kv, &workers));
+        mxc_kvstore_free(kv);
+    }
     int flat;
     mxc_symbol *net = network(o->network, &flat);
     mxc_model *model = NULL;
@@ -242,11 +292,12 @@ static int cmd_train(struct options *o) {
     /* the newest checkpoint that loads; a damaged newer one is skipped with a warning */
     if (o->resume)
         CHECK(mxc_model_load_latest(prefix, &begin, &model));
-    if (model != NULL)
+    if (model != NULL && rank == 0)
         fprintf(stderr, "mxc: resuming from %s-%04d.params\n", prefix, begin);
-    else
+    else if (model == NULL)
         CHECK(mxc_model_create(net, &model));
-    mxc_data_iter *train = open_data(o, 1, flat), *test = open_data(o, 0, flat);
+    mxc_data_iter *train = open_data(o, 1, flat, rank, workers),
+                  *test = open_data(o, 0, flat, 0, 1);
     mxc_fit_config cfg;
     mxc_fit_config_init(&cfg);
     cfg.num_epochs = o->epochs;
@@ -261,8 +312,21 @@ static int cmd_train(struct options *o) {
     cfg.checkpoint_prefix = prefix;
     cfg.frequent = o->frequent;
     cfg.ctx = o->ctx;
+    if (o->num_ctxs > 1) {
+        cfg.ctxs = o->ctxs;
+        cfg.num_ctxs = o->num_ctxs;
+    }
+    cfg.kvstore = o->kvstore;
+    cfg.optimizer_states = 1; /* <prefix>-EEEE.states beside each checkpoint, for --resume */
     mxc_fit_result r;
     CHECK(mxc_model_fit(model, train, test, &cfg, &r));
+    if (rank != 0) {
+        mxc_data_iter_free(train);
+        mxc_data_iter_free(test);
+        mxc_model_free(model);
+        mxc_symbol_free(net);
+        return 0;
+    }
     fprintf(stderr,
             "mxc: train accuracy %.4f, test accuracy %.4f, %.0f samples/s, %.1f s\n"
             "mxc: checkpoint %s-symbol.json and %s-%04d.params\n",
@@ -294,7 +358,7 @@ static int cmd_score(struct options *o) {
     const char *json;
     CHECK(mxc_symbol_save_json(mxc_model_symbol(m), &json));
     int flat = strstr(json, "Convolution") == NULL;
-    mxc_data_iter *test = open_data(o, 0, flat);
+    mxc_data_iter *test = open_data(o, 0, flat, 0, 1);
     if (test == NULL)
         usage_error("score needs test files in --data", o->data);
     double acc;
@@ -396,6 +460,10 @@ int main(int argc, char **argv) {
     parse(argc, argv, &o);
     if (o.ctx_arg && strcmp(cmd, "info") == 0)
         usage_error("info takes no --ctx", o.ctx_arg);
+    if (o.num_ctxs > 1 && strcmp(cmd, "train") != 0)
+        usage_error("only train takes a list of contexts, not", o.ctx_arg);
+    if (o.kvstore && strcmp(cmd, "train") != 0)
+        usage_error("only train takes --kvstore", o.kvstore);
     if (strcmp(cmd, "train") == 0 || strcmp(cmd, "score") == 0 || strcmp(cmd, "predict") == 0)
         check_ctx(&o);
     if (strcmp(cmd, "train") == 0)

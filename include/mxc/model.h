@@ -264,8 +264,34 @@ typedef struct mxc_fit_config {
      * mxc_fit_config_init leaves it) means the CPU. On a GPU the model's parameters stay
      * on the host: the fit works on device copies, copied back at each epoch's end (before
      * evaluating and checkpointing), so checkpoints load anywhere. A GPU this build or
-     * machine lacks is MXC_ENODEV. */
+     * machine lacks is MXC_ENODEV. Every cpu(n) is the host. */
     mxc_context ctx;
+    /** Data parallelism in one process: when num_ctxs > 0, the `num_ctxs` contexts of
+     * `ctxs` (at most 64; e.g. cpu(0), cpu(1), or several GPUs) override `ctx`. Each batch
+     * of B samples is split across one executor per context (B / K rows each, the first
+     * B % K executors one more; the iterator still yields B), each with its own copies of
+     * the parameters; the gradients are summed by the store (below), which runs the
+     * optimizer, and every executor pulls the same new weights before its next forward.
+     * The metric sees every slice's outputs. The array is read during the call only. */
+    const mxc_context *ctxs;
+    int num_ctxs;
+    /** The key-value store type: "local", "device" or "dist_sync" (mxc/kvstore.h). NULL:
+     * "local" with several contexts, none with one (the optimizer then updates the one
+     * executor's parameters directly, the fastest path). With "dist_sync" (a job started by
+     * mpirun; give each rank its own shard of the data, e.g. the iterator's num_parts /
+     * part_index) every process trains on its batches, the store sums the gradients of all
+     * ranks (the global batch is B x ranks, so rescale_grad 0 means 1 / (B x ranks)) and
+     * starts every rank from rank 0's parameters; only rank 0 reports progress, evaluates
+     * `eval` (alone, on the whole set: the other ranks' results have eval_metric NAN) and
+     * writes checkpoints; the others wait for it at the next epoch's first exchange, so
+     * evaluating must take less than MXC_KV_TIMEOUT_S (docs/kvstore_mpi.md). */
+    const char *kvstore;
+    /** Non-zero: beside each checkpoint also save the optimizer's state
+     * (mxc_optimizer_save_states) as `checkpoint_prefix`-EEEE.states, and when begin_epoch
+     * > 0 load `checkpoint_prefix`-<begin_epoch>.states before training (a missing file is
+     * a warning in the log and fresh states), so a resumed fit continues as the first
+     * would have. With dist_sync every rank loads the same file (a shared folder). */
+    int optimizer_states;
 } mxc_fit_config;
 
 /** Defaults: 1 epoch, SGD lr 0.01, Xavier (uniform, avg, magnitude 3), "acc", seed 0,
@@ -286,11 +312,16 @@ typedef struct mxc_fit_result {
  * batch runs forward, backward and the optimizer on every parameter; per epoch computes
  * the training metric, scores `eval` (may be NULL), reports progress and checkpoints.
  * `result` may be NULL. NULL: `model` is MXC_EMISUSE; `train` or `cfg` is MXC_EINVAL.
- * Runs on cfg->ctx (see there); when a GPU fit fails midway, the model holds the
- * parameters of the last epoch completed (or those it started with).
- * Returns MXC_OK, MXC_EINVAL (bad config, a context neither CPU nor GPU), MXC_ENODEV (a GPU
+ * Runs on cfg->ctx, or split across cfg->ctxs through a store (cfg->kvstore, see there;
+ * docs/kvstore.md "Data-parallel training"); when a GPU or several-context fit fails
+ * midway, the model holds the parameters of the last epoch completed (or those it
+ * started with).
+ * Returns MXC_OK, MXC_EINVAL (bad config: an unknown kvstore type, num_ctxs < 0 or > 64
+ * or without a list, a batch smaller than the number of contexts, dist_sync ranks with
+ * different batch counts per epoch; a context neither CPU nor GPU), MXC_ENODEV (a GPU
  * context this build or machine lacks), MXC_ENOTSUP (an operator of the network without a
- * kernel on that device, named), MXC_ESHAPE (the
+ * kernel on that device, named), MXC_EDEVICE / MXC_ENOTSUP (a dist_sync store that cannot
+ * start: outside mpirun, a build without MPI), MXC_ESHAPE (the
  * iterator's shapes do not fit the symbol), MXC_EIO (a checkpoint cannot be written), or
  * the failure of a batch (the message names the operation). It waits for its own arrays
  * only: other work on the engine, and failures recorded on other arrays, are left alone. */
