@@ -45,9 +45,11 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
 #include "common/thread.h"
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 /* ---- MPI once per process ---------------------------------------------------------- */
@@ -148,6 +150,7 @@ struct mpi_comm {
     mxc__cond cond;
     struct req *head, *tail; /* received, not yet taken by the thread */
     int64_t received;        /* requests received in all */
+    atomic_llong arrived;    /* the same, read without the lock by the idle spin */
     bool broken;             /* after a failure every request fails at once */
     char broken_msg[256];
     mxc__thread thread;
@@ -158,15 +161,15 @@ struct mpi_comm {
     struct req *pending, *pending_tail; /* taken, not yet agreed and done */
     int64_t taken, done_count;
     float *bucket, *block; /* bucket_bytes (+ padding) and its share per process */
-    int64_t *counts;       /* each process's count in an agreement round */
-    MPI_Request *reqs;     /* its messages */
+    float *xbuf, *rbuf;    /* a round's message: header (ROUND_HDR floats) + bucket */
     int64_t bucket_cap, block_cap;
 };
 
 static double now_s(void) { return (double)mxc__now_ns() * 1e-9; }
 
 static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
-    double deadline = now_s() + c->timeout_s;
+    double start = now_s(), deadline = start + c->timeout_s;
+    double spin_until = start + MXC__SPIN_NS * 1e-9;
     for (long spins = 0;; spins++) {
         int flag = 0;
         mxc__mutex_lock(&mpi_lock);
@@ -186,11 +189,17 @@ static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
                               "dist_sync: rank %d: no answer from the other processes "
                               "within %g s (a process died?) during %s",
                               c->base.rank, c->timeout_s, what);
-        if (spins > 5000) { /* a long wait (a peer asleep, a slow network): nap */
-            struct timespec ts = {0, 20000};
+        /* spin up to MXC__SPIN_NS (the rule of every wait in mxc), yielding now and then
+         * so that a peer rank sharing this core can run; then nap 10 µs per poll (the
+         * communication thread's timer slack is 1 µs, so the nap is not 60 µs) */
+        if (spins < 64 || now_s() < spin_until) {
+            if ((spins & 15) == 15)
+                sched_yield();
+            else
+                mxc__cpu_relax();
+        } else {
+            struct timespec ts = {0, 10000};
             nanosleep(&ts, NULL);
-        } else if (spins > 200) {
-            sched_yield();
         }
     }
 }
@@ -492,78 +501,168 @@ static void set_broken(struct mpi_comm *c, const char *msg) {
     mxc__mutex_unlock(&mpi_lock);
 }
 
-/* Works through `agreed - done_count` pending requests in deterministic units. Returns
- * true once the stop request was reached. */
-static bool run_agreed(struct mpi_comm *c, int64_t agreed, int *rc) {
-    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
-    int64_t bucket_max = c->bucket_bytes / (int64_t)sizeof(float);
-    while (c->done_count < agreed && *rc == MXC_OK) {
-        struct req *q = c->pending;
-        if (q->kind == REQ_STOP)
-            return true;
-        if (q->n > small_max) {
-            *rc = run_large(c, q);
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", *rc == MXC_OK ? "" : mxc_last_error());
-            c->pending = q->next;
-            c->done_count++;
-            complete(q, *rc, msg);
-        } else {
-            int count = 0;
-            int64_t total = 0;
-            for (struct req *p = q; p && c->done_count + count < agreed && p->kind == REQ_DATA &&
-                                    p->n <= small_max && (count == 0 || total + p->n <= bucket_max);
-                 p = p->next) {
-                total += p->n;
-                count++;
-            }
-            *rc = run_bucket(c, q, count, total);
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", *rc == MXC_OK ? "" : mxc_last_error());
-            for (int i = 0; i < count; i++) {
-                struct req *p = c->pending;
-                c->pending = p->next;
-                complete(p, *rc, msg);
-            }
-            c->done_count += count;
-        }
-        if (!c->pending)
-            c->pending_tail = NULL;
-    }
-    return false;
+/* ---- Rounds: agreement and the bucket in one message ---------------------------------- */
+
+/* A round's message: ROUND_HDR floats of header (the sender's request count, an int64),
+ * then the sender's bucket. */
+enum { ROUND_HDR = 4 };
+
+static int64_t hdr_get(const float *buf) {
+    int64_t v;
+    memcpy(&v, buf, sizeof v);
+    return v;
 }
 
-/* The least of `mine` over every process, by one message to and from each other one
- * (tag 8; the same pairs in the same order every round, so rounds never mix): one
- * latency, where OpenMPI's non-blocking MPI_Iallreduce took several. */
-static int agree(struct mpi_comm *c, int64_t mine, int64_t *agreed) {
-    int p = c->base.size, r = c->base.rank, n = 0, err = MPI_SUCCESS;
-    c->counts[r] = mine;
+static void hdr_set(float *buf, int64_t v) { memcpy(buf, &v, sizeof v); }
+
+/* The bucket at the head of the pending requests when `limit` requests (done ones
+ * included) are known to every process: how many requests, their total size in *floats.
+ * The cut depends only on the request sequence and `limit`, and the cut for a smaller
+ * limit is a prefix of the cut for a larger one. */
+static int cut_bucket(struct mpi_comm *c, int64_t limit, int64_t *floats) {
+    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
+    int64_t bucket_max = c->bucket_bytes / (int64_t)sizeof(float);
+    int count = 0;
+    int64_t total = 0;
+    for (struct req *p = c->pending;
+         p && c->done_count + count < limit && p->kind == REQ_DATA && p->n <= small_max &&
+         (count == 0 || total + p->n <= bucket_max);
+         p = p->next) {
+        total += p->n;
+        count++;
+    }
+    *floats = total;
+    return count;
+}
+
+/* Sends xbuf (header + `floats`) to process `to` and receives a round message from
+ * `from` into rbuf (either -1: none), concurrently (tag 9). */
+static int round_msg(struct mpi_comm *c, int to, int64_t floats, int from) {
+    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int cap = (int)((c->bucket_bytes / (int64_t)sizeof(float) + ROUND_HDR) * sizeof(float));
+    int err = MPI_SUCCESS;
     mxc__mutex_lock(&mpi_lock);
-    for (int o = 0; o < p && err == MPI_SUCCESS; o++)
-        if (o != r)
-            err = MPI_Irecv(&c->counts[o], 1, MPI_INT64_T, o, 8, c->data_comm, &c->reqs[n++]);
-    for (int o = 0; o < p && err == MPI_SUCCESS; o++)
-        if (o != r)
-            err = MPI_Isend(&c->counts[r], 1, MPI_INT64_T, o, 8, c->data_comm, &c->reqs[n++]);
+    if (from >= 0)
+        err = MPI_Irecv(c->rbuf, cap, MPI_BYTE, from, 9, c->data_comm, &rq[0]);
+    if (err == MPI_SUCCESS && to >= 0)
+        err = MPI_Isend(c->xbuf, (int)((floats + ROUND_HDR) * (int64_t)sizeof(float)), MPI_BYTE, to,
+                        9, c->data_comm, &rq[1]);
     mxc__mutex_unlock(&mpi_lock);
     if (err != MPI_SUCCESS)
         return mpi_failed(c, err, "MPI_Isend/MPI_Irecv");
-    for (int i = 0; i < n; i++) {
-        int rc = wait_request(c, &c->reqs[i], "allreduce");
-        if (rc != MXC_OK)
-            return rc;
-    }
-    *agreed = mine;
-    for (int o = 0; o < p; o++)
-        *agreed = c->counts[o] < *agreed ? c->counts[o] : *agreed;
+    for (int i = 0; i < 2; i++)
+        if (rq[i] != MPI_REQUEST_NULL) {
+            int rc = wait_request(c, &rq[i], "allreduce");
+            if (rc != MXC_OK)
+                return rc;
+        }
     return MXC_OK;
+}
+
+/* Combines the partner's round message (rbuf) into ours (xbuf): the count becomes the
+ * least of the two, and the bucket that count cuts — a prefix of both — the sum of the
+ * two, the lower rank's partial sum first. Both partners compute the same bits. */
+static int64_t combine(struct mpi_comm *c, int64_t mine, bool me_lower) {
+    int64_t theirs = hdr_get(c->rbuf), m = theirs < mine ? theirs : mine, n = 0;
+    cut_bucket(c, m, &n);
+    float *x = c->xbuf + ROUND_HDR;
+    const float *y = c->rbuf + ROUND_HDR;
+    if (me_lower)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] + y[i];
+    else
+        for (int64_t i = 0; i < n; i++)
+            x[i] = y[i] + x[i];
+    hdr_set(c->xbuf, m);
+    return m;
+}
+
+/* One round. Every process offers its request count and the bucket that count cuts at
+ * the head of its pending requests; a recursive doubling over the largest power of two
+ * p2 ≤ p processes (the others first fold theirs into process r - p2 and get the result
+ * back at the end) leaves on every process the least count (the agreement) and the sum
+ * of the bucket that count cuts, bitwise identical everywhere. The bucket's requests are
+ * then complete; so are the large requests that follow within the agreed count (summed
+ * by the ring). Returns true once the stop request is reached; *rc the first failure
+ * (the bucket's requests are then left to the broken communicator). */
+static bool run_round(struct mpi_comm *c, int *rc) {
+    int p = c->base.size, r = c->base.rank, p2 = 1;
+    while (p2 * 2 <= p)
+        p2 *= 2;
+    int64_t m = c->taken, floats = 0, off = 0;
+    int count = cut_bucket(c, m, &floats);
+    hdr_set(c->xbuf, m);
+    struct req *q = c->pending;
+    for (int i = 0; i < count; i++, q = q->next) {
+        memcpy(c->xbuf + ROUND_HDR + off, q->data, (size_t)q->n * sizeof(float));
+        off += q->n;
+    }
+    const float *res = c->xbuf;
+    if (r >= p2) {
+        *rc = round_msg(c, r - p2, floats, r - p2);
+        res = c->rbuf;
+        if (*rc == MXC_OK)
+            m = hdr_get(c->rbuf);
+    } else {
+        if (r + p2 < p) {
+            *rc = round_msg(c, -1, 0, r + p2);
+            if (*rc == MXC_OK)
+                m = combine(c, m, true);
+        }
+        for (int mask = 1; mask < p2 && *rc == MXC_OK; mask <<= 1) {
+            int o = r ^ mask;
+            cut_bucket(c, m, &floats);
+            *rc = round_msg(c, o, floats, o);
+            if (*rc == MXC_OK)
+                m = combine(c, m, r < o);
+        }
+        if (*rc == MXC_OK && r + p2 < p) {
+            cut_bucket(c, m, &floats);
+            *rc = round_msg(c, r + p2, floats, -1);
+        }
+    }
+    if (*rc != MXC_OK)
+        return false;
+    count = cut_bucket(c, m, &floats);
+    off = 0;
+    for (int i = 0; i < count; i++) {
+        q = c->pending;
+        c->pending = q->next;
+        memcpy(q->data, res + ROUND_HDR + off, (size_t)q->n * sizeof(float));
+        off += q->n;
+        complete(q, MXC_OK, "");
+    }
+    c->done_count += count;
+    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
+    while (c->done_count < m && *rc == MXC_OK) {
+        q = c->pending;
+        if (q->kind == REQ_STOP)
+            return true;
+        if (q->n <= small_max)
+            break; /* the next round's bucket */
+        *rc = run_large(c, q);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", *rc == MXC_OK ? "" : mxc_last_error());
+        c->pending = q->next;
+        c->done_count++;
+        complete(q, *rc, msg);
+    }
+    if (!c->pending)
+        c->pending_tail = NULL;
+    return false;
 }
 
 static void *comm_main(void *arg) {
     struct mpi_comm *c = arg;
     long idle_ns = 0;
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* naps of 10-20 µs, not 60-70 µs */
     for (;;) {
+        /* just idle: spin up to MXC__SPIN_NS for the next request before the first nap
+         * (a step's keys come microseconds apart); later idle rounds only nap */
+        if (idle_ns == 20000)
+            for (mxc__spin sp = {0, 0}; mxc__spin_more(&sp);)
+                if (atomic_load_explicit(&c->arrived, memory_order_acquire) != c->taken)
+                    break;
         mxc__mutex_lock(&c->lock);
         if (idle_ns > 0 && !c->head && !c->broken) {
             struct timespec ts;
@@ -604,19 +703,18 @@ static void *comm_main(void *arg) {
             continue;
         }
 
-        int64_t agreed = 0;
-        int rc = agree(c, c->taken, &agreed);
+        int64_t before = c->done_count;
+        int rc = MXC_OK;
+        if (run_round(c, &rc)) {
+            struct req *q = c->pending;
+            c->pending = q->next;
+            mxc__free(q);
+            fail_pending(c, "dist_sync: the communicator was freed");
+            return NULL;
+        }
+        /* sleep only with nothing to do: a request the others have yet to receive
+         * means they are about to, and their round must find this one awake */
         if (rc == MXC_OK) {
-            int64_t before = c->done_count;
-            if (run_agreed(c, agreed, &rc)) {
-                struct req *q = c->pending;
-                c->pending = q->next;
-                mxc__free(q);
-                fail_pending(c, "dist_sync: the communicator was freed");
-                return NULL;
-            }
-            /* sleep only with nothing to do: a request the others have yet to receive
-             * means they are about to, and their round must find this one awake */
             if (c->done_count == before && !c->pending)
                 idle_ns = idle_ns == 0 ? 20000 : (idle_ns * 2 > 2000000 ? 2000000 : idle_ns * 2);
             else
@@ -638,6 +736,7 @@ static void enqueue(struct mpi_comm *c, struct req *q) {
         c->head = q;
     c->tail = q;
     c->received++;
+    atomic_store_explicit(&c->arrived, c->received, memory_order_release);
     mxc__cond_signal(&c->cond);
     mxc__mutex_unlock(&c->lock);
 }
@@ -685,8 +784,8 @@ static void comm_free(struct mxc__kv_comm *base) {
     if (!broken) { /* else MPI may still write into them */
         mxc__free(c->bucket);
         mxc__free(c->block);
-        mxc__free(c->counts);
-        mxc__free(c->reqs);
+        mxc__free(c->xbuf);
+        mxc__free(c->rbuf);
     }
     mxc__mutex_destroy(&c->lock);
     mxc__cond_destroy(&c->cond);
@@ -729,6 +828,10 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
         c->timeout_s = 60;
     c->fusion_bytes = env_bytes("MXC_KV_FUSION_BYTES", 64 << 10, 4);
     c->bucket_bytes = env_bytes("MXC_KV_BUCKET_BYTES", 1 << 20, 4);
+    if (c->bucket_bytes > (int64_t)1 << 30) /* a round's message counts bytes in an int */
+        c->bucket_bytes = (int64_t)1 << 30;
+    if (c->fusion_bytes > c->bucket_bytes)
+        c->fusion_bytes = c->bucket_bytes;
     if (c->bucket_bytes < c->fusion_bytes)
         c->bucket_bytes = c->fusion_bytes;
     c->chunk_bytes = env_bytes("MXC_KV_CHUNK_BYTES", 8 << 20, 4096);
@@ -772,9 +875,11 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
     c->block_cap = c->chunk_bytes / (int64_t)sizeof(float) / size + c->bucket_cap / size + 1;
     c->bucket = mxc__malloc((size_t)c->bucket_cap * sizeof(float));
     c->block = mxc__malloc((size_t)c->block_cap * sizeof(float));
-    c->counts = mxc__calloc((size_t)size, sizeof(int64_t));
-    c->reqs = mxc__calloc((size_t)size * 2, sizeof(MPI_Request));
-    MXC_CHECK(c->bucket && c->block && c->counts && c->reqs, MXC_ENOMEM,
+    size_t xbytes =
+        ((size_t)(c->bucket_bytes / (int64_t)sizeof(float)) + ROUND_HDR) * sizeof(float);
+    c->xbuf = mxc__malloc(xbytes);
+    c->rbuf = mxc__malloc(xbytes);
+    MXC_CHECK(c->bucket && c->block && c->xbuf && c->rbuf, MXC_ENOMEM,
               "dist_sync: out of memory for the buckets");
     if (size > 1) {
         MXC_TRY(mxc__thread_start(&c->thread, comm_main, c, "mxc-kv-mpi"));
