@@ -10,19 +10,25 @@
  * by MXC_KV_TIMEOUT_S (default 60 s): a process that died makes the others fail with
  * MXC_EDEVICE, never hang.
  *
- * Agreement. Fusion must cut the same buckets on every process, but which requests have
- * arrived when the thread looks depends on timing. So the thread agrees with the others
- * first: each round it takes the least, over the processes, of how many requests each
- * has received (each sends its count to every other), then works through that many, which
- * every process has, in order. Bucket boundaries then depend only on the agreed count
- * and the sizes of the requests, identical everywhere. An idle thread repeats the round
- * with a growing sleep (up to 2 ms), woken at once by a new request.
+ * Rounds. Fusion must cut the same buckets on every process, but which requests have
+ * arrived when the thread looks depends on timing. So each round the processes agree on
+ * the least, over the processes, of how many requests each has received, and work
+ * through that many, which every process has, in order: bucket boundaries depend only on
+ * the agreed count and the sizes of the requests, identical everywhere. The agreement
+ * travels with the data: each process sends its count together with the bucket its own
+ * count cuts at the head of its requests; the bucket a smaller count cuts is a prefix of
+ * it, so the partners add the prefix the lesser count cuts (run_round). An idle thread
+ * spins up to 50 µs for a request, then repeats the round with a growing sleep (up to
+ * 2 ms), woken at once by a new request.
  *
- * Sum. MPI_Allreduce does not promise the same bits on every process. Each unit is a
- * ring reduce-scatter over point-to-point messages, in which each block is added up by
- * this file's loop along the ring and finished by one process only, then a ring
- * allgather that copies the finished blocks to everyone: every process ends with the
- * very bits that the block's last owner computed, in an order fixed by construction.
+ * Sum. MPI_Allreduce does not promise the same bits on every process. A round's bucket
+ * is summed by recursive doubling over point-to-point messages (log2 p steps of one
+ * message each way; the ranks beyond the largest power of two fold in first and get the
+ * result at the end): both partners of a step compute lower + higher from the same two
+ * partial sums, so they hold the same bits, step after step. A large request is a ring
+ * reduce-scatter, in which each block is added up by this file's loop along the ring and
+ * finished by one process only, then a ring allgather that copies the finished blocks to
+ * everyone: every process ends with the very bits that the block's last owner computed.
  *
  * Units. Requests below MXC_KV_FUSION_BYTES (default 64 KiB) are copied one after the
  * other into a bucket of up to MXC_KV_BUCKET_BYTES (default 1 MiB), summed at once and
@@ -189,14 +195,12 @@ static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
                               "dist_sync: rank %d: no answer from the other processes "
                               "within %g s (a process died?) during %s",
                               c->base.rank, c->timeout_s, what);
-        /* spin up to MXC__SPIN_NS (the rule of every wait in mxc), yielding now and then
-         * so that a peer rank sharing this core can run; then nap 10 µs per poll (the
-         * communication thread's timer slack is 1 µs, so the nap is not 60 µs) */
+        /* poll up to MXC__SPIN_NS (the rule of every wait in mxc), yielding the core at
+         * each poll so that the threads we wait for (a peer rank, this rank's engine) can
+         * run on an oversubscribed machine; then nap 10 µs per poll (the communication
+         * thread's timer slack is 1 µs, so a nap is not the default 60 µs) */
         if (spins < 64 || now_s() < spin_until) {
-            if ((spins & 15) == 15)
-                sched_yield();
-            else
-                mxc__cpu_relax();
+            sched_yield();
         } else {
             struct timespec ts = {0, 10000};
             nanosleep(&ts, NULL);
@@ -659,10 +663,13 @@ static void *comm_main(void *arg) {
     for (;;) {
         /* just idle: spin up to MXC__SPIN_NS for the next request before the first nap
          * (a step's keys come microseconds apart); later idle rounds only nap */
-        if (idle_ns == 20000)
-            for (mxc__spin sp = {0, 0}; mxc__spin_more(&sp);)
+        if (idle_ns == 20000) {
+            for (mxc__spin sp = {0, 0}; mxc__spin_more(&sp);) {
                 if (atomic_load_explicit(&c->arrived, memory_order_acquire) != c->taken)
                     break;
+                sched_yield();
+            }
+        }
         mxc__mutex_lock(&c->lock);
         if (idle_ns > 0 && !c->head && !c->broken) {
             struct timespec ts;
