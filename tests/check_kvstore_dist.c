@@ -429,13 +429,14 @@ END_TEST
 
 /* Keys that reach the ranks at different paces, so that a round meets different counts
  * on different ranks (each offers the bucket its own count cuts; the sum covers the
- * prefix the least count cuts), small and large mixed, with small buckets: the sums
- * are the exact ones and bitwise the same everywhere. */
+ * prefix the least count cuts), small and large mixed, with buckets both below and above
+ * what a round carries (the larger ones by the ring): the sums are the exact ones and
+ * bitwise the same everywhere. */
 START_TEST(test_uneven_arrival) {
     enum { KEYS = 200 };
     struct mxc__kv_comm *saved = comm;
-    setenv("MXC_KV_FUSION_BYTES", "8192", 1);
-    setenv("MXC_KV_BUCKET_BYTES", "16384", 1);
+    setenv("MXC_KV_FUSION_BYTES", "49152", 1);
+    setenv("MXC_KV_BUCKET_BYTES", "65536", 1);
     int rc = mxc__kv_comm_mpi(&comm);
     unsetenv("MXC_KV_FUSION_BYTES");
     unsetenv("MXC_KV_BUCKET_BYTES");
@@ -445,14 +446,16 @@ START_TEST(test_uneven_arrival) {
     int64_t n[KEYS];
     float *a[KEYS];
     for (int k = 0; k < KEYS; k++) {
-        n[k] = 1 + mxct_rng_below(&g, k % 40 == 0 ? 20000 : 3000);
+        /* a few large keys (> 12288 floats), some small ones above what a round carries
+         * (8188 floats) */
+        n[k] = 1 + mxct_rng_below(&g, k % 40 == 0 ? 30000 : k % 7 == 0 ? 12000 : 3000);
         a[k] = malloc((size_t)n[k] * sizeof(float));
         for (int64_t i = 0; i < n[k]; i++)
             a[k][i] = exact_value(comm->rank, k, i);
     }
     for (int k = 0; k < KEYS; k++) {
         push_allreduce(k, a[k], n[k]);
-        if (k % (comm->rank + 2) == 0) /* each rank its own pace */
+        if (k % (comm->rank + 2) == 0 && k % 100 > 50) /* each rank its own pace */
             usleep(20 * (useconds_t)(comm->rank + 1));
     }
     CK_OK(mxc_engine_wait_all(engine));
