@@ -10,19 +10,26 @@
  * by MXC_KV_TIMEOUT_S (default 60 s): a process that died makes the others fail with
  * MXC_EDEVICE, never hang.
  *
- * Agreement. Fusion must cut the same buckets on every process, but which requests have
- * arrived when the thread looks depends on timing. So the thread agrees with the others
- * first: each round it takes the least, over the processes, of how many requests each
- * has received (each sends its count to every other), then works through that many, which
- * every process has, in order. Bucket boundaries then depend only on the agreed count
- * and the sizes of the requests, identical everywhere. An idle thread repeats the round
- * with a growing sleep (up to 2 ms), woken at once by a new request.
+ * Rounds. Fusion must cut the same buckets on every process, but which requests have
+ * arrived when the thread looks depends on timing. So each round the processes agree on
+ * the least, over the processes, of how many requests each has received, and work
+ * through that many, which every process has, in order: bucket boundaries depend only on
+ * the agreed count and the sizes of the requests, identical everywhere. The agreement
+ * travels with the data: each process sends its count together with the bucket its own
+ * count cuts at the head of its requests; the bucket a smaller count cuts is a prefix of
+ * it, so the partners add the prefix the lesser count cuts (run_round). An idle thread
+ * spins up to 50 µs for a request, then repeats the round with a growing sleep (up to
+ * 2 ms), woken at once by a new request.
  *
- * Sum. MPI_Allreduce does not promise the same bits on every process. Each unit is a
- * ring reduce-scatter over point-to-point messages, in which each block is added up by
- * this file's loop along the ring and finished by one process only, then a ring
- * allgather that copies the finished blocks to everyone: every process ends with the
- * very bits that the block's last owner computed, in an order fixed by construction.
+ * Sum. MPI_Allreduce does not promise the same bits on every process. A round's bucket
+ * (at most 32 KiB on every process, else the round only agrees and the bucket goes
+ * through the ring after it) is summed by recursive doubling over point-to-point messages (log2 p steps of one
+ * message each way; the ranks beyond the largest power of two fold in first and get the
+ * result at the end): both partners of a step compute lower + higher from the same two
+ * partial sums, so they hold the same bits, step after step. A large request is a ring
+ * reduce-scatter, in which each block is added up by this file's loop along the ring and
+ * finished by one process only, then a ring allgather that copies the finished blocks to
+ * everyone: every process ends with the very bits that the block's last owner computed.
  *
  * Units. Requests below MXC_KV_FUSION_BYTES (default 64 KiB) are copied one after the
  * other into a bucket of up to MXC_KV_BUCKET_BYTES (default 1 MiB), summed at once and
@@ -45,9 +52,11 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
 #include "common/thread.h"
 
 #include <mpi.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 /* ---- MPI once per process ---------------------------------------------------------- */
@@ -148,6 +157,7 @@ struct mpi_comm {
     mxc__cond cond;
     struct req *head, *tail; /* received, not yet taken by the thread */
     int64_t received;        /* requests received in all */
+    atomic_llong arrived;    /* the same, read without the lock by the idle spin */
     bool broken;             /* after a failure every request fails at once */
     char broken_msg[256];
     mxc__thread thread;
@@ -158,15 +168,15 @@ struct mpi_comm {
     struct req *pending, *pending_tail; /* taken, not yet agreed and done */
     int64_t taken, done_count;
     float *bucket, *block; /* bucket_bytes (+ padding) and its share per process */
-    int64_t *counts;       /* each process's count in an agreement round */
-    MPI_Request *reqs;     /* its messages */
+    float *xbuf, *rbuf;    /* a round's message: header (ROUND_HDR floats) + bucket */
     int64_t bucket_cap, block_cap;
 };
 
 static double now_s(void) { return (double)mxc__now_ns() * 1e-9; }
 
 static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
-    double deadline = now_s() + c->timeout_s;
+    double start = now_s(), deadline = start + c->timeout_s;
+    double spin_until = start + MXC__SPIN_NS * 1e-9;
     for (long spins = 0;; spins++) {
         int flag = 0;
         mxc__mutex_lock(&mpi_lock);
@@ -186,11 +196,15 @@ static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
                               "dist_sync: rank %d: no answer from the other processes "
                               "within %g s (a process died?) during %s",
                               c->base.rank, c->timeout_s, what);
-        if (spins > 5000) { /* a long wait (a peer asleep, a slow network): nap */
-            struct timespec ts = {0, 20000};
-            nanosleep(&ts, NULL);
-        } else if (spins > 200) {
+        /* poll up to MXC__SPIN_NS (the rule of every wait in mxc), yielding the core at
+         * each poll so that the threads we wait for (a peer rank, this rank's engine) can
+         * run on an oversubscribed machine; then nap 10 µs per poll (the communication
+         * thread's timer slack is 1 µs, so a nap is not the default 60 µs) */
+        if (spins < 64 || now_s() < spin_until) {
             sched_yield();
+        } else {
+            struct timespec ts = {0, 10000};
+            nanosleep(&ts, NULL);
         }
     }
 }
@@ -492,78 +506,192 @@ static void set_broken(struct mpi_comm *c, const char *msg) {
     mxc__mutex_unlock(&mpi_lock);
 }
 
-/* Works through `agreed - done_count` pending requests in deterministic units. Returns
- * true once the stop request was reached. */
-static bool run_agreed(struct mpi_comm *c, int64_t agreed, int *rc) {
-    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
-    int64_t bucket_max = c->bucket_bytes / (int64_t)sizeof(float);
-    while (c->done_count < agreed && *rc == MXC_OK) {
-        struct req *q = c->pending;
-        if (q->kind == REQ_STOP)
-            return true;
-        if (q->n > small_max) {
-            *rc = run_large(c, q);
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", *rc == MXC_OK ? "" : mxc_last_error());
-            c->pending = q->next;
-            c->done_count++;
-            complete(q, *rc, msg);
-        } else {
-            int count = 0;
-            int64_t total = 0;
-            for (struct req *p = q; p && c->done_count + count < agreed && p->kind == REQ_DATA &&
-                                    p->n <= small_max && (count == 0 || total + p->n <= bucket_max);
-                 p = p->next) {
-                total += p->n;
-                count++;
-            }
-            *rc = run_bucket(c, q, count, total);
-            char msg[256];
-            snprintf(msg, sizeof msg, "%s", *rc == MXC_OK ? "" : mxc_last_error());
-            for (int i = 0; i < count; i++) {
-                struct req *p = c->pending;
-                c->pending = p->next;
-                complete(p, *rc, msg);
-            }
-            c->done_count += count;
-        }
-        if (!c->pending)
-            c->pending_tail = NULL;
-    }
-    return false;
+/* ---- Rounds: agreement and the bucket in one message ---------------------------------- */
+
+/* A round's message: ROUND_HDR floats of header (two int64: the sender's request count
+ * and whether it carries its bucket), then that bucket when it does. A bucket of more than
+ * ROUND_FLOATS (32 KiB with the header) is summed by the ring after the round instead:
+ * on one host a single exchange of more than OpenMPI's 32 KiB shared-memory fragment was
+ * slower than the ring's two half-size steps (64 KiB: 0.41 against 0.53 GB/s). */
+enum { ROUND_HDR = 4, ROUND_FLOATS = 8192 - ROUND_HDR };
+
+static int64_t hdr_get(const float *buf, int i) {
+    int64_t v;
+    memcpy(&v, (const char *)buf + i * sizeof v, sizeof v);
+    return v;
 }
 
-/* The least of `mine` over every process, by one message to and from each other one
- * (tag 8; the same pairs in the same order every round, so rounds never mix): one
- * latency, where OpenMPI's non-blocking MPI_Iallreduce took several. */
-static int agree(struct mpi_comm *c, int64_t mine, int64_t *agreed) {
-    int p = c->base.size, r = c->base.rank, n = 0, err = MPI_SUCCESS;
-    c->counts[r] = mine;
+static void hdr_set(float *buf, int i, int64_t v) {
+    memcpy((char *)buf + i * sizeof v, &v, sizeof v);
+}
+
+/* The bucket at the head of the pending requests when `limit` requests (done ones
+ * included) are known to every process: how many requests, their total size in *floats.
+ * The cut depends only on the request sequence and `limit`, and the cut for a smaller
+ * limit is a prefix of the cut for a larger one. */
+static int cut_bucket(struct mpi_comm *c, int64_t limit, int64_t *floats) {
+    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
+    int64_t bucket_max = c->bucket_bytes / (int64_t)sizeof(float);
+    int count = 0;
+    int64_t total = 0;
+    for (struct req *p = c->pending;
+         p && c->done_count + count < limit && p->kind == REQ_DATA && p->n <= small_max &&
+         (count == 0 || total + p->n <= bucket_max);
+         p = p->next) {
+        total += p->n;
+        count++;
+    }
+    *floats = total;
+    return count;
+}
+
+/* Sends xbuf (header + `floats`) to process `to` and receives a round message from
+ * `from` into rbuf (either -1: none), concurrently (tag 9). */
+static int round_msg(struct mpi_comm *c, int to, int64_t floats, int from) {
+    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int cap = (int)((ROUND_FLOATS + ROUND_HDR) * sizeof(float));
+    int err = MPI_SUCCESS;
     mxc__mutex_lock(&mpi_lock);
-    for (int o = 0; o < p && err == MPI_SUCCESS; o++)
-        if (o != r)
-            err = MPI_Irecv(&c->counts[o], 1, MPI_INT64_T, o, 8, c->data_comm, &c->reqs[n++]);
-    for (int o = 0; o < p && err == MPI_SUCCESS; o++)
-        if (o != r)
-            err = MPI_Isend(&c->counts[r], 1, MPI_INT64_T, o, 8, c->data_comm, &c->reqs[n++]);
+    if (from >= 0)
+        err = MPI_Irecv(c->rbuf, cap, MPI_BYTE, from, 9, c->data_comm, &rq[0]);
+    if (err == MPI_SUCCESS && to >= 0)
+        err = MPI_Isend(c->xbuf, (int)((floats + ROUND_HDR) * (int64_t)sizeof(float)), MPI_BYTE, to,
+                        9, c->data_comm, &rq[1]);
     mxc__mutex_unlock(&mpi_lock);
     if (err != MPI_SUCCESS)
         return mpi_failed(c, err, "MPI_Isend/MPI_Irecv");
-    for (int i = 0; i < n; i++) {
-        int rc = wait_request(c, &c->reqs[i], "allreduce");
-        if (rc != MXC_OK)
-            return rc;
-    }
-    *agreed = mine;
-    for (int o = 0; o < p; o++)
-        *agreed = c->counts[o] < *agreed ? c->counts[o] : *agreed;
+    for (int i = 0; i < 2; i++)
+        if (rq[i] != MPI_REQUEST_NULL) {
+            int rc = wait_request(c, &rq[i], "allreduce");
+            if (rc != MXC_OK)
+                return rc;
+        }
     return MXC_OK;
+}
+
+/* How many floats of xbuf a round message carries with count `m`. */
+static int64_t carried_floats(struct mpi_comm *c, int64_t m) {
+    int64_t n = 0;
+    cut_bucket(c, m, &n);
+    return hdr_get(c->xbuf, 1) ? n : 0;
+}
+
+/* Combines the partner's round message (rbuf) into ours (xbuf): the count becomes the
+ * least of the two; when both carry their buckets, the bucket that count cuts — a prefix
+ * of both — becomes the sum of the two, the lower rank's partial sum first. Both partners
+ * compute the same bits. */
+static int64_t combine(struct mpi_comm *c, int64_t mine, bool me_lower) {
+    int64_t theirs = hdr_get(c->rbuf, 0), m = theirs < mine ? theirs : mine, n = 0;
+    bool carried = hdr_get(c->xbuf, 1) && hdr_get(c->rbuf, 1);
+    cut_bucket(c, m, &n);
+    float *x = c->xbuf + ROUND_HDR;
+    const float *y = c->rbuf + ROUND_HDR;
+    if (carried && me_lower)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] + y[i];
+    else if (carried)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = y[i] + x[i];
+    hdr_set(c->xbuf, 0, m);
+    hdr_set(c->xbuf, 1, carried);
+    return m;
+}
+
+/* One round. Every process offers its request count and the bucket that count cuts at
+ * the head of its pending requests (when it has at most ROUND_FLOATS); a recursive
+ * doubling over the largest power of two p2 ≤ p processes (the others first fold theirs
+ * into process r - p2 and get the result back at the end) leaves on every process the
+ * least count (the agreement) and, when every process carried its bucket, the sum of the
+ * bucket that count cuts, bitwise identical everywhere; else that bucket is summed by
+ * the ring now. The bucket's requests are then complete; so are the large requests that
+ * follow within the agreed count (the ring). Returns true once the stop request is
+ * reached; *rc the first failure (the pending requests are then left to the broken
+ * communicator). */
+static bool run_round(struct mpi_comm *c, int *rc) {
+    int p = c->base.size, r = c->base.rank, p2 = 1;
+    while (p2 * 2 <= p)
+        p2 *= 2;
+    int64_t m = c->taken, floats = 0, off = 0;
+    int count = cut_bucket(c, m, &floats);
+    hdr_set(c->xbuf, 0, m);
+    hdr_set(c->xbuf, 1, floats <= ROUND_FLOATS);
+    struct req *q = c->pending;
+    for (int i = 0; i < count && floats <= ROUND_FLOATS; i++, q = q->next) {
+        memcpy(c->xbuf + ROUND_HDR + off, q->data, (size_t)q->n * sizeof(float));
+        off += q->n;
+    }
+    const float *res = c->xbuf;
+    if (r >= p2) {
+        *rc = round_msg(c, r - p2, carried_floats(c, m), r - p2);
+        res = c->rbuf;
+        if (*rc == MXC_OK)
+            m = hdr_get(c->rbuf, 0);
+    } else {
+        if (r + p2 < p) {
+            *rc = round_msg(c, -1, 0, r + p2);
+            if (*rc == MXC_OK)
+                m = combine(c, m, true);
+        }
+        for (int mask = 1; mask < p2 && *rc == MXC_OK; mask <<= 1) {
+            int o = r ^ mask;
+            *rc = round_msg(c, o, carried_floats(c, m), o);
+            if (*rc == MXC_OK)
+                m = combine(c, m, r < o);
+        }
+        if (*rc == MXC_OK && r + p2 < p)
+            *rc = round_msg(c, r + p2, carried_floats(c, m), -1);
+    }
+    if (*rc != MXC_OK)
+        return false;
+    count = cut_bucket(c, m, &floats);
+    if (count > 0 && !hdr_get(res, 1)) {
+        *rc = run_bucket(c, c->pending, count, floats); /* the ring */
+        if (*rc != MXC_OK)
+            return false;
+    }
+    off = 0;
+    for (int i = 0; i < count; i++) {
+        q = c->pending;
+        c->pending = q->next;
+        if (hdr_get(res, 1))
+            memcpy(q->data, res + ROUND_HDR + off, (size_t)q->n * sizeof(float));
+        off += q->n;
+        complete(q, MXC_OK, "");
+    }
+    c->done_count += count;
+    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
+    while (c->done_count < m && *rc == MXC_OK) {
+        q = c->pending;
+        if (q->kind == REQ_STOP)
+            return true;
+        if (q->n <= small_max)
+            break; /* the next round's bucket */
+        *rc = run_large(c, q);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", *rc == MXC_OK ? "" : mxc_last_error());
+        c->pending = q->next;
+        c->done_count++;
+        complete(q, *rc, msg);
+    }
+    if (!c->pending)
+        c->pending_tail = NULL;
+    return false;
 }
 
 static void *comm_main(void *arg) {
     struct mpi_comm *c = arg;
     long idle_ns = 0;
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* naps of 10-20 µs, not 60-70 µs */
     for (;;) {
+        /* just idle: spin up to MXC__SPIN_NS for the next request before the first nap
+         * (a step's keys come microseconds apart); later idle rounds only nap */
+        if (idle_ns == 20000) {
+            for (mxc__spin sp = {0, 0}; mxc__spin_more(&sp);) {
+                if (atomic_load_explicit(&c->arrived, memory_order_acquire) != c->taken)
+                    break;
+                sched_yield();
+            }
+        }
         mxc__mutex_lock(&c->lock);
         if (idle_ns > 0 && !c->head && !c->broken) {
             struct timespec ts;
@@ -604,19 +732,18 @@ static void *comm_main(void *arg) {
             continue;
         }
 
-        int64_t agreed = 0;
-        int rc = agree(c, c->taken, &agreed);
+        int64_t before = c->done_count;
+        int rc = MXC_OK;
+        if (run_round(c, &rc)) {
+            struct req *q = c->pending;
+            c->pending = q->next;
+            mxc__free(q);
+            fail_pending(c, "dist_sync: the communicator was freed");
+            return NULL;
+        }
+        /* sleep only with nothing to do: a request the others have yet to receive
+         * means they are about to, and their round must find this one awake */
         if (rc == MXC_OK) {
-            int64_t before = c->done_count;
-            if (run_agreed(c, agreed, &rc)) {
-                struct req *q = c->pending;
-                c->pending = q->next;
-                mxc__free(q);
-                fail_pending(c, "dist_sync: the communicator was freed");
-                return NULL;
-            }
-            /* sleep only with nothing to do: a request the others have yet to receive
-             * means they are about to, and their round must find this one awake */
             if (c->done_count == before && !c->pending)
                 idle_ns = idle_ns == 0 ? 20000 : (idle_ns * 2 > 2000000 ? 2000000 : idle_ns * 2);
             else
@@ -638,6 +765,7 @@ static void enqueue(struct mpi_comm *c, struct req *q) {
         c->head = q;
     c->tail = q;
     c->received++;
+    atomic_store_explicit(&c->arrived, c->received, memory_order_release);
     mxc__cond_signal(&c->cond);
     mxc__mutex_unlock(&c->lock);
 }
@@ -685,8 +813,8 @@ static void comm_free(struct mxc__kv_comm *base) {
     if (!broken) { /* else MPI may still write into them */
         mxc__free(c->bucket);
         mxc__free(c->block);
-        mxc__free(c->counts);
-        mxc__free(c->reqs);
+        mxc__free(c->xbuf);
+        mxc__free(c->rbuf);
     }
     mxc__mutex_destroy(&c->lock);
     mxc__cond_destroy(&c->cond);
@@ -729,6 +857,10 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
         c->timeout_s = 60;
     c->fusion_bytes = env_bytes("MXC_KV_FUSION_BYTES", 64 << 10, 4);
     c->bucket_bytes = env_bytes("MXC_KV_BUCKET_BYTES", 1 << 20, 4);
+    if (c->bucket_bytes > (int64_t)1 << 30) /* MPI counts in an int */
+        c->bucket_bytes = (int64_t)1 << 30;
+    if (c->fusion_bytes > c->bucket_bytes)
+        c->fusion_bytes = c->bucket_bytes;
     if (c->bucket_bytes < c->fusion_bytes)
         c->bucket_bytes = c->fusion_bytes;
     c->chunk_bytes = env_bytes("MXC_KV_CHUNK_BYTES", 8 << 20, 4096);
@@ -772,9 +904,10 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
     c->block_cap = c->chunk_bytes / (int64_t)sizeof(float) / size + c->bucket_cap / size + 1;
     c->bucket = mxc__malloc((size_t)c->bucket_cap * sizeof(float));
     c->block = mxc__malloc((size_t)c->block_cap * sizeof(float));
-    c->counts = mxc__calloc((size_t)size, sizeof(int64_t));
-    c->reqs = mxc__calloc((size_t)size * 2, sizeof(MPI_Request));
-    MXC_CHECK(c->bucket && c->block && c->counts && c->reqs, MXC_ENOMEM,
+    size_t xbytes = (size_t)(ROUND_FLOATS + ROUND_HDR) * sizeof(float);
+    c->xbuf = mxc__malloc(xbytes);
+    c->rbuf = mxc__malloc(xbytes);
+    MXC_CHECK(c->bucket && c->block && c->xbuf && c->rbuf, MXC_ENOMEM,
               "dist_sync: out of memory for the buckets");
     if (size > 1) {
         MXC_TRY(mxc__thread_start(&c->thread, comm_main, c, "mxc-kv-mpi"));

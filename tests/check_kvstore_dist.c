@@ -427,6 +427,53 @@ START_TEST(test_fused_equals_one_by_one) {
 }
 END_TEST
 
+/* Keys that reach the ranks at different paces, so that a round meets different counts
+ * on different ranks (each offers the bucket its own count cuts; the sum covers the
+ * prefix the least count cuts), small and large mixed, with buckets both below and above
+ * what a round carries (the larger ones by the ring): the sums are the exact ones and
+ * bitwise the same everywhere. */
+START_TEST(test_uneven_arrival) {
+    enum { KEYS = 200 };
+    struct mxc__kv_comm *saved = comm;
+    setenv("MXC_KV_FUSION_BYTES", "49152", 1);
+    setenv("MXC_KV_BUCKET_BYTES", "65536", 1);
+    int rc = mxc__kv_comm_mpi(&comm);
+    unsetenv("MXC_KV_FUSION_BYTES");
+    unsetenv("MXC_KV_BUCKET_BYTES");
+    CK_OK(rc);
+    struct mxct_rng g;
+    mxct_rng_seed(&g, 7); /* the same sizes on every rank */
+    int64_t n[KEYS];
+    float *a[KEYS];
+    for (int k = 0; k < KEYS; k++) {
+        /* a few large keys (> 12288 floats), some small ones above what a round carries
+         * (8188 floats) */
+        n[k] = 1 + mxct_rng_below(&g, k % 40 == 0 ? 30000 : k % 7 == 0 ? 12000 : 3000);
+        a[k] = malloc((size_t)n[k] * sizeof(float));
+        for (int64_t i = 0; i < n[k]; i++)
+            a[k][i] = exact_value(comm->rank, k, i);
+    }
+    for (int k = 0; k < KEYS; k++) {
+        push_allreduce(k, a[k], n[k]);
+        if (k % (comm->rank + 2) == 0 && k % 100 > 50) /* each rank its own pace */
+            usleep(20 * (useconds_t)(comm->rank + 1));
+    }
+    CK_OK(mxc_engine_wait_all(engine));
+    uint64_t h = 0;
+    for (int k = 0; k < KEYS; k++) {
+        int64_t i = 0;
+        while (i < n[k] && a[k][i] == exact_sum(comm->size, k, i))
+            i++;
+        ck_assert_msg(i == n[k], "key %d [%lld] is not the exact sum", k, (long long)i);
+        h = mxct_mix64(h ^ hash_floats(a[k], n[k]));
+        free(a[k]);
+    }
+    ck_assert(same_everywhere(h));
+    comm->ops->free(comm);
+    comm = saved;
+}
+END_TEST
+
 START_TEST(test_check_keys) {
     int keys[4] = {0, 1, 3, 7};
     mxc_shape shapes[4] = {SHAPE(10), SHAPE(3, 4), SHAPE(5, 6, 7), SHAPE(1)};
@@ -628,12 +675,11 @@ static int rank_main(void) {
     const struct {
         const char *name;
         const TTest *test;
-    } cases[] = {{"sums_exact", test_sums_exact},
-                 {"bitwise", test_sums_bitwise_identical},
-                 {"fused", test_fused_equals_one_by_one},
-                 {"check_keys", test_check_keys},
-                 {"broadcast_barrier", test_broadcast_barrier},
-                 {"store", test_store_public_api}};
+    } cases[] = {
+        {"sums_exact", test_sums_exact},         {"bitwise", test_sums_bitwise_identical},
+        {"fused", test_fused_equals_one_by_one}, {"uneven", test_uneven_arrival},
+        {"check_keys", test_check_keys},         {"broadcast_barrier", test_broadcast_barrier},
+        {"store", test_store_public_api}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_add_test(tc, cases[i].test);
