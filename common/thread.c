@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -49,6 +50,11 @@ bool mxc__spin_more(mxc__spin *sp) {
     mxc__cpu_relax();
     if ((++sp->polls & 63) != 0)
         return true;
+    /* A thread that is runnable but has no core (the one this wait is for, on a machine
+     * with more busy threads than cores) gets this one now, not after the whole spin:
+     * without it a 4 KB dist_sync sum took 85 µs instead of 30 on 2 cores. Costs a
+     * system call every 64 polls when nobody waits. */
+    sched_yield();
     uint64_t now = mxc__now_ns();
     if (sp->start_ns == 0)
         sp->start_ns = now;
