@@ -234,7 +234,8 @@ install: lib
 	install -d $(PREFIX)/lib $(PREFIX)/include/mxc $(PREFIX)/lib/pkgconfig
 	install -m 644 $(LIB)/libmxc.a $(LIB)/libmxc.so $(PREFIX)/lib/
 	install -m 644 include/mxc/*.h $(PREFIX)/include/mxc/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' scripts/mxc.pc.in > $(PREFIX)/lib/pkgconfig/mxc.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' -e 's|@LIBS_PRIVATE@|$(strip $(LDLIBS))|' \
+	    scripts/mxc.pc.in > $(PREFIX)/lib/pkgconfig/mxc.pc
 
 clean:
 	rm -rf build build-address build-undefined build-thread build-cuda build-*-cuda build-clang \
