@@ -362,7 +362,17 @@ static int make_plan(const struct mxc__op_call *c, const struct conv_geom *g,
     if (slots > g->batch)
         slots = g->batch > 0 ? (int)g->batch : 1;
     int64_t per_slot = (g->batch + slots - 1) / slots;
-    size_t per_image = (size_t)((g->krows + g->ocg) * g->pix) * sizeof(float);
+    /* one image's columns, (krows + ocg) * pix floats: a huge kernel over a huge output
+     * (pads near INT64_MAX parse) can overflow before any memory is asked for */
+    int64_t rows = 0, per_image_floats = 0;
+    if (!mxc__mul_add(g->krows, 1, g->ocg, &rows) ||
+        !mxc__mul_add(0, rows, g->pix, &per_image_floats) ||
+        per_image_floats > (int64_t)(SIZE_MAX / sizeof(float) / 4))
+        return mxc__error(MXC_ENOMEM,
+                          "Convolution: one image's columns (%lld x %lld) need more memory than "
+                          "can be addressed",
+                          (long long)rows, (long long)g->pix);
+    size_t per_image = (size_t)per_image_floats * sizeof(float);
     size_t budget = (size_t)2 << 20; /* chunks that stay in a core's cache */
     if ((size_t)p->workspace << 20 < budget * (size_t)slots)
         budget = ((size_t)p->workspace << 20) / (size_t)slots;
