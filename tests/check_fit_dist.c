@@ -21,11 +21,9 @@
 #include <check.h>
 #include <libgen.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define PREFIX "build/check_fit_dist"
@@ -155,53 +153,14 @@ static char self[4096], mxc_bin[4096];
 /* Runs `cmd` under `mpirun -np 2` with a time limit; returns its exit status (-1: killed
  * after `limit_s`) and what it printed in *output (free it). */
 static int run_mpirun(const char *const *cmd, double limit_s, char **output) {
-    char *out_path = mxct_temp_file("fit_dist");
     const char *argv[32] = {"mpirun", "--allow-run-as-root", "--oversubscribe", "-np", "2"};
     int n = 5;
     for (int i = 0; cmd[i] && n < 31; i++)
         argv[n++] = cmd[i];
     argv[n] = NULL;
-    fflush(NULL);
-    uint64_t t0 = mxct_now_ns();
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        if (mxct_under_asan()) { /* OpenMPI leaks by design: as check_kvstore_dist */
-            const char *old = getenv("ASAN_OPTIONS");
-            char opts[1024];
-            snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", old ? old : "",
-                     old && old[0] ? ":" : "");
-            setenv("ASAN_OPTIONS", opts, 1);
-        }
-        setpgid(0, 0);
-        if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0)
-            _exit(126);
-        execvp("mpirun", (char *const *)argv);
-        _exit(127);
-    }
-    int status = 0, result = -1;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            break;
-        }
-        if ((double)(mxct_now_ns() - t0) * 1e-9 > limit_s) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        mxct_sleep_us(20000);
-    }
-    *output = mxct_read_file(out_path, NULL);
-    if (!*output)
-        *output = strdup("");
-    printf("---- mpirun -np 2 %s: exit %d after %.1f s\n%s----\n", cmd[0], result,
-           (double)(mxct_now_ns() - t0) * 1e-9, *output);
-    unlink(out_path);
-    free(out_path);
-    return result;
+    char label[256];
+    snprintf(label, sizeof label, "mpirun -np 2 %s", cmd[0]);
+    return mxct_run(label, argv, NULL, limit_s, NULL, output);
 }
 
 START_TEST(test_two_ranks_train_like_one) {

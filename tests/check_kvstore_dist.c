@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- Outside mpirun ---------------------------------------------------------------- */
@@ -47,91 +46,40 @@ START_TEST(test_refused_outside_mpirun) {
 }
 END_TEST
 
-static bool find_mpirun(void) {
-    const char *path = getenv("PATH");
-    if (!path)
-        return false;
-    char *copy = strdup(path), *save = NULL;
-    bool found = false;
-    for (char *dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
-        char p[4096];
-        snprintf(p, sizeof p, "%s/mpirun", dir);
-        found = access(p, X_OK) == 0;
-    }
-    free(copy);
-    return found;
-}
-
 /* Runs this binary under mpirun with `np` ranks (0: alone) and `mode` (with --enable-recovery when
  * `recovery`: mpirun then lets the other ranks run on when one dies); returns its exit
  * status (-1: killed after `limit_s`), the seconds it took in *took and what it printed
  * in *output (free it). */
 static int run_mpirun(int np, const char *mode, const char *timeout_s, bool recovery,
                       double limit_s, double *took, char **output) {
-    ck_assert_msg(np == 0 || find_mpirun(),
+    ck_assert_msg(np == 0 || mxct_on_path("mpirun"),
                   "mpirun is not on PATH: install openmpi-bin "
                   "(apt-get install openmpi-bin, or bash scripts/deps.sh)");
     char self[4096];
     ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
     ck_assert(len > 0);
     self[len] = '\0';
-    char nps[16];
+    char nps[16], mode_env[64], timeout_env[64], label[128];
     snprintf(nps, sizeof nps, "%d", np);
-    char *out_path = mxct_temp_file("kvstore_dist");
-    fflush(NULL);
-    uint64_t t0 = mxct_now_ns();
-    pid_t pid = fork();
-    ck_assert(pid >= 0);
-    if (pid == 0) {
-        setenv("MXC_KVD_MODE", mode, 1);
-        setenv("MXC_KV_TIMEOUT_S", timeout_s, 1);
-        if (mxct_under_asan()) {
-            /* AddressSanitizer stays on in the ranks, LeakSanitizer not: OpenMPI leaks by
-             * design at MPI_Finalize and unloads its components (dlclose), so their
-             * allocations show as "<unknown module>" that no suppression can name */
-            const char *old = getenv("ASAN_OPTIONS");
-            char opts[1024];
-            snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", old ? old : "",
-                     old && old[0] ? ":" : "");
-            setenv("ASAN_OPTIONS", opts, 1);
-        }
-        setpgid(0, 0);
-        if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0)
-            _exit(126);
-        if (np == 0) /* the binary alone, outside mpirun */
-            execl(self, self, (char *)NULL);
-        else if (recovery)
-            execlp("mpirun", "mpirun", "--allow-run-as-root", "--oversubscribe",
-                   "--enable-recovery", "-np", nps, self, (char *)NULL);
-        else
-            execlp("mpirun", "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", nps, self,
-                   (char *)NULL);
-        _exit(127);
+    snprintf(mode_env, sizeof mode_env, "MXC_KVD_MODE=%s", mode);
+    snprintf(timeout_env, sizeof timeout_env, "MXC_KV_TIMEOUT_S=%s", timeout_s);
+    snprintf(label, sizeof label, "%s%s (%s%s)", np ? "mpirun -np " : "alone", np ? nps : "", mode,
+             recovery ? ", --enable-recovery" : "");
+    const char *const env[] = {mode_env, timeout_env, NULL};
+    const char *argv[10];
+    int n = 0;
+    if (np > 0) { /* else the binary alone, outside mpirun */
+        argv[n++] = "mpirun";
+        argv[n++] = "--allow-run-as-root";
+        argv[n++] = "--oversubscribe";
+        if (recovery)
+            argv[n++] = "--enable-recovery";
+        argv[n++] = "-np";
+        argv[n++] = nps;
     }
-    int status = 0, result = -1;
-    for (;;) {
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        if (w == pid) {
-            result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-            break;
-        }
-        if ((double)(mxct_now_ns() - t0) * 1e-9 > limit_s) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            break;
-        }
-        mxct_sleep_us(20000);
-    }
-    *took = (double)(mxct_now_ns() - t0) * 1e-9;
-    *output = mxct_read_file(out_path, NULL);
-    if (!*output)
-        *output = strdup("");
-    printf("---- %s%s (%s%s): exit %d after %.1f s\n%s----\n", np ? "mpirun -np " : "alone",
-           np ? nps : "", mode, recovery ? ", --enable-recovery" : "", result, *took, *output);
-    unlink(out_path);
-    free(out_path);
-    return result;
+    argv[n++] = self;
+    argv[n] = NULL;
+    return mxct_run(label, argv, env, limit_s, took, output);
 }
 
 /* Under ThreadSanitizer the ranks run with tests/tsan_mpi.supp, which names OpenMPI's

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---- Scaling and timeouts ---------------------------------------------------------- */
@@ -516,4 +518,71 @@ mxc_symbol *mxct_sym_output(const mxc_symbol *s, int index) {
     mxc_symbol *h = NULL;
     CK_OK(mxc_symbol_get_output(s, index, &h));
     return h;
+}
+
+/* ---- Child processes --------------------------------------------------------------- */
+
+bool mxct_on_path(const char *name) {
+    const char *path = getenv("PATH");
+    if (!path)
+        return false;
+    char *copy = strdup(path), *save = NULL;
+    bool found = false;
+    for (char *dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", dir, name);
+        found = access(p, X_OK) == 0;
+    }
+    free(copy);
+    return found;
+}
+
+int mxct_run(const char *label, const char *const *argv, const char *const *env, double limit_s,
+             double *took, char **output) {
+    char *out_path = mxct_temp_file("run");
+    fflush(NULL);
+    uint64_t t0 = mxct_now_ns();
+    pid_t pid = fork();
+    ck_assert(pid >= 0);
+    if (pid == 0) {
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
+        if (mxct_under_asan()) {
+            const char *old = getenv("ASAN_OPTIONS");
+            char opts[1024];
+            snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", old ? old : "",
+                     old && old[0] ? ":" : "");
+            setenv("ASAN_OPTIONS", opts, 1);
+        }
+        setpgid(0, 0);
+        if (!freopen(out_path, "w", stdout) || dup2(fileno(stdout), 2) < 0)
+            _exit(126);
+        execvp(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    int status = 0, result = -1;
+    for (;;) {
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid) {
+            result = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            break;
+        }
+        if ((double)(mxct_now_ns() - t0) * 1e-9 > limit_s) {
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            break;
+        }
+        mxct_sleep_us(20000);
+    }
+    double secs = (double)(mxct_now_ns() - t0) * 1e-9;
+    if (took)
+        *took = secs;
+    *output = mxct_read_file(out_path, NULL);
+    if (!*output)
+        *output = strdup("");
+    printf("---- %s: exit %d after %.1f s\n%s----\n", label, result, secs, *output);
+    unlink(out_path);
+    free(out_path);
+    return result;
 }

@@ -157,6 +157,21 @@ char *mxct_temp_fifo(const char *prefix);
 /* The file's contents, NUL-terminated (length in *len if not NULL), or NULL. Free it. */
 char *mxct_read_file(const char *path, size_t *len);
 
+/* ---- Child processes --------------------------------------------------------------- */
+
+/* Runs argv[0] (looked up on PATH) with `argv` in a process group of its own, with the
+ * environment variables `env` ("NAME=value" strings, NULL-terminated; NULL for none) set
+ * and, under AddressSanitizer, leak detection off (OpenMPI leaks by design at
+ * MPI_Finalize and unloads its components, so no suppression can name the leaks). Its
+ * stdout and stderr go to *output (free it; printed as well, between "----" lines, with
+ * `label`). Returns its exit status (128 + signal when killed), or -1 when it ran past
+ * `limit_s` seconds and the group was killed; the seconds it took in *took if not NULL. */
+int mxct_run(const char *label, const char *const *argv, const char *const *env, double limit_s,
+             double *took, char **output);
+
+/* True when `name` is an executable in a folder of $PATH. */
+bool mxct_on_path(const char *name);
+
 /* True when `text` is one JSON value (RFC 8259 syntax) surrounded by whitespace only. */
 bool mxct_json_valid(const char *text);
 
