@@ -37,6 +37,10 @@ static inline void bn_dims(const struct bn_param *p, const mxc_shape *s, int64_t
     *ch = s->dims[a];
     for (int d = a + 1; d < s->ndim; d++)
         *inner *= s->dims[d];
+    /* an empty array has no rows to walk: (2^24, 3, 0) would loop 2^24 times per
+     * channel over nothing */
+    if (*outer == 0 || *inner == 0)
+        *outer = *inner = 0;
 }
 
 static inline bool bn_training(const struct mxc__op_call *c) {
