@@ -31,10 +31,19 @@ while [ $# -gt 0 ]; do
 done
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 export PATH=$CUDA_HOME/bin:$PATH
-build=build-cuda
+# MPI where OpenMPI's development files are (the dist_sync store and its suites), else
+# a build without it (those suites then check the refusal)
+if pkg-config --exists ompi-c 2>/dev/null || command -v mpicc >/dev/null 2>&1; then
+    mpi=1
+    build=build-cuda
+else
+    mpi=0
+    build=build-cuda-nompi
+fi
 log=${log:-$build/gpu_check}
+make_args=(USE_CUDA=1 USE_CUDNN=1 USE_MPI=$mpi CUDA_ARCH=sm_90 CUDA_HOME="$CUDA_HOME")
+
 mkdir -p "$log"
-make_args=(USE_CUDA=1 USE_CUDNN=1 CUDA_ARCH=sm_90 CUDA_HOME="$CUDA_HOME")
 
 prepend() { # prepend VAR DIR: adds DIR to a colon-separated search path
     local cur=${!1:-}
