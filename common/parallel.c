@@ -99,7 +99,11 @@ static struct {
  * Helpers must do MIN_SPEEDUP times better to be kept. The stretch doubles while the
  * verdict stays the same, to MAX_STRETCH_LOOPS (the alone window then costs a quiet
  * machine under 2%), and starts over when it changes. Loops outside the windows are not
- * timed at all. All of it runs under caller_lock. */
+ * timed at all. The very first window is the one alone too: the window with helpers can
+ * end early only once the caller alone has been measured, and a process started on a
+ * loaded machine would otherwise spend its first 32 loops waiting for preempted helpers
+ * (a scheduler slice each, a large part of a short run). All of it runs under
+ * caller_lock. */
 #define WINDOW_LOOPS        32
 #define MIN_SPEEDUP         1.1
 #define FIRST_STRETCH_LOOPS 256
@@ -114,7 +118,17 @@ static struct {
     double work_ns[2], wall_ns[2]; /* the windows' sums: [0] with helpers, [1] alone */
     bool helpers;                  /* the verdict */
     int stretch;                   /* the next stretch */
-} adapt = {MEASURE_HELPERS, WINDOW_LOOPS, {0, 0}, {0, 0}, true, FIRST_STRETCH_LOOPS};
+} adapt = {MEASURE_ALONE, WINDOW_LOOPS, {0, 0}, {0, 0}, true, FIRST_STRETCH_LOOPS};
+
+void mxc__parallel_for_reset_to_helpers(void) {
+    mxc__mutex_lock(&pool.caller_lock);
+    adapt.phase = MEASURE_HELPERS;
+    adapt.left = WINDOW_LOOPS;
+    adapt.work_ns[0] = adapt.wall_ns[0] = adapt.work_ns[1] = adapt.wall_ns[1] = 0;
+    adapt.helpers = true;
+    adapt.stretch = FIRST_STRETCH_LOOPS;
+    mxc__mutex_unlock(&pool.caller_lock);
+}
 
 /* How the next loop runs: with helpers or alone, and whether it is measured. */
 static bool helpers_wanted(bool *measured) {

@@ -34,6 +34,11 @@ int mxc__op_threads(void);
  * tests that change MXC_OP_NTHREADS. Not to be called while operators run. */
 void mxc__op_threads_reset(void);
 
+/* Forgets what the pool measured of its helpers, and lets the next 32 loops run with
+ * helpers whatever they measure (a process starts measuring on the caller alone); for
+ * tests of loops shared with helpers. Not to be called while loops run. */
+void mxc__parallel_for_reset_to_helpers(void);
+
 /* Chunks per thread mxc__parallel_for cuts a loop into when its grain allows: enough that
  * a thread the scheduler delays (a loaded machine) leaves its share to the others, few
  * enough that claiming them costs nothing next to the work. */
