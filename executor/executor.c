@@ -13,6 +13,7 @@
 #include "mxc/executor.h"
 
 #include "common/handle.h"
+#include "common/json.h"
 #include "executor/graph.h"
 #include "executor/plan.h"
 #include "ndarray/ndarray_impl.h"

@@ -383,6 +383,18 @@ static const char *or_default(const char *s, const char *d) { return s ? s : d; 
  * them when `rows` > 0. Parameters the model lacks are created and initialised with
  * `init` (when NULL, a missing parameter is an error). With `own` (or on a GPU) the
  * executor gets its own copies of the parameters instead of sharing the model's. */
+/* Variable `name`'s "__init__" attribute (a Gluon or MXNet initializer hint), or NULL. */
+static int init_hint(mxc_symbol *sym, const char *name, const char **hint) {
+    int n = 0;
+    const char *const *triples = NULL;
+    *hint = NULL;
+    int rc = mxc_symbol_list_attrs(sym, &n, &triples);
+    for (int i = 0; rc == MXC_OK && i < n; i++)
+        if (strcmp(triples[3 * i], name) == 0 && strcmp(triples[3 * i + 1], "__init__") == 0)
+            *hint = triples[3 * i + 2];
+    return rc;
+}
+
 static int bind_session(mxc_model *m, mxc_data_iter *it, mxc_context ctx, const char *data_name,
                         const char *label_name, bool train, const mxc_init_config *init,
                         int64_t rows, bool own, struct session *s) {
@@ -472,9 +484,12 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, mxc_context ctx, const 
                 break;
             }
             mxc_ndarray *a = NULL;
+            const char *hint = NULL;
             rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, mxc_cpu(), 1, &a);
             if (rc == MXC_OK)
-                rc = mxc_init_array(init, name, a);
+                rc = init_hint(m->sym, name, &hint);
+            if (rc == MXC_OK)
+                rc = mxc_init_array_hinted(init, name, hint, a);
             if (rc == MXC_OK)
                 rc = set_param(m, name, aux, a);
             else

@@ -1,7 +1,6 @@
 /*
- * symbol/json.c — symbols to and from MXNet's JSON (FORMATS.md "Symbol JSON"), with a
- * small strict JSON parser of its own (RFC 8259; line and column in every error, depth
- * limited, no dependency). Loading accepts every spelling MXNet 0.8 … 1.9 wrote: per-node
+ * symbol/json.c — symbols to and from MXNet's JSON (FORMATS.md "Symbol JSON"), read with
+ * common/json.h's strict parser. Loading accepts every spelling MXNet 0.8 … 1.9 wrote: per-node
  * "attrs", "attr" or "param", two- or three-element inputs, missing node_row_ptr / attrs,
  * an ignored backward_source_id, and upgrades 0.8-era files (no mxnet_version) by adding
  * the auxiliary-state variables they lack. Saving writes what MXNet 1.9.1 writes.
@@ -14,333 +13,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- A strict JSON parser ---------------------------------------------------------- */
-
-enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
-
-struct jval {
-    int type;
-    int line, col;
-    bool b;
-    double num;
-    char *str;
-    int n;              /* items of an array or object */
-    struct jval *items; /* array items or object values */
-    char **keys;        /* object keys */
-};
-
-struct jparser {
-    const char *p, *start;
-    int line;
-    const char *line_start;
-    int depth;
-};
-
-#define JSON_MAX_DEPTH 64
-
-static void jfree(struct jval *v) {
-    if (v == NULL)
-        return;
-    mxc__free(v->str);
-    for (int i = 0; i < v->n; i++) {
-        jfree(&v->items[i]);
-        if (v->keys)
-            mxc__free(v->keys[i]);
-    }
-    mxc__free(v->items);
-    mxc__free(v->keys);
-    *v = (struct jval){0};
-}
-
-static int jerr(struct jparser *ps, const char *what) {
-    int col = (int)(ps->p - ps->line_start) + 1;
-    if (*ps->p == '\0')
-        return mxc__error(MXC_EFORMAT,
-                          "symbol JSON, line %d, column %d: %s (the text ends "
-                          "there)",
-                          ps->line, col, what);
-    return mxc__error(MXC_EFORMAT, "symbol JSON, line %d, column %d: %s (found '%c')", ps->line,
-                      col, what, *ps->p);
-}
-
-static void skip_ws(struct jparser *ps) {
-    for (;;) {
-        char c = *ps->p;
-        if (c == '\n') {
-            ps->line++;
-            ps->line_start = ps->p + 1;
-        } else if (c != ' ' && c != '\t' && c != '\r') {
-            return;
-        }
-        ps->p++;
-    }
-}
-
-static int hex4(const char *s, unsigned *out) {
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int parse_string(struct jparser *ps, char **out) {
-    ps->p++; /* opening quote */
-    struct mxc__buf b = {0};
-    mxc__buf_puts(&b, "");
-    for (;;) {
-        unsigned char c = (unsigned char)*ps->p;
-        if (c == '"') {
-            ps->p++;
-            break;
-        }
-        if (c == '\0' || c < 0x20) {
-            mxc__free(b.data);
-            return jerr(ps, c == '\0' ? "unterminated string"
-                                      : "control character in "
-                                        "a string");
-        }
-        if (c != '\\') {
-            char s[2] = {(char)c, 0};
-            mxc__buf_puts(&b, s);
-            ps->p++;
-            continue;
-        }
-        ps->p++;
-        char e = *ps->p;
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e != '\0' && simple) {
-            static const char repl[] = "\"\\/\b\f\n\r\t";
-            char s[2] = {repl[simple - "\"\\/bfnrt"], 0};
-            mxc__buf_puts(&b, s);
-            ps->p++;
-            continue;
-        }
-        unsigned cp, lo;
-        if (e != 'u' || hex4(ps->p + 1, &cp) != 0) {
-            mxc__free(b.data);
-            return jerr(ps, "bad escape in a string");
-        }
-        ps->p += 5;
-        if (cp >= 0xD800 && cp <= 0xDBFF) {
-            if (ps->p[0] != '\\' || ps->p[1] != 'u' || hex4(ps->p + 2, &lo) != 0 || lo < 0xDC00 ||
-                lo > 0xDFFF) {
-                mxc__free(b.data);
-                return jerr(ps, "unpaired UTF-16 surrogate in a string");
-            }
-            ps->p += 6;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            mxc__free(b.data);
-            return jerr(ps, "unpaired UTF-16 surrogate in a string");
-        }
-        if (cp == 0) {
-            mxc__free(b.data);
-            return jerr(ps, "\\u0000 in a string is not supported");
-        }
-        char u[5] = {0};
-        if (cp < 0x80) {
-            u[0] = (char)cp;
-        } else if (cp < 0x800) {
-            u[0] = (char)(0xC0 | (cp >> 6));
-            u[1] = (char)(0x80 | (cp & 0x3F));
-        } else if (cp < 0x10000) {
-            u[0] = (char)(0xE0 | (cp >> 12));
-            u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            u[2] = (char)(0x80 | (cp & 0x3F));
-        } else {
-            u[0] = (char)(0xF0 | (cp >> 18));
-            u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-            u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-            u[3] = (char)(0x80 | (cp & 0x3F));
-        }
-        mxc__buf_puts(&b, u);
-    }
-    if (b.failed) {
-        mxc__free(b.data);
-        return mxc__error(MXC_ENOMEM, "out of memory parsing JSON");
-    }
-    *out = b.data;
-    return MXC_OK;
-}
-
-static int parse_number(struct jparser *ps, double *out) {
-    const char *s = ps->p;
-    if (*s == '-')
-        s++;
-    if (*s == '0') {
-        s++;
-    } else if (*s >= '1' && *s <= '9') {
-        while (*s >= '0' && *s <= '9')
-            s++;
-    } else {
-        return jerr(ps, "expected a value");
-    }
-    if (*s == '.') {
-        s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return jerr(ps, "bad number");
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    if (*s == 'e' || *s == 'E') {
-        s++;
-        if (*s == '+' || *s == '-')
-            s++;
-        if (!(*s >= '0' && *s <= '9'))
-            return jerr(ps, "bad number");
-        while (*s >= '0' && *s <= '9')
-            s++;
-    }
-    *out = strtod(ps->p, NULL);
-    ps->p = s;
-    return MXC_OK;
-}
-
-static int parse_value(struct jparser *ps, struct jval *v);
-
-/* Appends a slot to an array or object value. */
-static int grow(struct jval *v, int *cap, bool with_keys) {
-    if (v->n < *cap)
-        return MXC_OK;
-    int c = *cap ? 2 * *cap : 4;
-    struct jval *items = mxc__realloc(v->items, sizeof *items * (size_t)c);
-    if (items == NULL)
-        return mxc__error(MXC_ENOMEM, "out of memory parsing JSON");
-    v->items = items;
-    if (with_keys) {
-        char **keys = mxc__realloc(v->keys, sizeof *keys * (size_t)c);
-        if (keys == NULL)
-            return mxc__error(MXC_ENOMEM, "out of memory parsing JSON");
-        v->keys = keys;
-    }
-    *cap = c;
-    return MXC_OK;
-}
-
-static int parse_container(struct jparser *ps, struct jval *v, bool obj) {
-    char close = obj ? '}' : ']';
-    int cap = 0, rc;
-    v->type = obj ? J_OBJ : J_ARR;
-    if (++ps->depth > JSON_MAX_DEPTH)
-        return jerr(ps, "nested too deeply");
-    ps->p++;
-    skip_ws(ps);
-    if (*ps->p == close) {
-        ps->p++;
-        ps->depth--;
-        return MXC_OK;
-    }
-    for (;;) {
-        skip_ws(ps);
-        if ((rc = grow(v, &cap, obj)) != MXC_OK)
-            return rc;
-        char *key = NULL;
-        if (obj) {
-            if (*ps->p != '"')
-                return jerr(ps, "expected a string key");
-            if ((rc = parse_string(ps, &key)) != MXC_OK)
-                return rc;
-            skip_ws(ps);
-            if (*ps->p != ':') {
-                mxc__free(key);
-                return jerr(ps, "expected ':'");
-            }
-            ps->p++;
-            skip_ws(ps);
-            v->keys[v->n] = key;
-        }
-        v->items[v->n] = (struct jval){0};
-        v->n++;
-        if ((rc = parse_value(ps, &v->items[v->n - 1])) != MXC_OK)
-            return rc;
-        skip_ws(ps);
-        if (*ps->p == ',') {
-            ps->p++;
-            skip_ws(ps);
-            if (*ps->p == close)
-                return jerr(ps, "trailing comma");
-            continue;
-        }
-        if (*ps->p == close) {
-            ps->p++;
-            ps->depth--;
-            return MXC_OK;
-        }
-        return jerr(ps, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-    }
-}
-
-static int parse_value(struct jparser *ps, struct jval *v) {
-    skip_ws(ps);
-    v->line = ps->line;
-    v->col = (int)(ps->p - ps->line_start) + 1;
-    switch (*ps->p) {
-    case '{': return parse_container(ps, v, true);
-    case '[': return parse_container(ps, v, false);
-    case '"': v->type = J_STR; return parse_string(ps, &v->str);
-    case 't':
-    case 'f':
-    case 'n': {
-        const char *word = *ps->p == 't' ? "true" : *ps->p == 'f' ? "false" : "null";
-        size_t len = strlen(word);
-        if (strncmp(ps->p, word, len) != 0)
-            return jerr(ps, "expected a value");
-        v->type = *ps->p == 'n' ? J_NULL : J_BOOL;
-        v->b = *ps->p == 't';
-        ps->p += len;
-        return MXC_OK;
-    }
-    default: v->type = J_NUM; return parse_number(ps, &v->num);
-    }
-}
-
-static int json_parse(const char *text, struct jval *out) {
-    struct jparser ps = {text, text, 1, text, 0};
-    *out = (struct jval){0};
-    int rc = parse_value(&ps, out);
-    if (rc == MXC_OK) {
-        skip_ws(&ps);
-        if (*ps.p != '\0')
-            rc = jerr(&ps, "unexpected text after the JSON value");
-    }
-    if (rc != MXC_OK)
-        jfree(out);
-    return rc;
-}
-
-static const struct jval *jget(const struct jval *obj, const char *key) {
-    for (int i = 0; obj->type == J_OBJ && i < obj->n; i++)
-        if (strcmp(obj->keys[i], key) == 0)
-            return &obj->items[i];
-    return NULL;
-}
-
-static const char *jtype_name(int t) {
-    static const char *const names[] = {"null",     "a boolean", "a number",
-                                        "a string", "an array",  "an object"};
-    return names[t];
-}
-
-static int jexpect(const struct jval *v, int type, const char *what) {
+static int jexpect(const struct mxc__json *v, int type, const char *what) {
     if (v->type == type)
         return MXC_OK;
     return mxc__error(MXC_EFORMAT, "symbol JSON, line %d, column %d: %s must be %s, not %s",
-                      v->line, v->col, what, jtype_name(type), jtype_name(v->type));
+                      v->line, v->col, what, mxc__json_type_name(type),
+                      mxc__json_type_name(v->type));
 }
 
-static int jint(const struct jval *v, const char *what, int *out) {
-    int rc = jexpect(v, J_NUM, what);
+static int jint(const struct mxc__json *v, const char *what, int *out) {
+    int rc = jexpect(v, MXC__JSON_NUM, what);
     if (rc != MXC_OK)
         return rc;
     if (v->num != floor(v->num) || v->num < -2147483647.0 || v->num > 2147483647.0)
@@ -355,9 +37,9 @@ static int jint(const struct jval *v, const char *what, int *out) {
 /* ---- Loading ----------------------------------------------------------------------- */
 
 /* [node_id, index(, version)] referring to one of the first `limit` nodes. */
-static int parse_entry(const struct jval *v, struct mxc__sym_node **nodes, int limit,
+static int parse_entry(const struct mxc__json *v, struct mxc__sym_node **nodes, int limit,
                        const char *what, struct mxc__sym_entry *out) {
-    int rc = jexpect(v, J_ARR, what);
+    int rc = jexpect(v, MXC__JSON_ARR, what);
     if (rc != MXC_OK)
         return rc;
     if (v->n != 2 && v->n != 3)
@@ -386,20 +68,20 @@ static int parse_entry(const struct jval *v, struct mxc__sym_node **nodes, int l
 }
 
 /* Attributes from the old "param" and "attr" and the new "attrs" keys, in that order. */
-static int node_attrs(const struct jval *jn, struct mxc__sym_node *n) {
+static int node_attrs(const struct mxc__json *jn, struct mxc__sym_node *n) {
     static const char *const keys[] = {"param", "attr", "attrs"};
     for (int k = 0; k < 3; k++) {
-        const struct jval *a = jget(jn, keys[k]);
+        const struct mxc__json *a = mxc__json_get(jn, keys[k]);
         if (a == NULL)
             continue;
         char what[300];
         snprintf(what, sizeof what, "node '%s': \"%s\"", n->name, keys[k]);
-        int rc = jexpect(a, J_OBJ, what);
+        int rc = jexpect(a, MXC__JSON_OBJ, what);
         if (rc != MXC_OK)
             return rc;
         for (int i = 0; i < a->n; i++) {
             snprintf(what, sizeof what, "node '%s': attribute '%s'", n->name, a->keys[i]);
-            if ((rc = jexpect(&a->items[i], J_STR, what)) != MXC_OK)
+            if ((rc = jexpect(&a->items[i], MXC__JSON_STR, what)) != MXC_OK)
                 return rc;
             if ((rc = mxc__attrs_set(&n->attrs, a->keys[i], a->items[i].str)) != MXC_OK)
                 return rc;
@@ -408,25 +90,26 @@ static int node_attrs(const struct jval *jn, struct mxc__sym_node *n) {
     return MXC_OK;
 }
 
-static int load_node(const struct jval *jn, int i, struct mxc__sym_node **nodes, bool legacy) {
+static int load_node(const struct mxc__json *jn, int i, struct mxc__sym_node **nodes, bool legacy) {
     char what[300];
     snprintf(what, sizeof what, "node %d", i);
-    int rc = jexpect(jn, J_OBJ, what);
+    int rc = jexpect(jn, MXC__JSON_OBJ, what);
     if (rc != MXC_OK)
         return rc;
-    const struct jval *op = jget(jn, "op"), *name = jget(jn, "name"), *inputs = jget(jn, "inputs");
+    const struct mxc__json *op = mxc__json_get(jn, "op"), *name = mxc__json_get(jn, "name"),
+                           *inputs = mxc__json_get(jn, "inputs");
     if (op == NULL || name == NULL)
         return mxc__error(MXC_EFORMAT, "symbol JSON, line %d, column %d: node %d lacks \"%s\"",
                           jn->line, jn->col, i, op == NULL ? "op" : "name");
     snprintf(what, sizeof what, "node %d: \"op\"", i);
-    if ((rc = jexpect(op, J_STR, what)) != MXC_OK)
+    if ((rc = jexpect(op, MXC__JSON_STR, what)) != MXC_OK)
         return rc;
     snprintf(what, sizeof what, "node %d: \"name\"", i);
-    if ((rc = jexpect(name, J_STR, what)) != MXC_OK)
+    if ((rc = jexpect(name, MXC__JSON_STR, what)) != MXC_OK)
         return rc;
     if (inputs) {
         snprintf(what, sizeof what, "node '%s': \"inputs\"", name->str);
-        if ((rc = jexpect(inputs, J_ARR, what)) != MXC_OK)
+        if ((rc = jexpect(inputs, MXC__JSON_ARR, what)) != MXC_OK)
             return rc;
     }
     const struct mxc__op_def *def = NULL;
@@ -486,7 +169,7 @@ static int load_node(const struct jval *jn, int i, struct mxc__sym_node **nodes,
 
 int mxc_symbol_load_json(const char *json, mxc_symbol **out) {
     int rc = MXC_OK;
-    struct jval root = {0};
+    struct mxc__json root = {0};
     struct mxc__sym_node **nodes = NULL;
     struct mxc__sym_entry *heads = NULL;
     int num_nodes = 0;
@@ -494,16 +177,17 @@ int mxc_symbol_load_json(const char *json, mxc_symbol **out) {
         return mxc__error(MXC_EINVAL, "mxc_symbol_load_json: out is NULL");
     *out = NULL;
     MXC_CHECK(json != NULL, MXC_EINVAL, "mxc_symbol_load_json: json is NULL");
-    MXC_TRY(json_parse(json, &root));
-    MXC_TRY(jexpect(&root, J_OBJ, "the top level"));
-    const struct jval *jnodes = jget(&root, "nodes"), *jheads = jget(&root, "heads");
+    MXC_TRY(mxc__json_parse(json, "symbol JSON", &root));
+    MXC_TRY(jexpect(&root, MXC__JSON_OBJ, "the top level"));
+    const struct mxc__json *jnodes = mxc__json_get(&root, "nodes"),
+                           *jheads = mxc__json_get(&root, "heads");
     MXC_CHECK(jnodes && jheads, MXC_EFORMAT, "symbol JSON: the top-level object lacks \"%s\"",
               jnodes ? "heads" : "nodes");
-    MXC_TRY(jexpect(jnodes, J_ARR, "\"nodes\""));
-    MXC_TRY(jexpect(jheads, J_ARR, "\"heads\""));
-    const struct jval *v;
-    if ((v = jget(&root, "arg_nodes")) != NULL) {
-        MXC_TRY(jexpect(v, J_ARR, "\"arg_nodes\""));
+    MXC_TRY(jexpect(jnodes, MXC__JSON_ARR, "\"nodes\""));
+    MXC_TRY(jexpect(jheads, MXC__JSON_ARR, "\"heads\""));
+    const struct mxc__json *v;
+    if ((v = mxc__json_get(&root, "arg_nodes")) != NULL) {
+        MXC_TRY(jexpect(v, MXC__JSON_ARR, "\"arg_nodes\""));
         for (int i = 0; i < v->n; i++) {
             int id = -1;
             MXC_TRY(jint(&v->items[i], "an arg_nodes entry", &id));
@@ -513,15 +197,15 @@ int mxc_symbol_load_json(const char *json, mxc_symbol **out) {
                       id, jnodes->n);
         }
     }
-    if ((v = jget(&root, "node_row_ptr")) != NULL)
-        MXC_TRY(jexpect(v, J_ARR, "\"node_row_ptr\""));
+    if ((v = mxc__json_get(&root, "node_row_ptr")) != NULL)
+        MXC_TRY(jexpect(v, MXC__JSON_ARR, "\"node_row_ptr\""));
     bool legacy = true;
-    if ((v = jget(&root, "attrs")) != NULL) {
-        MXC_TRY(jexpect(v, J_OBJ, "the top-level \"attrs\""));
-        const struct jval *ver = jget(v, "mxnet_version");
+    if ((v = mxc__json_get(&root, "attrs")) != NULL) {
+        MXC_TRY(jexpect(v, MXC__JSON_OBJ, "the top-level \"attrs\""));
+        const struct mxc__json *ver = mxc__json_get(v, "mxnet_version");
         if (ver) {
             int num;
-            MXC_TRY(jexpect(ver, J_ARR, "mxnet_version"));
+            MXC_TRY(jexpect(ver, MXC__JSON_ARR, "mxnet_version"));
             MXC_CHECK(ver->n == 2, MXC_EFORMAT,
                       "symbol JSON: mxnet_version must be "
                       "[\"int\", version]");
@@ -545,7 +229,7 @@ fail:
         mxc__sym_node_release(nodes[i]);
     mxc__free(nodes);
     mxc__free(heads);
-    jfree(&root);
+    mxc__json_free(&root);
     return rc;
 }
 

@@ -34,6 +34,7 @@
 #include "mxc/symbol.h"
 
 #include "common/common.h"
+#include "common/json.h"
 #include "operator/op.h"
 
 #include <stdatomic.h>
@@ -178,17 +179,6 @@ int mxc__graph_infer_shape(const struct mxc__graph *g, mxc_shape *shapes, int *n
 int mxc__graph_infer_type(const struct mxc__graph *g, int *dtypes, int *num_unknown);
 
 /* ---- Helpers shared by the symbol sources ----------------------------------------- */
-
-/* A growable string (for JSON and DOT text). */
-struct mxc__buf {
-    char *data;
-    size_t len, cap;
-    bool failed; /* an allocation failed; data holds what fitted */
-};
-void mxc__buf_printf(struct mxc__buf *b, const char *fmt, ...) MXC_PRINTF(2, 3);
-void mxc__buf_puts(struct mxc__buf *b, const char *s);
-/* Appends `s` as a JSON string literal (quotes and escapes). */
-void mxc__buf_json_str(struct mxc__buf *b, const char *s);
 
 /* Replaces the symbol's cached text with the buffer's contents (taking them). */
 int mxc__symbol_take_text(mxc_symbol *sym, struct mxc__buf *b, const char **out);

@@ -42,9 +42,11 @@ static float *host(mxc_ndarray *a) {
 
 START_TEST(test_init_patterns) {
     mxc_init_config cfg = {.kind = MXC_INIT_XAVIER};
-    const char *names[] = {"fc1_bias", "bn_gamma", "bn_beta", "bn_moving_mean", "bn_moving_var"};
-    const float want[] = {0, 1, 0, 0, 1};
-    for (int i = 0; i < 5; i++) {
+    const char *names[] = {"fc1_bias",      "bn_gamma",        "bn_beta",        "bn_moving_mean",
+                           "bn_moving_var", "bn_running_mean", "bn_running_var", "x_moving_inv_var",
+                           "x_moving_avg",  "quantize_min",    "quantize_max"};
+    const float want[] = {0, 1, 0, 0, 1, 0, 1, 0, 0, 0, 1};
+    for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
         mxc_ndarray *a = array(SHAPE(7), NULL);
         CK_OK(mxc_init_array(&cfg, names[i], a));
         float *h = host(a);
@@ -115,6 +117,77 @@ START_TEST(test_init_other_schemes) {
     for (int i = 0; i < 10000; i++)
         ck_assert(h[i] >= -0.1f && h[i] <= 0.1f);
     free(h);
+    mxc_nd_free(a);
+}
+END_TEST
+
+/* "__init__" hints as MXNet and Gluon write them: the initializer they name fills the
+ * array whatever its name, with the same draws as the equivalent configuration. */
+static void expect_all(mxc_ndarray *a, float value) {
+    float *h = host(a);
+    for (int64_t i = 0; i < mxc_nd_size(a); i++)
+        ck_assert_float_eq(h[i], value);
+    free(h);
+}
+
+static void expect_same_draws(const char *hint, mxc_init_config cfg) {
+    mxc_ndarray *a = array(SHAPE(16, 8, 3, 3), NULL), *b = array(SHAPE(16, 8, 3, 3), NULL);
+    mxc_init_config other = {.kind = MXC_INIT_UNIFORM, .scale = 9};
+    CK_OK(mxc_random_seed(11));
+    CK_OK(mxc_init_array_hinted(&other, "conv_weight", hint, a));
+    CK_OK(mxc_random_seed(11));
+    CK_OK(mxc_init_array(&cfg, "conv_weight", b));
+    float *ha = host(a), *hb = host(b);
+    for (int64_t i = 0; i < mxc_nd_size(a); i++)
+        ck_assert_msg(ha[i] == hb[i], "%s: element %lld", hint, (long long)i);
+    free(ha);
+    free(hb);
+    mxc_nd_free(a);
+    mxc_nd_free(b);
+}
+
+START_TEST(test_init_hints) {
+    mxc_init_config cfg = {.kind = MXC_INIT_XAVIER};
+    mxc_ndarray *a = array(SHAPE(3, 4), NULL);
+    CK_OK(mxc_init_array_hinted(&cfg, "fc_weight", "zeros", a));
+    expect_all(a, 0);
+    CK_OK(mxc_init_array_hinted(&cfg, "fc_bias", "ones", a));
+    expect_all(a, 1);
+    CK_OK(mxc_init_array_hinted(&cfg, "bn_moving_var", "[\"one\", {}]", a));
+    expect_all(a, 1);
+    CK_OK(mxc_init_array_hinted(&cfg, "anything", "[\"constant\", {\"value\": 0.5}]", a));
+    expect_all(a, 0.5f);
+    CK_OK(mxc_init_array_hinted(&cfg, "fc_bias", NULL, a)); /* no hint: by the name */
+    expect_all(a, 0);
+    CK_OK(mxc_init_array_hinted(&cfg, "fc_gamma", "", a));
+    expect_all(a, 1);
+    expect_same_draws("[\"uniform\", {\"scale\": 0.3}]",
+                      (mxc_init_config){.kind = MXC_INIT_UNIFORM, .scale = 0.3f});
+    expect_same_draws("[\"normal\", {}]",
+                      (mxc_init_config){.kind = MXC_INIT_NORMAL, .scale = 0.01f});
+    expect_same_draws("[\"xavier\", {\"rnd_type\": \"gaussian\", \"factor_type\": \"in\", "
+                      "\"magnitude\": 2}]",
+                      (mxc_init_config){.kind = MXC_INIT_XAVIER,
+                                        .xavier_gaussian = 1,
+                                        .xavier_factor = MXC_XAVIER_IN,
+                                        .xavier_magnitude = 2});
+    expect_same_draws("[\"msraprelu\", {\"factor_type\": \"out\", \"slope\": 0.5}]",
+                      (mxc_init_config){.kind = MXC_INIT_XAVIER,
+                                        .xavier_gaussian = 1,
+                                        .xavier_factor = MXC_XAVIER_OUT,
+                                        .xavier_magnitude = 2.0f / 1.25f});
+    /* bad hints: errors that name the parameter */
+    CK_ERR(MXC_ENOTSUP, mxc_init_array_hinted(&cfg, "up_weight", "[\"bilinear\", {}]", a));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "up_weight"));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "bilinear"));
+    CK_ERR(MXC_ENOTSUP, mxc_init_array_hinted(&cfg, "w", "orthogonal", a));
+    CK_ERR(MXC_EFORMAT, mxc_init_array_hinted(&cfg, "w_weight", "[\"zero\", {", a));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "w_weight"));
+    CK_ERR(MXC_EINVAL, mxc_init_array_hinted(&cfg, "w", "[\"xavier\", {\"rnd_type\": \"x\"}]", a));
+    CK_ERR(MXC_EINVAL, mxc_init_array_hinted(&cfg, "w", "[\"uniform\", {\"scale\": \"1\"}]", a));
+    CK_ERR(MXC_EINVAL, mxc_init_array_hinted(&cfg, "w", "[3, {}]", a));
+    CK_ERR(MXC_EINVAL, mxc_init_array_hinted(&cfg, "w", "[\"zero\", []]", a));
+    CK_ERR(MXC_EINVAL, mxc_init_array_hinted(NULL, "w", "zeros", a));
     mxc_nd_free(a);
 }
 END_TEST
@@ -342,6 +415,68 @@ static mxc_model *fitted_mlp(int hidden, int epochs) {
 
 /* The same seed and data give the same weights with the naive engine's order... and with
  * any engine here, since every kernel is deterministic and the order per variable fixed. */
+/* A network as Gluon exports it: BatchNorm's statistics named running_mean / running_var
+ * and every parameter with an "__init__" hint. Fit initialises by the hints (the first
+ * layer's constant 0.5 beats the Xavier configured) and trains. */
+static const char gluon_json[] =
+    "{\"nodes\": ["
+    "{\"op\": \"null\", \"name\": \"data\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"dense0_weight\", \"attrs\": {\"__init__\": "
+    "\"[\\\"constant\\\", {\\\"value\\\": 0.5}]\"}, \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"dense0_bias\", \"attrs\": {\"__init__\": \"zeros\"}, "
+    "\"inputs\": []},"
+    "{\"op\": \"FullyConnected\", \"name\": \"dense0_fwd\", \"attrs\": {\"num_hidden\": \"4\"}, "
+    "\"inputs\": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"bn_gamma\", \"attrs\": {\"__init__\": \"ones\"}, "
+    "\"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"bn_beta\", \"attrs\": {\"__init__\": \"zeros\"}, "
+    "\"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"bn_running_mean\", \"attrs\": {\"__init__\": \"zeros\"}, "
+    "\"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"bn_running_var\", \"attrs\": {\"__init__\": \"ones\"}, "
+    "\"inputs\": []},"
+    "{\"op\": \"BatchNorm\", \"name\": \"bn_fwd\", \"attrs\": {\"fix_gamma\": \"False\"}, "
+    "\"inputs\": [[3, 0, 0], [4, 0, 0], [5, 0, 0], [6, 0, 1], [7, 0, 1]]},"
+    "{\"op\": \"null\", \"name\": \"out_weight\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"out_bias\", \"inputs\": []},"
+    "{\"op\": \"FullyConnected\", \"name\": \"out_fwd\", \"attrs\": {\"num_hidden\": \"2\"}, "
+    "\"inputs\": [[8, 0, 0], [9, 0, 0], [10, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"softmax_label\", \"inputs\": []},"
+    "{\"op\": \"SoftmaxOutput\", \"name\": \"softmax\", \"inputs\": [[11, 0, 0], [12, 0, 0]]}],"
+    "\"arg_nodes\": [0, 1, 2, 4, 5, 6, 7, 9, 10, 12], \"heads\": [[13, 0, 0]]}";
+
+START_TEST(test_fit_gluon_names_and_hints) {
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_symbol_load_json(gluon_json, &net));
+    mxc_model *model = NULL;
+    CK_OK(mxc_model_create(net, &model));
+    mxc_symbol_free(net);
+    mxc_data_iter *train = toy_iter(20, 1);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.num_epochs = 1;
+    cfg.optimizer.lr = 0; /* the weights stay as initialised */
+    cfg.quiet = 1;
+    CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+    expect_all(mxc_model_param(model, "dense0_weight"), 0.5f);
+    expect_all(mxc_model_param(model, "dense0_bias"), 0);
+    expect_all(mxc_model_param(model, "bn_gamma"), 1);
+    /* the running statistics started at 0 and 1 and moved towards the batches' */
+    float *var = host(mxc_model_param(model, "bn_running_var"));
+    for (int c = 0; c < 4; c++)
+        ck_assert_msg(isfinite(var[c]) && var[c] > 0, "running_var[%d] = %g", c, var[c]);
+    free(var);
+    /* and it learns (the constant first layer makes its units alike: one line suffices) */
+    cfg.optimizer.lr = 0.5f;
+    cfg.num_epochs = 3;
+    mxc_fit_result res;
+    CK_OK(mxc_model_fit(model, train, NULL, &cfg, &res));
+    ck_assert_msg(res.train_metric > 0.8, "train accuracy %.3f", res.train_metric);
+    mxc_data_iter_free(train);
+    mxc_model_free(model);
+}
+END_TEST
+
 START_TEST(test_fit_reproducible) {
     float *w[2];
     for (int run = 0; run < 2; run++) {
@@ -706,11 +841,13 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_init_patterns);
     tcase_add_test(tc, test_init_xavier_range_and_seed);
     tcase_add_test(tc, test_init_other_schemes);
+    tcase_add_test(tc, test_init_hints);
     tcase_add_test(tc, test_metrics_values);
     tcase_add_test(tc, test_metric_mse);
     tcase_add_test(tc, test_networks);
     tcase_add_test(tc, test_fit_checkpoint_score_predict);
     tcase_add_test(tc, test_fit_reproducible);
+    tcase_add_test(tc, test_fit_gluon_names_and_hints);
     tcase_add_test(tc, test_checkpoint_removes_stale_temps);
     tcase_add_test(tc, test_checkpoint_resume_fallback);
     tcase_add_test(tc, test_fit_leaves_other_failures);

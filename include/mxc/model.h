@@ -49,12 +49,26 @@ typedef struct mxc_init_config {
     float xavier_magnitude; /**< XAVIER: s = sqrt(magnitude / factor); MXNet's default 3 */
 } mxc_init_config;
 
-/** Fills `array` as parameter `name` under `cfg`: names ending in "weight" get the
- * scheme (Xavier fans: in = shape[1] * receptive field, out = shape[0] * receptive
- * field); "bias", "beta", "moving_mean" get 0; "gamma", "moving_var" get 1. Draws use
- * the random resource, so mxc_random_seed makes them reproducible. Returns MXC_OK,
- * MXC_EINVAL (unknown name pattern, bad config), MXC_EMISUSE, MXC_ENOTSUP (not float32). */
+/** Fills `array` as parameter `name` under `cfg`, by the name's suffix as MXNet's
+ * Initializer does: names ending in "weight" get the scheme (Xavier fans: in = shape[1] *
+ * receptive field, out = shape[0] * receptive field); "bias", "beta", "moving_mean",
+ * "moving_inv_var", "moving_avg", "min" and Gluon's "running_mean" get 0; "gamma",
+ * "moving_var", "max" and "running_var" get 1. Draws use the random resource, so
+ * mxc_random_seed makes them reproducible. Returns MXC_OK, MXC_EINVAL (unknown name
+ * pattern, bad config, NULL cfg or name), MXC_EMISUSE (bad array handle), MXC_ENOTSUP (not
+ * float32). */
 MXC_API int mxc_init_array(const mxc_init_config *cfg, const char *name, mxc_ndarray *array);
+
+/** mxc_init_array, unless `hint` — the variable's "__init__" attribute as MXNet and Gluon
+ * write it: a name ("zeros", "ones") or a JSON list ["name", {arguments}] — names an
+ * initializer, which then fills the array whatever its name, as MXNet's does: zero(s),
+ * one(s), constant {value}, uniform {scale = 0.07}, normal {sigma = 0.01}, xavier
+ * {rnd_type uniform|gaussian, factor_type avg|in|out, magnitude = 3}, msraprelu
+ * {factor_type, slope = 0.25}. NULL or "" is no hint. The fit loop passes each variable's
+ * hint. Returns as mxc_init_array, and MXC_EFORMAT (hint not JSON), MXC_EINVAL (bad hint
+ * shape or argument), MXC_ENOTSUP (an initializer mxc does not have, named). */
+MXC_API int mxc_init_array_hinted(const mxc_init_config *cfg, const char *name, const char *hint,
+                                  mxc_ndarray *array);
 
 /* ---- Optimizers ------------------------------------------------------------------ */
 
