@@ -383,6 +383,12 @@ static const char *or_default(const char *s, const char *d) { return s ? s : d; 
  * them when `rows` > 0. Parameters the model lacks are created and initialised with
  * `init` (when NULL, a missing parameter is an error). With `own` (or on a GPU) the
  * executor gets its own copies of the parameters instead of sharing the model's. */
+/* Whether an argument is named as a label (MXNet's convention: softmax_label, lro_label). */
+static bool is_label(const char *name) {
+    size_t n = strlen(name);
+    return n >= 5 && strcmp(name + n - 5, "label") == 0;
+}
+
 /* Variable `name`'s "__init__" attribute (a Gluon or MXNet initializer hint), or NULL. */
 static int init_hint(mxc_symbol *sym, const char *name, const char **hint) {
     int n = 0;
@@ -463,11 +469,13 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, mxc_context ctx, const 
                                    &s->stage[t][i == s->data_index ? 0 : 1]);
             continue;
         }
-        if (!aux && strcmp(name, label_name) == 0) { /* no labels: the loss reads zeros */
+        int p = find_param(m, name, aux);
+        /* no labels: the loss reads zeros (in inference, every label a loss head declares:
+         * their forward ignores them) */
+        if (!aux && (strcmp(name, label_name) == 0 || (!train && p < 0 && is_label(name)))) {
             rc = mxc_nd_zeros(&arg_s[i], MXC_FLOAT32, ctx, slot);
             continue;
         }
-        int p = find_param(m, name, aux);
         mxc_shape have;
         if (p >= 0 && mxc_nd_get_shape(m->arrays[p], &have) == MXC_OK &&
             (have.ndim != arg_s[i].ndim ||
@@ -601,7 +609,7 @@ static double metric_value(mxc_metric *metric, const char **name) {
 
 /* One pass over `it` in inference mode, feeding `metric` (if any) and `collect`. */
 static int evaluate(struct session *s, mxc_data_iter *it, mxc_metric *metric,
-                    int (*collect)(void *, mxc_ndarray *, int64_t), void *user) {
+                    int (*collect)(void *, const struct session *, int64_t), void *user) {
     int rc = mxc_data_iter_reset(it), more;
     while (rc == MXC_OK && (more = mxc_data_iter_next(it)) == 1) {
         rc = feed(s, it);
@@ -612,7 +620,7 @@ static int evaluate(struct session *s, mxc_data_iter *it, mxc_metric *metric,
         if (rc == MXC_OK && metric)
             rc = mxc_metric_update(metric, 1, &label, &out, (int)pad);
         if (rc == MXC_OK && collect)
-            rc = collect(user, out, pad);
+            rc = collect(user, s, pad);
     }
     if (rc == MXC_OK && more < 0)
         rc = more;
@@ -1114,15 +1122,20 @@ int mxc_model_score_on(mxc_model *m, mxc_context ctx, mxc_data_iter *it, const c
     return score(__func__, m, ctx, it, metric_name, value);
 }
 
-/* Rows of the predictions, grown batch by batch on the host. */
+/* Rows of one output's predictions, grown batch by batch on the host. */
 struct rows {
     float *data;
     int64_t num_rows, row_size, cap_rows;
     mxc_shape row_shape;
 };
 
-static int collect_rows(void *user, mxc_ndarray *out, int64_t pad) {
-    struct rows *r = user;
+/* Every output's rows: `want` outputs (1: the first, else all). */
+struct predictions {
+    int want, num;
+    struct rows *outs;
+};
+
+static int collect_rows(struct rows *r, mxc_ndarray *out, int64_t pad) {
     mxc_shape s;
     int rc = mxc_nd_get_shape(out, &s);
     if (rc != MXC_OK)
@@ -1155,47 +1168,99 @@ static int collect_rows(void *user, mxc_ndarray *out, int64_t pad) {
     return rc;
 }
 
-/* mxc_model_predict_on for public function `fn`. */
-static int predict(const char *fn, mxc_model *m, mxc_context ctx, mxc_data_iter *it,
-                   mxc_ndarray **out) {
+static int collect_outputs(void *user, const struct session *s, int64_t pad) {
+    struct predictions *p = user;
+    int n = 0;
+    mxc_ndarray *const *outs = NULL;
+    int rc = mxc_executor_outputs(s->exec, &n, &outs);
+    if (rc == MXC_OK && p->outs == NULL) {
+        p->num = p->want == 1 && n > 0 ? 1 : n;
+        p->outs = mxc__calloc((size_t)p->num + 1, sizeof *p->outs);
+        if (p->outs == NULL)
+            return mxc__error(MXC_ENOMEM, "mxc_model_predict: out of memory");
+    }
+    for (int k = 0; rc == MXC_OK && k < p->num; k++)
+        rc = collect_rows(&p->outs[k], outs[k], pad);
+    return rc;
+}
+
+/* mxc_model_predict_on (want 1) and mxc_model_predict_outputs (want 0: all) for public
+ * function `fn`. */
+static int predict(const char *fn, mxc_model *m, mxc_context ctx, mxc_data_iter *it, int want,
+                   int *num, mxc_ndarray **out) {
     int rc = check_model(m, fn);
     if (rc != MXC_OK)
         return rc;
-    if (it == NULL || out == NULL)
+    if (it == NULL || out == NULL || num == NULL)
         return mxc__error(MXC_EINVAL, "%s: NULL argument", fn);
-    *out = NULL;
+    *num = 0;
     rc = mxc__data_iter_check(it, fn, "iterator");
     if (rc == MXC_OK)
         rc = resolve_context(fn, ctx, &ctx);
     if (rc != MXC_OK)
         return rc;
     struct session s;
-    struct rows r = {0};
+    struct predictions p = {want, 0, NULL};
     rc = bind_session(m, it, ctx, "data", "softmax_label", false, NULL, 0, false, &s);
     if (rc == MXC_OK) {
-        rc = evaluate(&s, it, NULL, collect_rows, &r);
+        rc = evaluate(&s, it, NULL, collect_outputs, &p);
         free_session(&s);
     }
-    if (rc == MXC_OK) {
-        mxc_shape shape = r.row_shape;
-        shape.dims[0] = r.num_rows;
-        rc = mxc_nd_create(&shape, MXC_FLOAT32, mxc_cpu(), 0, out);
-        if (rc == MXC_OK && r.num_rows > 0)
-            rc = mxc_nd_sync_copy_from_cpu(*out, r.data,
-                                           sizeof(float) * (size_t)(r.num_rows * r.row_size));
-        if (rc != MXC_OK) {
-            mxc_nd_free(*out);
-            *out = NULL;
-        }
+    int made = 0;
+    for (; rc == MXC_OK && made < p.num; made++) {
+        const struct rows *r = &p.outs[made];
+        mxc_shape shape = r->row_shape;
+        shape.dims[0] = r->num_rows;
+        rc = mxc_nd_create(&shape, MXC_FLOAT32, mxc_cpu(), 0, &out[made]);
+        if (rc == MXC_OK && r->num_rows > 0)
+            rc = mxc_nd_sync_copy_from_cpu(out[made], r->data,
+                                           sizeof(float) * (size_t)(r->num_rows * r->row_size));
+        if (rc != MXC_OK)
+            made++; /* freed below with the others */
     }
-    mxc__free(r.data);
+    if (rc == MXC_OK)
+        *num = p.num;
+    for (int k = 0; rc != MXC_OK && k < made; k++) {
+        mxc_nd_free(out[k]);
+        out[k] = NULL;
+    }
+    for (int k = 0; k < p.num; k++)
+        mxc__free(p.outs[k].data);
+    mxc__free(p.outs);
     return rc;
 }
 
 int mxc_model_predict(mxc_model *m, mxc_data_iter *it, mxc_ndarray **out) {
-    return predict(__func__, m, mxc_cpu(), it, out);
+    return mxc_model_predict_on(m, mxc_cpu(), it, out);
 }
 
 int mxc_model_predict_on(mxc_model *m, mxc_context ctx, mxc_data_iter *it, mxc_ndarray **out) {
-    return predict(__func__, m, ctx, it, out);
+    int num = 0;
+    if (out)
+        *out = NULL;
+    return predict(__func__, m, ctx, it, 1, &num, out);
+}
+
+int mxc_model_predict_outputs(mxc_model *m, mxc_context ctx, mxc_data_iter *it, int *num,
+                              mxc_ndarray ***outs) {
+    if (num)
+        *num = 0;
+    if (outs == NULL || num == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_predict_outputs: NULL argument");
+    *outs = NULL;
+    int n = 0, rc = check_model(m, __func__);
+    const char *const *names = NULL;
+    if (rc == MXC_OK)
+        rc = mxc__in_call(__func__, mxc_symbol_list_outputs(m->sym, &n, &names));
+    if (rc != MXC_OK)
+        return rc;
+    mxc_ndarray **arrays = mxc__calloc((size_t)n + 1, sizeof *arrays);
+    if (arrays == NULL)
+        return mxc__error(MXC_ENOMEM, "mxc_model_predict_outputs: out of memory");
+    rc = predict(__func__, m, ctx, it, 0, num, arrays);
+    if (rc != MXC_OK)
+        mxc__free(arrays);
+    else
+        *outs = arrays;
+    return rc;
 }

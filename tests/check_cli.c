@@ -167,7 +167,10 @@ START_TEST(test_train_score_resume_predict) {
     mxc_ndarray **arrays = NULL;
     char **names = NULL;
     CK_OK(mxc_nd_load("build/check_cli_output.params", mxc_cpu(), &n, &arrays, &names));
-    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(n, 1); /* every output of the model, named as MXNet names it */
+    ck_assert_ptr_nonnull(names);
+    ck_assert_str_eq(names[0], "softmax_output");
+    ck_assert_ptr_nonnull(strstr(out, "softmax_output"));
     mxc_shape s;
     CK_OK(mxc_nd_get_shape(arrays[0], &s));
     ck_assert_int_eq(s.ndim, 2);

@@ -477,6 +477,87 @@ START_TEST(test_fit_gluon_names_and_hints) {
 }
 END_TEST
 
+/* Two heads, each with its own label: a classifier (softmax_label) and a regression
+ * (lro_label). Prediction feeds neither label and returns both outputs, named. */
+static const char two_heads_json[] =
+    "{\"nodes\": ["
+    "{\"op\": \"null\", \"name\": \"data\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"fc1_weight\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"fc1_bias\", \"inputs\": []},"
+    "{\"op\": \"FullyConnected\", \"name\": \"fc1\", \"attrs\": {\"num_hidden\": \"2\"}, "
+    "\"inputs\": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"softmax_label\", \"inputs\": []},"
+    "{\"op\": \"SoftmaxOutput\", \"name\": \"softmax\", \"inputs\": [[3, 0, 0], [4, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"fc2_weight\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"fc2_bias\", \"inputs\": []},"
+    "{\"op\": \"FullyConnected\", \"name\": \"fc2\", \"attrs\": {\"num_hidden\": \"1\"}, "
+    "\"inputs\": [[0, 0, 0], [6, 0, 0], [7, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"lro_label\", \"inputs\": []},"
+    "{\"op\": \"LinearRegressionOutput\", \"name\": \"lro\", \"inputs\": [[8, 0, 0], [9, 0, 0]]}],"
+    "\"arg_nodes\": [0, 1, 2, 4, 6, 7, 9], \"heads\": [[5, 0, 0], [10, 0, 0]]}";
+
+START_TEST(test_predict_every_output) {
+    const float w1[] = {1, -2, 0.5f, 3}, b1[] = {0.1f, -0.2f}, w2[] = {2, -1}, b2[] = {0.25f};
+    mxc_ndarray *params[] = {array(SHAPE(2, 2), w1), array(SHAPE(2), b1), array(SHAPE(1, 2), w2),
+                             array(SHAPE(1), b2)};
+    const char *names[] = {"arg:fc1_weight", "arg:fc1_bias", "arg:fc2_weight", "arg:fc2_bias"};
+    CK_OK(mxc_nd_save("build/check_model_two_heads-0000.params", 4, params, names));
+    FILE *f = fopen("build/check_model_two_heads-symbol.json", "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(two_heads_json, f);
+    fclose(f);
+    mxc_model *m = NULL;
+    CK_OK(mxc_model_load("build/check_model_two_heads", 0, &m));
+    float x[2 * 30];
+    for (int i = 0; i < 60; i++)
+        x[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;
+    mxc_ndarray *data = array(SHAPE(30, 2), x);
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = 8; /* the last batch is padded: its padding rows are left out */
+    mxc_data_iter *it = NULL;
+    CK_OK(mxc_data_iter_create_array(data, NULL, &p, &it));
+    int num = -1;
+    mxc_ndarray **outs = NULL;
+    CK_OK(mxc_model_predict_outputs(m, mxc_cpu(), it, &num, &outs));
+    ck_assert_int_eq(num, 2);
+    int n_names = 0;
+    const char *const *out_names = NULL;
+    CK_OK(mxc_symbol_list_outputs(mxc_model_symbol(m), &n_names, &out_names));
+    ck_assert_str_eq(out_names[0], "softmax_output");
+    ck_assert_str_eq(out_names[1], "lro_output");
+    float *cls = host(outs[0]), *reg = host(outs[1]);
+    ck_assert_int_eq(mxc_nd_size(outs[0]), 60);
+    ck_assert_int_eq(mxc_nd_size(outs[1]), 30);
+    for (int i = 0; i < 30; i++) {
+        double z0 = x[2 * i] * w1[0] + x[2 * i + 1] * w1[1] + b1[0];
+        double z1 = x[2 * i] * w1[2] + x[2 * i + 1] * w1[3] + b1[1];
+        double p1 = 1.0 / (1.0 + exp(z0 - z1));
+        ck_assert_double_eq_tol(cls[2 * i + 1], p1, 1e-5);
+        ck_assert_double_eq_tol(reg[i], x[2 * i] * w2[0] + x[2 * i + 1] * w2[1] + b2[0], 1e-5);
+    }
+    free(cls);
+    free(reg);
+    /* the first output alone, as before */
+    mxc_ndarray *first = NULL;
+    CK_OK(mxc_model_predict(m, it, &first));
+    ck_assert_int_eq(mxc_nd_size(first), 60);
+    mxc_nd_free(first);
+    mxc_nd_list_free((size_t)num, outs, NULL);
+    /* bad arguments */
+    CK_ERR(MXC_EINVAL, mxc_model_predict_outputs(m, mxc_cpu(), it, NULL, &outs));
+    CK_ERR(MXC_EINVAL, mxc_model_predict_outputs(m, mxc_cpu(), it, &num, NULL));
+    CK_ERR(MXC_EMISUSE, mxc_model_predict_outputs(NULL, mxc_cpu(), it, &num, &outs));
+    ck_assert_ptr_null(outs);
+    ck_assert_int_eq(num, 0);
+    mxc_data_iter_free(it);
+    mxc_nd_free(data);
+    for (int k = 0; k < 4; k++)
+        mxc_nd_free(params[k]);
+    mxc_model_free(m);
+}
+END_TEST
+
 START_TEST(test_fit_reproducible) {
     float *w[2];
     for (int run = 0; run < 2; run++) {
@@ -848,6 +929,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_fit_checkpoint_score_predict);
     tcase_add_test(tc, test_fit_reproducible);
     tcase_add_test(tc, test_fit_gluon_names_and_hints);
+    tcase_add_test(tc, test_predict_every_output);
     tcase_add_test(tc, test_checkpoint_removes_stale_temps);
     tcase_add_test(tc, test_checkpoint_resume_fallback);
     tcase_add_test(tc, test_fit_leaves_other_failures);

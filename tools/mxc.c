@@ -393,14 +393,20 @@ static int cmd_predict(struct options *o) {
     p.batch_size = s.ndim > 0 && s.dims[0] < 100 ? s.dims[0] : 100;
     mxc_data_iter *it = NULL;
     CHECK(mxc_data_iter_create_array(arrays[0], NULL, &p, &it));
-    mxc_ndarray *out = NULL;
-    CHECK(mxc_model_predict_on(m, o->ctx, it, &out));
-    const char *out_name = "output";
-    CHECK(mxc_nd_save(o->output, 1, &out, &out_name));
+    int num_outs = 0, num_names = 0;
+    mxc_ndarray **outs = NULL;
+    const char *const *out_names = NULL;
+    CHECK(mxc_model_predict_outputs(m, o->ctx, it, &num_outs, &outs));
+    CHECK(mxc_symbol_list_outputs(mxc_model_symbol(m), &num_names, &out_names));
+    CHECK(mxc_nd_save(o->output, (size_t)num_outs, outs, out_names));
     mxc_shape os;
-    CHECK(mxc_nd_get_shape(out, &os));
-    fprintf(stderr, "mxc: wrote %lld predictions to %s\n", (long long)os.dims[0], o->output);
-    mxc_nd_free(out);
+    CHECK(mxc_nd_get_shape(outs[0], &os));
+    fprintf(stderr, "mxc: wrote %lld predictions of %d output(s) to %s:", (long long)os.dims[0],
+            num_outs, o->output);
+    for (int k = 0; k < num_outs; k++)
+        fprintf(stderr, " %s", out_names[k]);
+    fprintf(stderr, "\n");
+    mxc_nd_list_free((size_t)num_outs, outs, NULL);
     mxc_data_iter_free(it);
     mxc_nd_list_free(n, arrays, names);
     mxc_model_free(m);

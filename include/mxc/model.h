@@ -365,6 +365,15 @@ MXC_API int mxc_model_predict(mxc_model *model, mxc_data_iter *it, mxc_ndarray *
 MXC_API int mxc_model_predict_on(mxc_model *model, mxc_context ctx, mxc_data_iter *it,
                                  mxc_ndarray **out);
 
+/** Every output of the model (mxc_symbol_list_outputs order and names) for every sample of
+ * one epoch of `it`, run on `ctx` as mxc_model_predict_on: `*outs` is a new list of `*num`
+ * host arrays of shape (samples, ...), to be freed with mxc_nd_list_free(*num, *outs,
+ * NULL). Arguments named like labels (ending in "label") that the iterator does not feed
+ * read zeros, as the loss heads' forward ignores them; any other argument without a value
+ * is an error. On failure `*outs` is NULL and `*num` 0. Returns as mxc_model_score_on. */
+MXC_API int mxc_model_predict_outputs(mxc_model *model, mxc_context ctx, mxc_data_iter *it,
+                                      int *num, mxc_ndarray ***outs);
+
 #ifdef __cplusplus
 }
 #endif
