@@ -235,6 +235,54 @@ int mxc_model_save(const mxc_model *m, const char *prefix, int epoch) {
     return rc;
 }
 
+/* Whether `name` is among the `n` names. */
+static bool listed(const char *name, int n, const char *const *names) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+int mxc_model_load_params(mxc_model *m, const char *path) {
+    int rc = check_model(m, __func__);
+    if (rc != MXC_OK)
+        return rc;
+    if (path == NULL)
+        return mxc__error(MXC_EINVAL, "mxc_model_load_params: NULL path");
+    int na = 0, nx = 0;
+    const char *const *args = NULL, *const *auxs = NULL;
+    rc = mxc_symbol_list_arguments(m->sym, &na, &args);
+    if (rc == MXC_OK)
+        rc = mxc_symbol_list_auxiliary_states(m->sym, &nx, &auxs);
+    if (rc != MXC_OK)
+        return mxc__in_call(__func__, rc);
+    size_t count = 0;
+    mxc_ndarray **arrays = NULL;
+    char **names = NULL;
+    rc = mxc_nd_load(path, mxc_cpu(), &count, &arrays, &names);
+    if (rc != MXC_OK)
+        return mxc__in_call(__func__, rc);
+    if (names == NULL && count > 0)
+        rc = mxc__error(MXC_EFORMAT, "%s: parameters have no names", path);
+    /* every name is checked before the model changes */
+    for (size_t i = 0; rc == MXC_OK && i < count; i++) {
+        bool aux = strncmp(names[i], "aux:", 4) == 0;
+        if (!aux && strncmp(names[i], "arg:", 4) != 0)
+            rc = mxc__error(MXC_EFORMAT, "%s: parameter %s is not named arg:<name> or aux:<name>",
+                            path, names[i]);
+        else if (aux ? !listed(names[i] + 4, nx, auxs) : !listed(names[i] + 4, na, args))
+            rc = mxc__error(MXC_EINVAL, "%s: the model's symbol has no %s %s", path,
+                            aux ? "auxiliary state" : "argument", names[i] + 4);
+    }
+    for (size_t i = 0; rc == MXC_OK && i < count; i++) {
+        rc = set_param(m, names[i] + 4, strncmp(names[i], "aux:", 4) == 0, arrays[i]);
+        if (rc == MXC_OK)
+            arrays[i] = NULL; /* the model has it now */
+    }
+    mxc_nd_list_free(count, arrays, names);
+    return mxc__in_call(__func__, rc);
+}
+
 int mxc_model_load(const char *prefix, int epoch, mxc_model **out) {
     if (out == NULL || prefix == NULL)
         return mxc__error(MXC_EINVAL, "mxc_model_load: NULL argument");
@@ -248,31 +296,11 @@ int mxc_model_load(const char *prefix, int epoch, mxc_model **out) {
     mxc_model *m = NULL;
     rc = mxc_model_create(sym, &m);
     mxc_symbol_free(sym);
-    if (rc != MXC_OK)
-        return rc;
-    size_t count = 0;
-    mxc_ndarray **arrays = NULL;
-    char **names = NULL;
-    rc = mxc_nd_load(params_path, mxc_cpu(), &count, &arrays, &names);
-    if (rc == MXC_OK && names == NULL && count > 0)
-        rc = mxc__error(MXC_EFORMAT, "%s: parameters have no names", params_path);
-    for (size_t i = 0; rc == MXC_OK && i < count; i++) {
-        bool aux = strncmp(names[i], "aux:", 4) == 0;
-        if (!aux && strncmp(names[i], "arg:", 4) != 0) {
-            rc = mxc__error(MXC_EFORMAT,
-                            "%s: parameter %s is not named arg:<name> or "
-                            "aux:<name>",
-                            params_path, names[i]);
-            break;
-        }
-        rc = set_param(m, names[i] + 4, aux, arrays[i]);
-        if (rc == MXC_OK)
-            arrays[i] = NULL; /* the model has it now */
-    }
-    mxc_nd_list_free(count, arrays, names);
+    if (rc == MXC_OK)
+        rc = mxc_model_load_params(m, params_path);
     if (rc != MXC_OK) {
         mxc_model_free(m);
-        return rc;
+        return mxc__in_call(__func__, rc);
     }
     *out = m;
     return MXC_OK;

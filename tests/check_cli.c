@@ -144,6 +144,16 @@ START_TEST(test_train_score_resume_predict) {
     /* the checkpoint scores the same */
     ck_assert_int_eq(run("score --prefix build/check_cli_mlp --epoch 3 --json", &out), 0);
     ck_assert_double_eq_tol(json_number(strrchr(out, '{'), "test_accuracy"), test_acc, 1e-6);
+    /* fine-tuning from those parameters at a negligible rate keeps their accuracy (from
+     * scratch it would be near chance) */
+    remove("build/check_cli_ft-0001.params");
+    ck_assert_int_eq(run("train --network mlp --epochs 1 --num-samples 5000 --lr 0.0000001 "
+                         "--params build/check_cli_mlp-0003.params --prefix build/check_cli_ft "
+                         "--frequent 0 --json",
+                         &out),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "starting from the parameters in"));
+    ck_assert_double_eq_tol(json_number(strrchr(out, '{'), "test_accuracy"), test_acc, 0.01);
     /* a resumed run continues the numbering */
     ck_assert_int_eq(run("train --network mlp --epochs 1 --num-samples 5000 --resume "
                          "--prefix build/check_cli_mlp --frequent 0 --json",
@@ -185,6 +195,13 @@ START_TEST(test_train_score_resume_predict) {
         ck_assert_float_eq_tol(sum, 1.0f, 1e-4f);
     }
     mxc_nd_list_free(n, arrays, names);
+    /* parameters without names cannot be fine-tuned from */
+    ck_assert_int_eq(run("train --network mlp --epochs 1 --num-samples 1000 "
+                         "--params build/check_cli_input.params --prefix build/check_cli_ft "
+                         "--frequent 0",
+                         &out),
+                     1);
+    ck_assert_ptr_nonnull(strstr(out, "have no names"));
 }
 END_TEST
 

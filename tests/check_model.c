@@ -508,6 +508,20 @@ START_TEST(test_predict_every_output) {
     fclose(f);
     mxc_model *m = NULL;
     CK_OK(mxc_model_load("build/check_model_two_heads", 0, &m));
+    /* a file naming a parameter the symbol lacks changes nothing */
+    const char *bad_names[] = {"arg:fc1_weight", "arg:fc9_weight"};
+    mxc_ndarray *bad[] = {array(SHAPE(2, 2), NULL), params[0]};
+    float zeros4[4] = {0};
+    CK_OK(mxc_nd_sync_copy_from_cpu(bad[0], zeros4, sizeof zeros4));
+    CK_OK(mxc_nd_save("build/check_model_bad.params", 2, bad, bad_names));
+    CK_ERR(MXC_EINVAL, mxc_model_load_params(m, "build/check_model_bad.params"));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "fc9_weight"));
+    float *kept = host(mxc_model_param(m, "fc1_weight"));
+    ck_assert_float_eq(kept[3], w1[3]);
+    free(kept);
+    mxc_nd_free(bad[0]);
+    CK_ERR(MXC_EINVAL, mxc_model_load_params(m, NULL));
+    CK_ERR(MXC_EMISUSE, mxc_model_load_params(NULL, "build/check_model_bad.params"));
     float x[2 * 30];
     for (int i = 0; i < 60; i++)
         x[i] = (float)((i * 37) % 11) / 5.0f - 1.0f;

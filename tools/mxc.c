@@ -34,6 +34,7 @@
 
 struct options {
     const char *network, *data, *prefix, *input, *output, *optimizer, *ctx_arg, *kvstore;
+    const char *params;              /* train: initial parameters to fine-tune from */
     mxc_context ctx, ctxs[MAX_CTXS]; /* ctx: the first of --ctx's list */
     int num_ctxs;
     int epochs, epoch, batch_size, frequent, resume, json, num_samples;
@@ -48,7 +49,7 @@ static void usage(FILE *f) {
             "            [--epochs N] [--batch-size B] [--lr X] [--momentum M] [--wd W]\n"
             "            [--optimizer sgd|adam] [--prefix P] [--seed S] [--resume]\n"
             "            [--num-samples N] [--frequent N] [--json] [--ctx CTX[,CTX...]]\n"
-            "            [--kvstore local|device|dist_sync]\n"
+            "            [--kvstore local|device|dist_sync] [--params FILE]\n"
             "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json] [--ctx CTX]\n"
             "  mxc predict --prefix P --epoch E --input FILE --output FILE [--ctx CTX]\n"
             "  mxc info\n"
@@ -140,6 +141,8 @@ static void parse(int argc, char **argv, struct options *o) {
             o->prefix = v;
         else if (strcmp(a, "--input") == 0)
             o->input = v;
+        else if (strcmp(a, "--params") == 0)
+            o->params = v;
         else if (strcmp(a, "--output") == 0)
             o->output = v;
         else if (strcmp(a, "--optimizer") == 0)
@@ -296,6 +299,11 @@ static int cmd_train(struct options *o) {
         fprintf(stderr, "mxc: resuming from %s-%04d.params\n", prefix, begin);
     else if (model == NULL)
         CHECK(mxc_model_create(net, &model));
+    if (o->params && begin == 0) { /* fine-tuning: the rest is initialised */
+        CHECK(mxc_model_load_params(model, o->params));
+        if (rank == 0)
+            fprintf(stderr, "mxc: starting from the parameters in %s\n", o->params);
+    }
     mxc_data_iter *train = open_data(o, 1, flat, rank, workers),
                   *test = open_data(o, 0, flat, 0, 1);
     mxc_fit_config cfg;

@@ -197,6 +197,16 @@ MXC_API int mxc_model_create(mxc_symbol *sym, mxc_model **out);
  * MXC_EINVAL, MXC_ENOMEM. */
 MXC_API int mxc_model_load(const char *prefix, int epoch, mxc_model **out);
 
+/** Loads the parameters of an NDArray list file (MXNet's `arg:<name>` / `aux:<name>`
+ * naming, as mxc_model_save, MXNet's checkpoints and Gluon's HybridBlock.export write
+ * them) into `model`, replacing the values it has of the same names: to fine-tune from
+ * trained weights, fit then initialises only what the file lacks. Every name must be an
+ * argument or auxiliary state of the model's symbol; all names are checked before the
+ * model changes. Returns MXC_OK, MXC_EMISUSE (bad model), MXC_EINVAL (NULL path, a name the
+ * symbol lacks, naming it), MXC_EIO, MXC_EFORMAT (unnamed or wrongly named entries),
+ * MXC_ENOMEM (then some parameters may already be replaced). */
+MXC_API int mxc_model_load_params(mxc_model *model, const char *path);
+
 /** Loads the newest checkpoint of `prefix` that is complete and loads, for resuming: the
  * highest epoch E with a `prefix`-EEEE.params file whose pair (that file and
  * `prefix`-symbol.json) loads with mxc_model_load. A damaged newer checkpoint (truncated
