@@ -882,6 +882,33 @@ static int wait_all(const struct fit *f) {
     return rc;
 }
 
+/* With several executors, each keeps its own auxiliary states (BatchNorm's moving
+ * statistics of its slice of the batches): at the end of an epoch they are averaged and
+ * the average is given back to every executor, as MXNet's Module does (get_params, then
+ * set_params). Small arrays, read and written synchronously on the host. */
+static int average_aux(const struct fit *f) {
+    const struct session *s0 = &f->train[0];
+    int rc = MXC_OK;
+    for (int i = 0; rc == MXC_OK && f->num_sess > 1 && i < s0->num_aux; i++) {
+        size_t n = (size_t)mxc_nd_size(s0->aux[i]), bytes = n * sizeof(float);
+        float *sum = mxc__calloc(n + 1, sizeof *sum), *one = mxc__malloc(bytes + 1);
+        if (sum == NULL || one == NULL)
+            rc = mxc__error(MXC_ENOMEM, "mxc_model_fit: out of memory");
+        for (int k = 0; rc == MXC_OK && k < f->num_sess; k++) {
+            rc = mxc_nd_sync_copy_to_cpu(f->train[k].aux[i], one, bytes);
+            for (size_t j = 0; rc == MXC_OK && j < n; j++)
+                sum[j] += one[j];
+        }
+        for (size_t j = 0; j < n && sum; j++)
+            sum[j] /= (float)f->num_sess;
+        for (int k = 0; rc == MXC_OK && k < f->num_sess; k++)
+            rc = mxc_nd_sync_copy_from_cpu(f->train[k].aux[i], sum, bytes);
+        mxc__free(sum);
+        mxc__free(one);
+    }
+    return rc;
+}
+
 static void states_path(const char *prefix, int epoch, char *path, size_t size) {
     snprintf(path, size, "%s-%04d.states", prefix, epoch);
 }
@@ -919,6 +946,8 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
         rc = more;
     if (rc == MXC_OK)
         rc = wait_all(f);
+    if (rc == MXC_OK)
+        rc = average_aux(f);
     if (rc == MXC_OK) /* for evaluation and the checkpoint: every replica holds the same */
         rc = sync_to_model(&f->train[0], f->model);
     if (rc != MXC_OK)

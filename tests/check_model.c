@@ -906,6 +906,68 @@ START_TEST(test_fit_several_contexts) {
 }
 END_TEST
 
+/* BatchNorm's moving statistics with two contexts: each executor sees its half of every
+ * batch (here the halves differ: feature 0 is +1 in the first, -1 in the second), and at
+ * the end of an epoch their statistics are averaged, as MXNet's Module does — the model
+ * holds the whole batches' mean (0), not the first context's (+1). */
+static const char bn_net_json[] =
+    "{\"nodes\": ["
+    "{\"op\": \"null\", \"name\": \"data\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"bn_gamma\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"bn_beta\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"bn_moving_mean\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"bn_moving_var\", \"inputs\": []},"
+    "{\"op\": \"BatchNorm\", \"name\": \"bn\", \"inputs\": [[0, 0, 0], [1, 0, 0], [2, 0, 0], "
+    "[3, 0, 1], [4, 0, 1]]},"
+    "{\"op\": \"null\", \"name\": \"fc_weight\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"fc_bias\", \"inputs\": []},"
+    "{\"op\": \"FullyConnected\", \"name\": \"fc\", \"attrs\": {\"num_hidden\": \"2\"}, "
+    "\"inputs\": [[5, 0, 0], [6, 0, 0], [7, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"softmax_label\", \"inputs\": []},"
+    "{\"op\": \"SoftmaxOutput\", \"name\": \"softmax\", \"inputs\": [[8, 0, 0], [9, 0, 0]]}],"
+    "\"arg_nodes\": [0, 1, 2, 3, 4, 6, 7, 9], \"heads\": [[10, 0, 0]]}";
+
+START_TEST(test_fit_several_contexts_average_aux) {
+    float x[2 * 400], y[400];
+    for (int i = 0; i < 400; i++) {
+        x[2 * i] = (i % 20 < 10 ? 1.0f : -1.0f) + 0.01f * (float)(i % 7);
+        x[2 * i + 1] = (float)((i * 13) % 17) / 17.0f;
+        y[i] = (float)(i % 2);
+    }
+    mxc_ndarray *data = array(SHAPE(400, 2), x), *label = array(SHAPE(400), y);
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = 20;
+    mxc_data_iter *train = NULL;
+    CK_OK(mxc_data_iter_create_array(data, label, &p, &train));
+    const mxc_context ctxs[2] = {{MXC_CPU, 0}, {MXC_CPU, 1}};
+    for (int num = 1; num <= 2; num++) {
+        mxc_symbol *net = NULL;
+        CK_OK(mxc_symbol_load_json(bn_net_json, &net));
+        mxc_model *model = NULL;
+        CK_OK(mxc_model_create(net, &model));
+        mxc_symbol_free(net);
+        mxc_fit_config cfg;
+        mxc_fit_config_init(&cfg);
+        cfg.num_epochs = 2;
+        cfg.optimizer.lr = 0;
+        cfg.quiet = 1;
+        cfg.ctxs = ctxs;
+        cfg.num_ctxs = num;
+        CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+        float *mean = host(mxc_model_param(model, "bn_moving_mean"));
+        ck_assert_msg(fabsf(mean[0] - 0.03f) < 0.05f,
+                      "%d context(s): moving mean of feature 0 is %g, the batches' is 0.03", num,
+                      mean[0]);
+        free(mean);
+        mxc_model_free(model);
+    }
+    mxc_data_iter_free(train);
+    mxc_nd_free(data);
+    mxc_nd_free(label);
+}
+END_TEST
+
 START_TEST(test_fit_bad_kvstore) {
     mxc_model *model = toy_model(4);
     mxc_data_iter *train = toy_iter(20, 4);
@@ -949,6 +1011,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_fit_leaves_other_failures);
     tcase_add_test(tc, test_fit_on_context);
     tcase_add_test(tc, test_fit_several_contexts);
+    tcase_add_test(tc, test_fit_several_contexts_average_aux);
     tcase_add_test(tc, test_fit_bad_kvstore);
     suite_add_tcase(s, tc);
     return s;
