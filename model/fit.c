@@ -793,7 +793,8 @@ struct fit {
     mxc_optimizer *opt;
     mxc_metric *metric;
     mxc_fit_progress prog;
-    int64_t batch_size; /* this process's batch */
+    int64_t batch_size;    /* this process's batch */
+    int64_t epoch_batches; /* batches trained per epoch: the iterator's, or fewer (dist_sync) */
     double start;
 };
 
@@ -916,7 +917,7 @@ static void states_path(const char *prefix, int epoch, char *path, size_t size) 
 static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *eval,
                      mxc_metric *eval_metric) {
     const mxc_fit_config *c = f->cfg;
-    int64_t nb = mxc_data_iter_num_batches(train), b = 0;
+    int64_t nb = f->epoch_batches, b = 0;
     int64_t global_batch = f->batch_size * f->workers;
     int rc = mxc_metric_reset(f->metric), more = 0;
     if (rc == MXC_OK)
@@ -927,7 +928,7 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
                                  .num_batches = nb,
                                  .metric_name = f->prog.metric_name,
                                  .eval_metric = NAN};
-    while (rc == MXC_OK && (more = mxc_data_iter_next(train)) == 1) {
+    while (rc == MXC_OK && b < nb && (more = mxc_data_iter_next(train)) == 1) {
         rc = f->kv ? train_batch_kv(f, train) : train_batch(f, train);
         b++;
         if (rc == MXC_OK && c->frequent > 0 && b % c->frequent == 0) {
@@ -1007,28 +1008,45 @@ static int load_states(struct fit *f) {
 }
 
 /* dist_sync: every rank must run as many batches per epoch (each batch is an exchange
- * with every other rank): sums the counts through the store on key `key` (one past the
- * parameters') and fails on every rank when they differ. */
-static int check_batches(struct fit *f, mxc_data_iter *train, int key) {
-    float mine = (float)mxc_data_iter_num_batches(train), sum = 0;
-    mxc_shape one = {1, {1}};
+ * with every other rank). The ranks learn each other's counts through the store, on key
+ * `key` (one past the parameters'): each pushes a vector with its count at its rank's
+ * place. All then train on the smallest count per epoch; a rank whose shard has more
+ * batches leaves the rest of each epoch out, saying so. */
+static int agree_batches(struct fit *f, mxc_data_iter *train, int key) {
+    int64_t mine = mxc_data_iter_num_batches(train);
+    mxc_shape shape = {1, {f->workers}};
+    float *counts = mxc__calloc((size_t)f->workers, sizeof *counts);
     mxc_ndarray *a = NULL;
-    int rc = mxc_nd_zeros(&one, MXC_FLOAT32, mxc_cpu(), &a);
+    int rc = counts ? mxc_nd_zeros(&shape, MXC_FLOAT32, mxc_cpu(), &a)
+                    : mxc__error(MXC_ENOMEM, "mxc_model_fit: out of memory");
     if (rc == MXC_OK)
         rc = mxc__in_call("mxc_model_fit", mxc_kvstore_init(f->kv, 1, &key, &a));
-    if (rc == MXC_OK)
-        rc = mxc_nd_sync_copy_from_cpu(a, &mine, sizeof mine);
+    if (rc == MXC_OK && mine >= (1 << 24))
+        rc = mxc__error(MXC_EINVAL,
+                        "mxc_model_fit: %lld batches per epoch is too many for "
+                        "dist_sync (at most 2^24)",
+                        (long long)mine);
+    if (rc == MXC_OK) {
+        counts[f->rank] = (float)mine;
+        rc = mxc_nd_sync_copy_from_cpu(a, counts, sizeof(float) * (size_t)f->workers);
+    }
     if (rc == MXC_OK)
         rc = mxc__in_call("mxc_model_fit", mxc_kvstore_pushpull(f->kv, 1, &key, &a, &a, 0));
     if (rc == MXC_OK)
-        rc = mxc_nd_sync_copy_to_cpu(a, &sum, sizeof sum);
+        rc = mxc_nd_sync_copy_to_cpu(a, counts, sizeof(float) * (size_t)f->workers);
+    int least = 0;
+    for (int r = 1; rc == MXC_OK && r < f->workers; r++)
+        least = counts[r] < counts[least] ? r : least;
+    if (rc == MXC_OK) {
+        f->epoch_batches = (int64_t)counts[least];
+        if (mine > f->epoch_batches)
+            mxc__log(MXC_LOG_WARN,
+                     "mxc_model_fit: rank %d trains on %lld of its %lld batches per epoch, as "
+                     "many as rank %d's shard has (give the ranks equal shards to use them all)",
+                     f->rank, (long long)f->epoch_batches, (long long)mine, least);
+    }
     mxc_nd_free(a);
-    if (rc == MXC_OK && sum != mine * (float)f->workers)
-        rc = mxc__error(MXC_EINVAL,
-                        "mxc_model_fit: the ranks' iterators differ in batches per epoch (this "
-                        "rank %.0f, %.0f in all over %d ranks): give every rank a shard with as "
-                        "many batches",
-                        (double)mine, (double)sum, f->workers);
+    mxc__free(counts);
     return rc;
 }
 
@@ -1076,7 +1094,7 @@ static int setup_kv(struct fit *f, mxc_data_iter *train, const mxc_context *ctxs
     if (rc == MXC_OK)
         rc = exchange(f, true);
     if (rc == MXC_OK && f->workers > 1)
-        rc = check_batches(f, train, s->num_args);
+        rc = agree_batches(f, train, s->num_args);
     return rc;
 }
 
@@ -1096,6 +1114,7 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const
     const char *kv_type = c->kvstore ? c->kvstore : f.num_sess > 1 ? "local" : NULL;
     MXC_TRY(mxc_data_iter_provide_data(train, &dshape));
     f.batch_size = dshape.dims[0];
+    f.epoch_batches = mxc_data_iter_num_batches(train);
     MXC_TRY(mxc_metric_create(metric, c->top_k, &f.metric));
     MXC_TRY(mxc_metric_create(metric, c->top_k, &eval_metric));
     f.prog.metric_name = metric;
@@ -1119,8 +1138,7 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const
         MXC_TRY(run_epoch(&f, e, train, eval, eval_metric));
     if (result) {
         double t = now_s() - f.start;
-        int64_t samples =
-            mxc_data_iter_num_batches(train) * f.batch_size * f.workers * c->num_epochs;
+        int64_t samples = f.epoch_batches * f.batch_size * f.workers * c->num_epochs;
         *result = (mxc_fit_result){f.prog.train_metric, f.prog.eval_metric, (double)samples / t, t,
                                    c->num_epochs};
     }

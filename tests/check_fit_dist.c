@@ -9,7 +9,8 @@
  * epochs, one mxc_model_fit call per epoch (the second loading the optimizer state saved
  * beside the first's checkpoint). After each epoch every rank saves its weights to
  * build/check_fit_dist-rank<r>-EEEE.params and, after a barrier, rank 0 compares the files
- * byte for byte. The launcher checks that every rank passed, that 2 ranks reach the 1-rank
+ * byte for byte; then the ranks train on shards of different sizes (10 and 7 batches), all
+ * on 7 batches per epoch, ending with identical weights. The launcher checks that every rank passed, that 2 ranks reach the 1-rank
  * accuracy within 1.5 %, and then that `mpirun -np 2 mxc train --kvstore dist_sync
  * --resume` continues from the last checkpoint (epoch 3 saved, one result line: rank 0's).
  * Without the dataset or without MPI the cases say so and pass.
@@ -80,6 +81,18 @@ static mxc_model *mlp(void) {
 /* ---- Under mpirun: one rank ------------------------------------------------------------ */
 
 #ifdef MXC_USE_MPI
+/* What the progress callback saw: the batches per epoch and the epochs ended. */
+struct trim_log {
+    int64_t num_batches;
+    int epochs;
+};
+
+static void count_batches(const mxc_fit_progress *p, void *user) {
+    struct trim_log *log = user;
+    log->num_batches = p->num_batches;
+    log->epochs += p->end_of_epoch;
+}
+
 static bool same_file(const char *a, const char *b) {
     size_t la = 0, lb = 0;
     char *x = mxct_read_file(a, &la), *y = mxct_read_file(b, &lb);
@@ -87,6 +100,71 @@ static bool same_file(const char *a, const char *b) {
     free(x);
     free(y);
     return same;
+}
+
+/* Shards of different sizes (rank 0: 10 batches, the others 7): every rank trains 7 per
+ * epoch, and the weights still agree bit for bit. */
+static bool unequal_shards(mxc_kvstore *kv, int rank) {
+    int64_t rows = rank == 0 ? 200 : 140;
+    float *x = malloc(sizeof(float) * 784 * (size_t)rows), *y = malloc(sizeof(float) * 140 * 2);
+    for (int64_t i = 0; i < 784 * rows; i++)
+        x[i] = (float)((i * 7 + rank) % 13) / 13.0f;
+    for (int64_t i = 0; i < rows; i++)
+        y[i] = (float)(i % 10);
+    mxc_shape xs = {2, {rows, 784}}, ys = {1, {rows}};
+    mxc_ndarray *data = NULL, *label = NULL;
+    mxc_data_iter *it = NULL;
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = 20;
+    mxc_model *model = mlp();
+    int rc = mxc_nd_create(&xs, MXC_FLOAT32, mxc_cpu(), 0, &data);
+    if (rc == MXC_OK)
+        rc = mxc_nd_create(&ys, MXC_FLOAT32, mxc_cpu(), 0, &label);
+    if (rc == MXC_OK)
+        rc = mxc_nd_sync_copy_from_cpu(data, x, sizeof(float) * 784 * (size_t)rows);
+    if (rc == MXC_OK)
+        rc = mxc_nd_sync_copy_from_cpu(label, y, sizeof(float) * (size_t)rows);
+    if (rc == MXC_OK)
+        rc = mxc_data_iter_create_array(data, label, &p, &it);
+    mxc_fit_config cfg;
+    config(&cfg);
+    cfg.kvstore = "dist_sync";
+    cfg.num_epochs = 2;
+    struct trim_log log = {0};
+    cfg.quiet = 0;
+    cfg.callback = count_batches;
+    cfg.user = &log;
+    if (rc == MXC_OK)
+        rc = mxc_model_fit(model, it, NULL, &cfg, NULL);
+    char mine[256];
+    snprintf(mine, sizeof mine, "%s-shards-rank%d", PREFIX, rank);
+    if (rc == MXC_OK)
+        rc = mxc_model_save(model, mine, 1);
+    if (rc == MXC_OK)
+        rc = mxc_kvstore_barrier(kv);
+    bool ok = rc == MXC_OK;
+    if (!ok)
+        printf("rank %d: unequal shards: %s\n", rank, mxc_last_error());
+    if (ok && rank == 0) {
+        printf("rank 0: unequal shards: %lld batches per epoch\n", (long long)log.num_batches);
+        ok = log.num_batches == 7 && log.epochs == 2;
+        char a[300], b[300];
+        snprintf(a, sizeof a, "%s-shards-rank0-0001.params", PREFIX);
+        snprintf(b, sizeof b, "%s-shards-rank1-0001.params", PREFIX);
+        bool same = same_file(a, b);
+        printf("rank 0: unequal shards: weights %s\n", same ? "identical" : "DIFFER");
+        ok = ok && same;
+    }
+    if (ok)
+        ok = mxc_kvstore_barrier(kv) == MXC_OK;
+    mxc_data_iter_free(it);
+    mxc_nd_free(data);
+    mxc_nd_free(label);
+    mxc_model_free(model);
+    free(x);
+    free(y);
+    return ok;
 }
 
 static int rank_main(void) {
@@ -136,6 +214,8 @@ static int rank_main(void) {
             ok = false;
         }
     }
+    if (ok)
+        ok = unequal_shards(kv, rank);
     printf("rank %d of %d: %s\n", rank, size, ok ? "passed" : "FAILED");
     fflush(stdout);
     mxc_model_free(model);
