@@ -685,12 +685,14 @@ static int run_contention(const char *self, const struct options *o, const int *
                 status = 1;
             double ratio = loaded.rate / quiet.rate, vs_single = loaded.rate / single.rate;
             double tratio = tloaded.rate / tquiet.rate;
-            char cpu[32];
+            char cpu[32], torch[48] = "         -          -       -";
             snprintf(cpu, sizeof cpu, "%.1f / %.1f", quiet.cpu_s, loaded.cpu_s);
-            fprintf(tf, "%-12s %2d %10.0f %10.0f %6.2fx %10.0f %6.2fx %14s %10.0f %10.0f %6.2fx\n",
-                    kase, k, fmt_rate(quiet.rate), fmt_rate(loaded.rate), ratio,
-                    fmt_rate(single.rate), vs_single, cpu, fmt_rate(tquiet.rate),
-                    fmt_rate(tloaded.rate), tratio);
+            if (tquiet.ok && tloaded.ok) /* else no baseline: dashes, not 0 and nan */
+                snprintf(torch, sizeof torch, "%10.0f %10.0f %6.2fx", fmt_rate(tquiet.rate),
+                         fmt_rate(tloaded.rate), tratio);
+            fprintf(tf, "%-12s %2d %10.0f %10.0f %6.2fx %10.0f %6.2fx %14s %s\n", kase, k,
+                    fmt_rate(quiet.rate), fmt_rate(loaded.rate), ratio, fmt_rate(single.rate),
+                    vs_single, cpu, torch);
             fflush(tf);
             if (!o->json)
                 continue;
