@@ -586,3 +586,11 @@ int mxct_run(const char *label, const char *const *argv, const char *const *env,
     free(out_path);
     return result;
 }
+
+void mxct_expect_error(int rc, int code, const char *const *needles) {
+    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
+                  mxc_last_error());
+    for (int i = 0; needles[i]; i++)
+        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
+                      mxc_last_error(), needles[i]);
+}
