@@ -39,6 +39,10 @@ static const char *const aliases[][2] = {
     {"_Mul", "_mul"},
     {"_RDivScalar", "_rdiv_scalar"},
     {"Softmax", "SoftmaxOutput"},
+    {"identity", "_copy"},
+    {"swapaxes", "SwapAxis"},
+    {"reverse", "flip"},
+    {"crop", "slice"},
 };
 
 /* Each alias finds its operator's one definition, through the internal lookup and the
@@ -295,6 +299,246 @@ START_TEST(test_gradients) {
 }
 END_TEST
 
+/* ---- Through the engine, under MXNet's aliases ---------------------------------------- */
+
+/* MXNet's other name for `op`, or `op` itself. */
+static const char *alias_of(const char *op) {
+    for (size_t i = 0; i < MXC_ARRAY_SIZE(aliases); i++)
+        if (strcmp(aliases[i][1], op) == 0)
+            return aliases[i][0];
+    return op;
+}
+
+/* Every reference case through mxc_imperative_invoke (an engine push, output allocated from
+ * the inferred shape), called by its alias where MXNet has one. */
+START_TEST(test_invoke) {
+    const struct ref_case *c = &ref_cases[_i];
+    struct mxct_params kv = mxct_params_from_pairs(c->kv);
+    struct mxct_tensor want = ref(c, "out", 0);
+    struct mxct_tensor in[MAX_IN];
+    mxc_ndarray *arrays[MAX_IN], *out[1] = {NULL};
+    for (int i = 0; i < c->num_in; i++) {
+        in[i] = ref(c, "in", i);
+        arrays[i] = mxct_array_of(&in[i]);
+    }
+    const char *name = alias_of(c->op);
+    int rc = mxc_imperative_invoke(name, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
+    ck_assert_msg(rc == MXC_OK, "%s (%s): %s", c->file, name, mxc_last_error());
+    mxc_shape s;
+    CK_OK(mxc_nd_get_shape(out[0], &s));
+    char what[160];
+    snprintf(what, sizeof what, "%s through mxc_imperative_invoke as %s", c->file, name);
+    mxct_expect_shape(&s, &want.shape, what);
+    struct mxct_tensor got = mxct_tensor_from(s, NULL);
+    CK_OK(mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)));
+    mxct_expect_close(&got, want.data, 0, 0, what);
+    mxc_nd_free(out[0]);
+    for (int i = 0; i < c->num_in; i++)
+        mxc_nd_free(arrays[i]);
+    mxct_tensors_free(&got, 1);
+    mxct_tensors_free(in, c->num_in);
+    mxct_tensors_free(&want, 1);
+}
+END_TEST
+
+/* ---- Bad parameters and shapes ------------------------------------------------------- */
+
+/* `op` with `kv` on zero arrays of the given shapes fails with `code`, the message holding
+ * each needle, and no output is made. */
+static void expect_invoke_error(const char *op, struct mxct_params kv, int num_in,
+                                const mxc_shape *shapes, int code, const char *const *needles) {
+    mxc_ndarray *in[MAX_IN], *out[1] = {NULL};
+    for (int i = 0; i < num_in; i++)
+        CK_OK(mxc_nd_zeros(&shapes[i], MXC_FLOAT32, mxc_cpu(), &in[i]));
+    mxc_clear_error();
+    int rc = mxc_imperative_invoke(op, kv.num, kv.keys, kv.vals, num_in, in, 1, out, 0);
+    mxct_expect_error(rc, code, needles);
+    ck_assert_ptr_null(out[0]);
+    for (int i = 0; i < num_in; i++)
+        mxc_nd_free(in[i]);
+}
+
+#define BAD1(op, shape, code, kv, ...) \
+    expect_invoke_error(op, kv, 1, &shape, code, (const char *const[]){__VA_ARGS__, NULL})
+#define BAD2(op, s0, s1, code, kv, ...)                               \
+    expect_invoke_error(op, kv, 2, (const mxc_shape[]){s0, s1}, code, \
+                        (const char *const[]){__VA_ARGS__, NULL})
+
+START_TEST(test_bad_squeeze_swap_flip) {
+    mxc_shape x = SHAPE(1, 3, 1);
+    BAD1("squeeze", x, MXC_EINVAL, MXCT_KV("axis", "(1,)"), "squeeze", "axis=(1)", "(1, 3, 1)");
+    BAD1("squeeze", x, MXC_EINVAL, MXCT_KV("axis", "(0, -3)"), "squeeze", "not a distinct");
+    BAD1("squeeze", x, MXC_EINVAL, MXCT_KV("axis", "(3,)"), "squeeze", "axis=(3)");
+    BAD1("squeeze", x, MXC_EINVAL, MXCT_KV("axis", "(None,)"), "squeeze");
+    BAD1("squeeze", x, MXC_EINVAL, MXCT_KV("axis", "(0, x)"), "squeeze", "axis", "None");
+    mxc_shape y = SHAPE(2, 3, 4);
+    BAD1("SwapAxis", y, MXC_EINVAL, MXCT_KV("dim1", "3"), "SwapAxis", "dim1=3", "3-D");
+    BAD1("SwapAxis", y, MXC_EINVAL, MXCT_KV("dim2", "-4"), "SwapAxis", "dim2=-4");
+    BAD1("SwapAxis", y, MXC_EINVAL, MXCT_KV("axis", "1"), "SwapAxis", "dim1, dim2");
+    /* MXNet 1.9.1's flip takes no negative axes */
+    BAD1("flip", y, MXC_EINVAL, MXCT_KV("axis", "(-1,)"), "flip", "-1", "(2, 3, 4)");
+    BAD1("flip", y, MXC_EINVAL, MXCT_KV("axis", "(0, 3)"), "flip", "(0, 3)", "[0, 3)");
+    BAD1("flip", y, MXC_EINVAL, MXCT_NO_PARAMS, "flip", "required", "axis");
+}
+END_TEST
+
+START_TEST(test_bad_slices) {
+    mxc_shape x = SHAPE(2, 3, 4);
+    BAD1("slice", x, MXC_EINVAL, MXCT_KV("begin", "(0,)", "end", "(1, 2)"), "slice",
+         "begin has 1 entries, end 2", "(2, 3, 4)");
+    BAD1("slice", x, MXC_EINVAL, MXCT_KV("begin", "(0, 0, 0, 0)", "end", "(1, 1, 1, 1)"),
+         "begin has 4 entries");
+    BAD1("slice", x, MXC_EINVAL, MXCT_KV("begin", "(1,)", "end", "(2,)", "step", "(1, 1)"),
+         "step 2");
+    BAD1("slice", x, MXC_EINVAL, MXCT_KV("begin", "(None,)", "end", "(None,)", "step", "(0,)"),
+         "slice", "step[0] is 0");
+    BAD1("slice", x, MXC_EINVAL, MXCT_KV("begin", "(0,)"), "slice", "required", "end");
+    BAD1("slice", x, MXC_EINVAL, MXCT_KV("begin", "(1, x)", "end", "(2, 2)"), "slice", "begin",
+         "(1, x)");
+    BAD1("slice_axis", x, MXC_EINVAL, MXCT_KV("axis", "3", "begin", "0", "end", "1"), "slice_axis",
+         "axis=3", "(2, 3, 4)");
+    BAD1("slice_axis", x, MXC_EINVAL, MXCT_KV("axis", "1", "begin", "2", "end", "1"), "slice_axis",
+         "begin=2, end=1", "axis 1");
+    BAD1("slice_axis", x, MXC_EINVAL, MXCT_KV("axis", "1", "begin", "0", "end", "4"), "end=4");
+    BAD1("slice_axis", x, MXC_EINVAL, MXCT_KV("axis", "1", "begin", "-4", "end", "None"),
+         "begin=-4", "None = 3");
+    BAD1("slice_axis", x, MXC_EINVAL, MXCT_KV("axis", "1", "begin", "1", "end", "1"), "end=1");
+    BAD1("slice_axis", x, MXC_EINVAL, MXCT_KV("axis", "1", "begin", "1"), "required", "end");
+    BAD1("slice_axis", x, MXC_EINVAL, MXCT_KV("axis", "1", "begin", "1", "end", "x"), "end",
+         "integer or None");
+    BAD2("slice_like", x, SHAPE(1, 2), MXC_ESHAPE, MXCT_NO_PARAMS, "slice_like", "(2, 3, 4)",
+         "(1, 2)", "same number of axes");
+    BAD2("slice_like", x, SHAPE(1, 2, 5), MXC_ESHAPE, MXCT_NO_PARAMS, "slice_like", "larger",
+         "axis 2");
+    BAD2("slice_like", x, SHAPE(1, 2), MXC_EINVAL, MXCT_KV("axes", "(-1,)"), "slice_like",
+         "axis -1");
+    BAD2("slice_like", x, SHAPE(7), MXC_ESHAPE, MXCT_KV("axes", "(0,)"), "larger", "axis 0");
+}
+END_TEST
+
+START_TEST(test_bad_stack_tile_repeat) {
+    BAD2("stack", SHAPE(2, 3, 4), SHAPE(2, 3, 5), MXC_ESHAPE, MXCT_KV("num_args", "2"), "stack",
+         "arg1", "(2, 3, 5)", "(2, 3, 4)");
+    BAD2("stack", SHAPE(2, 3), SHAPE(2, 3), MXC_EINVAL, MXCT_KV("num_args", "2", "axis", "3"),
+         "stack", "axis=3", "[-3, 2]");
+    BAD2("stack", SHAPE(2, 3), SHAPE(2, 3), MXC_EINVAL, MXCT_NO_PARAMS, "stack", "num_args");
+    BAD2("stack", SHAPE(2, 3), SHAPE(2, 3), MXC_EINVAL, MXCT_KV("num_args", "17"), "num_args",
+         "16");
+    mxc_shape eight = SHAPE(1, 1, 1, 1, 1, 1, 1, 2);
+    BAD2("stack", eight, eight, MXC_ENOTSUP, MXCT_KV("num_args", "2"), "stack", "most");
+    mxc_shape x = SHAPE(2, 3);
+    BAD1("tile", x, MXC_EINVAL, MXCT_KV("reps", "(0,)"), "tile", "reps=(0)", ">= 1");
+    BAD1("tile", x, MXC_EINVAL, MXCT_KV("reps", "(2, -1)"), "tile", "(2, -1)");
+    BAD1("tile", x, MXC_EINVAL, MXCT_NO_PARAMS, "tile", "required", "reps");
+    BAD1("tile", x, MXC_ESHAPE, MXCT_KV("reps", "(4611686018427387904, 4)"), "tile", "int64");
+    BAD1("repeat", x, MXC_EINVAL, MXCT_KV("repeats", "-1"), "repeat", "repeats=-1");
+    BAD1("repeat", x, MXC_EINVAL, MXCT_KV("repeats", "2", "axis", "2"), "repeat", "axis=2",
+         "(2, 3)");
+    BAD1("repeat", x, MXC_EINVAL, MXCT_KV("axis", "0"), "repeat", "required", "repeats");
+    BAD1("repeat", SHAPE(1 << 20, 1 << 20), MXC_ESHAPE, MXCT_KV("repeats", "2147483647"), "repeat",
+         "int64");
+}
+END_TEST
+
+START_TEST(test_bad_broadcasts) {
+    mxc_shape x = SHAPE(1, 3, 1);
+    BAD1("broadcast_to", x, MXC_ESHAPE, MXCT_KV("shape", "(2, 4, 4)"), "broadcast_to", "(1, 3, 1)",
+         "(2, 4, 4)", "axis 1");
+    BAD1("broadcast_to", x, MXC_EINVAL, MXCT_KV("shape", "(2, 3)"), "broadcast_to", "(2, 3)",
+         "one entry per axis");
+    BAD1("broadcast_to", x, MXC_EINVAL, MXCT_KV("shape", "(2, -1, 4)"), "negative");
+    BAD1("broadcast_to", x, MXC_EINVAL, MXCT_NO_PARAMS, "broadcast_to", "shape=()");
+    BAD2("broadcast_like", x, SHAPE(2, 3), MXC_ESHAPE, MXCT_NO_PARAMS, "broadcast_like",
+         "same number of axes");
+    BAD2("broadcast_like", x, SHAPE(2, 5, 4), MXC_ESHAPE, MXCT_NO_PARAMS, "broadcast_like",
+         "(2, 5, 4)", "axis 1");
+    BAD2("broadcast_like", x, SHAPE(7, 5), MXC_EINVAL, MXCT_KV("lhs_axes", "(0,)"),
+         "broadcast_like", "both None");
+    BAD2("broadcast_like", x, SHAPE(7, 5), MXC_EINVAL,
+         MXCT_KV("lhs_axes", "(0,)", "rhs_axes", "(0, 1)"), "same non-zero length");
+    BAD2("broadcast_like", x, SHAPE(7, 5), MXC_EINVAL, MXCT_KV("lhs_axes", "()", "rhs_axes", "()"),
+         "same non-zero length");
+    BAD2("broadcast_like", x, SHAPE(7, 5), MXC_EINVAL,
+         MXCT_KV("lhs_axes", "(3,)", "rhs_axes", "(0,)"), "lhs_axes[0]=3");
+    BAD2("broadcast_like", x, SHAPE(7, 5), MXC_ESHAPE,
+         MXCT_KV("lhs_axes", "(1,)", "rhs_axes", "(0,)"), "(1, 3, 1)", "(1, 7, 1)");
+}
+END_TEST
+
+/* ---- Empty windows and parameters printed back ---------------------------------------- */
+
+/* A slice that holds nothing (begin past end, clamped, or a negative step the wrong way):
+ * an output with a 0 axis, and a gradient of zeros, written or added. */
+START_TEST(test_empty_slices) {
+    static const char *const specs[][6] = {
+        {"begin", "(0, 2)", "end", "(2, 1)", NULL},
+        {"begin", "(0, 5)", "end", "(2, 6)", NULL},
+        {"begin", "(1, 3)", "end", "(2, 2)", "step", "(1, 1)"},
+        {"begin", "(None, 0)", "end", "(None, 2)", "step", "(1, -1)"},
+    };
+    static const mxc_shape want[] = {SHAPE(2, 0, 4), SHAPE(2, 0, 4), SHAPE(1, 0, 4),
+                                     SHAPE(2, 0, 4)};
+    struct mxct_tensor x = mxct_tensor_random(SHAPE(2, 3, 4), -1, 1, 5);
+    for (int k = 0; k < 4; k++) {
+        const char *kv[7] = {NULL};
+        for (int i = 0; i < 6 && specs[k][i]; i++)
+            kv[i] = specs[k][i];
+        struct mxct_params params = mxct_params_from_pairs(kv);
+        struct mxct_tensor out[1], grads[1], og = mxct_tensor_from(want[k], NULL);
+        CK_OK(mxct_op_forward("slice", params, false, &x, 1, NULL, out));
+        mxct_expect_shape(&out[0].shape, &want[k], specs[k][1]);
+        CK_OK(mxct_op_backward("slice", params, true, &x, 1, NULL, &og, grads));
+        float zeros[24] = {0};
+        mxct_expect_close(&grads[0], zeros, 0, 0, "gradient of an empty slice");
+        mxct_tensors_free(out, 1);
+        mxct_tensors_free(grads, 1);
+        mxct_tensors_free(&og, 1);
+    }
+    mxct_tensors_free(&x, 1);
+}
+END_TEST
+
+/* The new parameter kinds print back as MXNet spells them (symbol JSON, mxc_op_get_info). */
+static void expect_printed(const char *op, struct mxct_params kv, const char *key,
+                           const char *want) {
+    const struct mxc__op_def *def = mxc__op_find(op);
+    _Alignas(16) unsigned char params[1024];
+    CK_OK(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params));
+    for (int i = 0; i < def->num_params; i++) {
+        if (strcmp(def->params[i].name, key) != 0)
+            continue;
+        char buf[128];
+        int n = mxc__op_format_param(&def->params[i], params, buf, sizeof buf);
+        ck_assert_int_eq(n, (int)strlen(want));
+        ck_assert_str_eq(buf, want);
+        return;
+    }
+    ck_abort_msg("%s has no parameter %s", op, key);
+}
+
+START_TEST(test_params_print_back) {
+    struct mxct_params sl = MXCT_KV("begin", "(1, None, -2)", "end", "[None,3 , None]");
+    expect_printed("slice", sl, "begin", "(1, None, -2)");
+    expect_printed("slice", sl, "end", "(None, 3, None)");
+    expect_printed("slice", sl, "step", "()");
+    expect_printed("slice", MXCT_KV("begin", "(None,)", "end", "(2,)"), "begin", "(None,)");
+    expect_printed("squeeze", MXCT_NO_PARAMS, "axis", "None");
+    expect_printed("squeeze", MXCT_KV("axis", "(0, 2)"), "axis", "(0, 2)");
+    struct mxct_params sa = MXCT_KV("axis", "0", "begin", "1", "end", "None");
+    expect_printed("slice_axis", sa, "end", "None");
+    expect_printed("slice_axis", MXCT_KV("axis", "0", "begin", "1", "end", "-1"), "end", "-1");
+    expect_printed("repeat", MXCT_KV("repeats", "2"), "axis", "None");
+    expect_printed("broadcast_like", MXCT_KV("lhs_axes", "(0,)", "rhs_axes", "(1,)"), "lhs_axes",
+                   "(0,)");
+    expect_printed("stack", MXCT_KV("num_args", "2"), "axis", "0");
+    /* every default shows in the introspection */
+    mxc_op_info info;
+    CK_OK(mxc_op_get_info("slice_axis", &info));
+    ck_assert_str_eq(info.params[2].name, "end");
+    ck_assert_str_eq(info.params[2].type, "int or None");
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("op_tensor");
     TCase *tc = tcase_create("aliases");
@@ -313,6 +557,21 @@ static Suite *suite(void) {
     tc = tcase_create("gradients");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
+    tcase_add_test(tc, test_empty_slices);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("errors");
+    tcase_set_timeout(tc, mxct_timeout(20));
+    tcase_add_test(tc, test_bad_squeeze_swap_flip);
+    tcase_add_test(tc, test_bad_slices);
+    tcase_add_test(tc, test_bad_stack_tile_repeat);
+    tcase_add_test(tc, test_bad_broadcasts);
+    tcase_add_test(tc, test_params_print_back);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("invoke");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_loop_test(tc, test_invoke, 0, (int)MXC_ARRAY_SIZE(ref_cases));
     suite_add_tcase(s, tc);
     return s;
 }
