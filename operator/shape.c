@@ -9,6 +9,7 @@
 #include "operator/copy_gpu.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
+#include "operator/walk.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -440,62 +441,22 @@ static int permuted_shape(perm_fn fn, const char *op, const void *params, mxc_sh
     return mxc__shape_assign(&out[0], &o, op, "output");
 }
 
-/* The walk of a permutation: dst axis i = src axis perm[i], src `shape` row-major; dims
- * and strides (in src) per dst axis. Returns the element count. */
-static int64_t permute_plan(const mxc_shape *shape, const int *perm, int64_t *dims,
-                            int64_t *strides) {
-    int nd = shape->ndim;
-    int64_t sstride[MXC_MAX_NDIM];
-    int64_t acc = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        sstride[i] = acc;
+/* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i], src `shape`
+ * row-major: a walk of the permuted dims over src's strides (operator/walk.h), on the GPU of
+ * gpu_rctx when it is given. */
+static int permute(const mxc_run_ctx *gpu_rctx, float *dst, const float *src,
+                   const mxc_shape *shape, const int *perm, int req) {
+    int64_t st[MXC_MAX_NDIM], acc = 1;
+    for (int i = shape->ndim - 1; i >= 0; i--) {
+        st[i] = acc;
         acc *= shape->dims[i];
     }
-    for (int i = 0; i < nd; i++) {
-        dims[i] = shape->dims[perm[i]];
-        strides[i] = sstride[perm[i]];
+    struct mxc__walk w = {.nd = shape->ndim};
+    for (int i = 0; i < shape->ndim; i++) {
+        w.dims[i] = shape->dims[perm[i]];
+        w.strides[i] = st[perm[i]];
     }
-    return acc;
-}
-
-/* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i].
- * src: `shape`, row-major; dst: the permuted shape, row-major, walked in order with an
- * index counter, the last axis as the inner strided loop. */
-static int permute(const mxc_run_ctx *rctx, float *dst, const float *src, const mxc_shape *shape,
-                   const int *perm, int req) {
-    int nd = shape->ndim;
-    int64_t dims[MXC_MAX_NDIM], strides[MXC_MAX_NDIM];
-    int64_t idx[MXC_MAX_NDIM] = {0};
-    int64_t acc = permute_plan(shape, perm, dims, strides);
-    if (req == MXC__REQ_NULL || acc == 0)
-        return MXC_OK;
-#ifdef MXC_USE_CUDA
-    if (rctx != NULL)
-        return mxc__permute_gpu(dst, src, nd, dims, strides, req, rctx->stream);
-#else
-    (void)rctx;
-#endif
-    int64_t inner = dims[nd - 1], is = strides[nd - 1], rows = acc / inner;
-    bool add = req == MXC__REQ_ADD;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off = 0;
-        for (int i = 0; i < nd - 1; i++)
-            off += idx[i] * strides[i];
-        const float *s = src + off;
-        float *d = dst + r * inner;
-        if (add)
-            for (int64_t j = 0; j < inner; j++)
-                d[j] += s[j * is];
-        else
-            for (int64_t j = 0; j < inner; j++)
-                d[j] = s[j * is];
-        for (int i = nd - 2; i >= 0; i--) { /* next output row */
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
-        }
-    }
-    return MXC_OK;
+    return mxc__walk_gather(gpu_rctx, dst, src, w, req);
 }
 
 /* out = data with axes permuted; on a GPU when gpu_rctx is given. */

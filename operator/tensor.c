@@ -71,18 +71,18 @@ static void walk_simplify(struct mxc__walk *w) {
 
 /* Gather: dst[j] (req) = src[walk(j)] for every index j of the walk; scatter (`to_walk`):
  * dst[walk(j)] (req) = src[j], the walk one to one, the other elements of dst untouched. */
-static int move(const struct mxc__op_call *c, bool gpu, float *dst, const float *src,
-                struct mxc__walk w, int req, bool to_walk) {
+static int move(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, struct mxc__walk w,
+                int req, bool to_walk) {
     int64_t n = walk_size(&w);
     if (req == MXC__REQ_NULL || n == 0)
         return MXC_OK;
     walk_simplify(&w);
 #ifdef MXC_USE_CUDA
-    if (gpu)
-        return to_walk ? mxc__walk_scatter_gpu(dst, src, w, n, req, c->rctx->stream)
-                       : mxc__walk_gather_gpu(dst, src, w, n, req, c->rctx->stream);
+    if (gpu_rctx)
+        return to_walk ? mxc__walk_scatter_gpu(dst, src, w, n, req, gpu_rctx->stream)
+                       : mxc__walk_gather_gpu(dst, src, w, n, req, gpu_rctx->stream);
 #else
-    (void)c, (void)gpu;
+    (void)gpu_rctx;
 #endif
     /* a row of the walk's last axis at a time: contiguous on one side, strided on the other */
     int64_t inner = w.dims[w.nd - 1], is = w.strides[w.nd - 1];
@@ -101,14 +101,19 @@ static int move(const struct mxc__op_call *c, bool gpu, float *dst, const float 
     return MXC_OK;
 }
 
+int mxc__walk_gather(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, struct mxc__walk w,
+                     int req) {
+    return move(gpu_rctx, dst, src, w, req, false);
+}
+
 static int gather(const struct mxc__op_call *c, bool gpu, float *dst, const float *src,
                   struct mxc__walk w, int req) {
-    return move(c, gpu, dst, src, w, req, false);
+    return move(gpu ? c->rctx : NULL, dst, src, w, req, false);
 }
 
 static int scatter(const struct mxc__op_call *c, bool gpu, float *dst, const float *src,
                    struct mxc__walk w, int req) {
-    return move(c, gpu, dst, src, w, req, true);
+    return move(gpu ? c->rctx : NULL, dst, src, w, req, true);
 }
 
 /* dst[k] (req) = sum over the copies t of src[walk(k) + copies(t)], k < n. */

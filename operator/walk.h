@@ -10,13 +10,15 @@
  *   scatter  dst[walk(j)] = src[j]                 (the backward of a one-to-one gather)
  *   sum      dst[k] = sum_t src[walk(k) + sum_walk(t)]   (the backward of tile, repeat and
  *                                                  broadcast: every copy of an element)
- * The walks are made on the host and reach the device by value. Internal.
+ * The walks are made on the host and reach the device by value (Dropout's mask, shared
+ * along some axes, is read through one too). Internal.
  */
 #ifndef MXC_OPERATOR_WALK_H
 #define MXC_OPERATOR_WALK_H
 
 #include "common/hd.h"
 #include "mxc/base.h"
+#include "mxc/engine.h"
 
 #include <stdint.h>
 
@@ -56,6 +58,12 @@ static inline MXC__HD float mxc__walk_sum_at(const struct mxc__walk *w, const st
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* dst[j] (=, += as `req`, an enum mxc__req, says) = src[walk(j)] for every index j of the
+ * walk: on the CPU, or on the GPU of gpu_rctx when it is not NULL (operator/tensor.c; the
+ * permutations of transpose and SwapAxis use it too). MXC_OK or MXC_EDEVICE. */
+int mxc__walk_gather(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, struct mxc__walk w,
+                     int req);
 
 /* ---- GPU launchers (operator/tensor_gpu.cu, CUDA builds only): device pointers, work
  * queued on `stream`; MXC_OK or MXC_EDEVICE. Requests are enum mxc__req values. `n` is
