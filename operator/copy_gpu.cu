@@ -1,10 +1,9 @@
 /*
  * operator/copy_gpu.cu — the data-moving kernels behind operator/copy_gpu.h: plain copies
- * go to cudaMemcpyAsync, everything else (adding, strided rows, permutations, sums) is one
+ * go to cudaMemcpyAsync, everything else (adding, strided rows, sums) is one
  * element-wise map whose store is mxc__put.
  */
 #include "operator/op_gpu.cuh"
-#include "operator/strided.cuh"
 
 extern "C" {
 #include "operator/copy_gpu.h"
@@ -39,17 +38,6 @@ struct inputs {
     const float *p[MXC__MAX_OP_ARGS];
 };
 } // namespace
-
-extern "C" int mxc__permute_gpu(float *dst, const float *src, int nd, const int64_t *dims,
-                                const int64_t *strides, int req, void *stream) {
-    if (req == MXC__REQ_NULL || nd < 1 || nd > MXC_MAX_NDIM)
-        return MXC_OK;
-    int64_t n;
-    const mxc__strided walk = mxc__strided_make(nd, dims, strides, &n);
-    return mxc__launch(n, stream, "transpose", [=] __device__(int64_t j) {
-        mxc__put(req, dst, j, src[mxc__strided_offset(walk, j)]);
-    });
-}
 
 extern "C" int mxc__sum_gpu(float *out, const float *const *in, int num, int64_t n, int req,
                             void *stream) {

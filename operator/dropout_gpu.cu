@@ -5,10 +5,10 @@
  * element.
  */
 #include "operator/op_gpu.cuh"
-#include "operator/strided.cuh"
 
 extern "C" {
 #include "operator/dropout.h"
+#include "operator/walk.h"
 }
 
 extern "C" int mxc__dropout_mask_gpu(float *mask, int64_t n, bool active, float keep, float scale,
@@ -24,13 +24,15 @@ extern "C" int mxc__dropout_mul_gpu(float *o, const float *a, const float *mask,
     if (req == MXC__REQ_NULL || nd > MXC_MAX_NDIM)
         return MXC_OK;
     /* the mask's stride per data axis, 0 where one value is shared */
-    int64_t mstride[MXC_MAX_NDIM], acc = 1, n;
+    struct mxc__walk walk = {nd, 0};
+    int64_t acc = 1, n = 1;
     for (int i = nd - 1; i >= 0; i--) {
-        mstride[i] = mdims[i] == 1 ? 0 : acc;
+        walk.dims[i] = dims[i];
+        walk.strides[i] = mdims[i] == 1 ? 0 : acc;
         acc *= mdims[i];
+        n *= dims[i];
     }
-    const mxc__strided walk = mxc__strided_make(nd, dims, mstride, &n);
     return mxc__launch(n, stream, "Dropout", [=] __device__(int64_t j) {
-        mxc__put(req, o, j, a[j] * mask[mxc__strided_offset(walk, j)]);
+        mxc__put(req, o, j, a[j] * mask[mxc__walk_at(&walk, j)]);
     });
 }

@@ -52,11 +52,25 @@ enum mxc__param_type {
     MXC__PARAM_TUPLE,     /* mxc_shape: "(3, 3)", "3", "()" */
     MXC__PARAM_OPT_FLOAT, /* struct mxc__opt_float: a number or None */
     MXC__PARAM_OPT_ENUM,  /* int: index into `choices`, or -1 for None */
+    MXC__PARAM_OPT_INT,   /* struct mxc__opt_int: an integer or None */
+    MXC__PARAM_OPT_TUPLE, /* struct mxc__opt_tuple: None, or a tuple whose entries may be
+                             None: "(1, None, -2)" (slice's begin and end) */
 };
 
 struct mxc__opt_float {
     bool has_value;
     float value;
+};
+
+struct mxc__opt_int {
+    bool has_value;
+    int value;
+};
+
+struct mxc__opt_tuple {
+    bool has_value;  /* false: the whole value is None */
+    mxc_shape tuple; /* entries that are None hold 0 */
+    unsigned none;   /* bit i: entry i is None */
 };
 
 /* One row of an operator's parameter table. */
@@ -82,6 +96,9 @@ struct mxc__param {
 #define MXC__P_TUPLE(st, f, def, doc)    MXC__P(MXC__PARAM_TUPLE, st, f, def, 1, 0, NULL, doc)
 #define MXC__P_OPT_FLOAT(st, f, doc)     MXC__P(MXC__PARAM_OPT_FLOAT, st, f, "None", 1, 0, NULL, doc)
 #define MXC__P_OPT_ENUM(st, f, ch, doc)  MXC__P(MXC__PARAM_OPT_ENUM, st, f, "None", 1, 0, ch, doc)
+#define MXC__P_OPT_INT(st, f, def, lo, hi, doc) \
+    MXC__P(MXC__PARAM_OPT_INT, st, f, def, lo, hi, NULL, doc)
+#define MXC__P_OPT_TUPLE(st, f, def, doc) MXC__P(MXC__PARAM_OPT_TUPLE, st, f, def, 1, 0, NULL, doc)
 
 /* The parameters of the `_<op>_scalar` operators and smooth_l1. */
 struct mxc__scalar_param {
@@ -232,10 +249,12 @@ struct mxc__op_def {
 
 /* ---- Registry ---------------------------------------------------------------------- */
 
-/* The operator named `name`, or NULL. */
+/* The operator named `name`, or called so by one of MXNet's aliases of it ("add_n" is
+ * ElementWiseSum, "elemwise_add" _plus: operator/registry.c lists them), or NULL. */
 const struct mxc__op_def *mxc__op_find(const char *name);
 
-/* The operator, or MXC_EINVAL "unknown operator" (with a close name if there is one). */
+/* The operator as mxc__op_find finds it, or MXC_EINVAL "unknown operator" (with a close
+ * name if there is one). */
 int mxc__op_lookup(const char *name, const struct mxc__op_def **out);
 
 /* Number of inputs / outputs / aux states of `def` with `params`; names through the

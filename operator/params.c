@@ -44,9 +44,11 @@ static bool parse_int64(const char *s, int64_t *out) {
     return true;
 }
 
-/* "(3, 3)", "[3,3]", "(3,)", "3", "()" -> tuple. */
-static bool parse_tuple(const char *s, mxc_shape *out) {
+/* "(3, 3)", "[3,3]", "(3,)", "3", "()" -> tuple. With `none` given, entries may be None
+ * ("(None, 2)"): they read as 0 with their bit set in *none. */
+static bool parse_tuple(const char *s, mxc_shape *out, unsigned *none) {
     mxc_shape t = {0};
+    unsigned nones = 0;
     while (*s == ' ')
         s++;
     char close = *s == '(' ? ')' : *s == '[' ? ']' : '\0';
@@ -64,6 +66,10 @@ static bool parse_tuple(const char *s, mxc_shape *out) {
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
+        if (none && end == s && strncmp(s, "None", 4) == 0 && t.ndim < MXC_MAX_NDIM) {
+            nones |= 1u << t.ndim;
+            end = (char *)s + 4;
+        }
         if (end == s || errno == ERANGE || t.ndim == MXC_MAX_NDIM)
             return false;
         t.dims[t.ndim++] = v;
@@ -82,6 +88,8 @@ static bool parse_tuple(const char *s, mxc_shape *out) {
     if (*s != '\0')
         return false;
     *out = t;
+    if (none)
+        *none = nones;
     return true;
 }
 
@@ -152,14 +160,34 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, 
         *o = (struct mxc__opt_float){true, (float)d};
         return MXC_OK;
     }
+    case MXC__PARAM_OPT_INT: {
+        struct mxc__opt_int *o = f;
+        if (is_none(value)) {
+            *o = (struct mxc__opt_int){false, 0};
+            return MXC_OK;
+        }
+        if (!parse_int64(value, &i) || i < INT32_MIN || i > INT32_MAX)
+            goto bad;
+        if (!in_bounds(p, (double)i))
+            goto out_of_bounds;
+        *o = (struct mxc__opt_int){true, (int)i};
+        return MXC_OK;
+    }
     case MXC__PARAM_BOOL:
         if (!parse_bool(value, (bool *)f))
             goto bad;
         return MXC_OK;
     case MXC__PARAM_TUPLE:
-        if (!parse_tuple(value, (mxc_shape *)f))
+        if (!parse_tuple(value, (mxc_shape *)f, NULL))
             goto bad;
         return MXC_OK;
+    case MXC__PARAM_OPT_TUPLE: {
+        struct mxc__opt_tuple *o = f;
+        *o = (struct mxc__opt_tuple){.has_value = !is_none(value)};
+        if (o->has_value && !parse_tuple(value, &o->tuple, &o->none))
+            goto bad;
+        return MXC_OK;
+    }
     case MXC__PARAM_ENUM:
     case MXC__PARAM_OPT_ENUM: {
         int k =
@@ -177,10 +205,12 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, 
 bad:
     return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is not a valid %s", def->name, p->name,
                       value,
-                      p->type == MXC__PARAM_TUPLE  ? "tuple such as (3, 3)"
-                      : p->type == MXC__PARAM_BOOL ? "boolean (True or False)"
-                      : p->type == MXC__PARAM_INT  ? "integer"
-                                                   : "number");
+                      p->type == MXC__PARAM_TUPLE       ? "tuple such as (3, 3)"
+                      : p->type == MXC__PARAM_OPT_TUPLE ? "tuple such as (3, None) or None"
+                      : p->type == MXC__PARAM_BOOL      ? "boolean (True or False)"
+                      : p->type == MXC__PARAM_INT       ? "integer"
+                      : p->type == MXC__PARAM_OPT_INT   ? "integer or None"
+                                                        : "number");
 out_of_bounds:
     return mxc__error(MXC_EINVAL, "%s: parameter %s=%s is outside [%g, %g]", def->name, p->name,
                       value, p->min, p->max);
@@ -247,6 +277,26 @@ static int format_number(char *buf, size_t size, double v, bool as_float) {
     return snprintf(buf, size, "%s", tmp);
 }
 
+/* None, or the tuple as Python prints it: "(1, None)", "(None,)", "()". */
+static int format_opt_tuple(const struct mxc__opt_tuple *o, char *buf, size_t size) {
+    if (!o->has_value)
+        return snprintf(buf, size, "None");
+    size_t used = 0;
+    char item[32];
+    for (int i = 0; i < o->tuple.ndim; i++) {
+        if (o->none & (1u << i))
+            snprintf(item, sizeof item, "None");
+        else
+            snprintf(item, sizeof item, "%lld", (long long)o->tuple.dims[i]);
+        used += (size_t)snprintf(buf + (used < size ? used : size), used < size ? size - used : 0,
+                                 "%s%s", i ? ", " : "(", item);
+    }
+    const char *close = o->tuple.ndim == 0 ? "()" : o->tuple.ndim == 1 ? ",)" : ")";
+    used += (size_t)snprintf(buf + (used < size ? used : size), used < size ? size - used : 0, "%s",
+                             close);
+    return (int)used;
+}
+
 int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf, size_t size) {
     const void *f = cfield(params, p);
     switch (p->type) {
@@ -258,6 +308,11 @@ int mxc__op_format_param(const struct mxc__param *p, const void *params, char *b
         return o->has_value ? format_number(buf, size, (double)o->value, true)
                             : snprintf(buf, size, "None");
     }
+    case MXC__PARAM_OPT_INT: {
+        const struct mxc__opt_int *o = f;
+        return o->has_value ? snprintf(buf, size, "%d", o->value) : snprintf(buf, size, "None");
+    }
+    case MXC__PARAM_OPT_TUPLE: return format_opt_tuple(f, buf, size);
     case MXC__PARAM_BOOL: return snprintf(buf, size, "%s", *(const bool *)f ? "True" : "False");
     case MXC__PARAM_TUPLE: {
         const mxc_shape *t = f;

@@ -1,6 +1,7 @@
 /*
  * operator/registry.c — the registry made from operator/op_list.h: lookup by name
- * (binary search over the sorted list) and the public introspection of mxc/op.h.
+ * (binary search over the sorted list, then MXNet's aliases) and the public introspection
+ * of mxc/op.h.
  */
 #include "operator/op.h"
 
@@ -38,7 +39,57 @@ static void build(void) {
         sorted_names[i] = sorted[i]->name;
 }
 
-const struct mxc__op_def *mxc__op_find(const char *name) {
+/* MXNet registers many operators under several names, and programs and JSON files use
+ * whichever the front end called (x + y is saved as "elemwise_add", mx.sym.concat as
+ * "concat"). Each operator has one definition under one name; its other names resolve
+ * here, so every entry point (invoke, symbol JSON, mxc_op_get_info) accepts them. The
+ * list is MXNet 1.9.1's aliases of the operators mxc has (grouped by NNGetOpHandle),
+ * leaving out the _sparse_, _npi_ and _npx_ front ends' internal names. */
+static const char *const aliases[][2] = {
+    /* lower-case spellings of layers and shape operators */
+    {"add_n", "ElementWiseSum"},
+    {"concat", "Concat"},
+    {"crop", "slice"},
+    {"flatten", "Flatten"},
+    {"identity", "_copy"},
+    {"reshape", "Reshape"},
+    {"reverse", "flip"},
+    {"split", "SliceChannel"},
+    {"swapaxes", "SwapAxis"},
+    /* reductions and broadcasting */
+    {"broadcast_minus", "broadcast_sub"},
+    {"broadcast_plus", "broadcast_add"},
+    {"max_axis", "max"},
+    {"sum_axis", "sum"},
+    /* element-wise: what MXNet 0.8 ... 1.9 files call them */
+    {"elemwise_add", "_plus"},
+    {"_add", "_plus"},
+    {"_Plus", "_plus"},
+    {"elemwise_sub", "_minus"},
+    {"_sub", "_minus"},
+    {"_Minus", "_minus"},
+    {"elemwise_mul", "_mul"},
+    {"_Mul", "_mul"},
+    {"elemwise_div", "_div"},
+    {"_Div", "_div"},
+    {"_Maximum", "_maximum"},
+    {"_Minimum", "_minimum"},
+    {"_Power", "_power"},
+    {"_PlusScalar", "_plus_scalar"},
+    {"_MinusScalar", "_minus_scalar"},
+    {"_RMinusScalar", "_rminus_scalar"},
+    {"_MulScalar", "_mul_scalar"},
+    {"_DivScalar", "_div_scalar"},
+    {"_RDivScalar", "_rdiv_scalar"},
+    {"_MaximumScalar", "_maximum_scalar"},
+    {"_MinimumScalar", "_minimum_scalar"},
+    {"_PowerScalar", "_power_scalar"},
+    /* the old name of the softmax loss */
+    {"Softmax", "SoftmaxOutput"},
+};
+
+/* The registered operator called exactly `name`, or NULL. */
+static const struct mxc__op_def *find_exact(const char *name) {
     pthread_once(&once, build);
     size_t lo = 0, hi = NUM_OPS;
     while (lo < hi) {
@@ -52,6 +103,14 @@ const struct mxc__op_def *mxc__op_find(const char *name) {
             lo = mid + 1;
     }
     return NULL;
+}
+
+const struct mxc__op_def *mxc__op_find(const char *name) {
+    const struct mxc__op_def *def = find_exact(name);
+    for (size_t i = 0; def == NULL && i < MXC_ARRAY_SIZE(aliases); i++)
+        if (strcmp(name, aliases[i][0]) == 0)
+            def = find_exact(aliases[i][1]);
+    return def;
 }
 
 /* Edit distance, for "did you mean" in messages. */
@@ -148,6 +207,8 @@ static const char *type_name(const struct mxc__param *p) {
     case MXC__PARAM_TUPLE: return "tuple of int";
     case MXC__PARAM_OPT_FLOAT: return "float or None";
     case MXC__PARAM_OPT_ENUM: return "enum or None";
+    case MXC__PARAM_OPT_INT: return "int or None";
+    case MXC__PARAM_OPT_TUPLE: return "tuple of int or None, entries may be None";
     default: return "enum";
     }
 }

@@ -1,14 +1,15 @@
 /*
  * operator/shape.c — operators that change only how an array's elements are indexed:
- * Flatten, Reshape and expand_dims (the elements stay in order, so forward and backward
- * are copies, allowed in place) and transpose (a permutation of the axes, forward with
- * `axes`, backward with its inverse). Reshape follows MXNet's target-shape language
+ * Flatten, Reshape, expand_dims, squeeze and _copy (the elements stay in order, so forward
+ * and backward are copies, allowed in place) and transpose and SwapAxis (a permutation of
+ * the axes, forward with it, backward with its inverse). Reshape follows MXNet's target-shape language
  * (0 copy, -1 infer, -2 copy the rest, -3 merge two, -4 split one, read right to left with
  * reverse). float32, row-major.
  */
 #include "operator/copy_gpu.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
+#include "operator/walk.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -42,6 +43,13 @@ static int copy_backward_gpu(const struct mxc__op_call *c) {
                              c->rctx->stream);
 }
 #endif
+
+/* The kernels and options of the copies: backward reads only d_out, both ways in place. */
+#define COPY_KERNELS                                                          \
+    .backward_deps = MXC__DEP_OUT_GRAD, .inplace = MXC__INPLACE(0, 0),        \
+    .backward_inplace = MXC__INPLACE(0, 0), .forward_cpu = copy_forward,      \
+    .backward_cpu = copy_backward, .forward_gpu = MXC__GPU(copy_forward_gpu), \
+    .backward_gpu = MXC__GPU(copy_backward_gpu)
 
 /* The output of a size-preserving operator, or an error naming both shapes. */
 static int assign_same_size(mxc_shape *out, const mxc_shape *want, const mxc_shape *data,
@@ -78,13 +86,7 @@ const struct mxc__op_def mxc__op_Flatten = {
     .inputs = in_data,
     .outputs = out_output,
     .infer_shape = flatten_shape,
-    .backward_deps = MXC__DEP_OUT_GRAD,
-    .inplace = MXC__INPLACE(0, 0),
-    .backward_inplace = MXC__INPLACE(0, 0),
-    .forward_cpu = copy_forward,
-    .backward_cpu = copy_backward,
-    .forward_gpu = MXC__GPU(copy_forward_gpu),
-    .backward_gpu = MXC__GPU(copy_backward_gpu),
+    COPY_KERNELS,
 };
 
 /* ---- Reshape ------------------------------------------------------------------------ */
@@ -235,13 +237,7 @@ const struct mxc__op_def mxc__op_Reshape = {
     .inputs = in_data,
     .outputs = out_output,
     .infer_shape = reshape_shape,
-    .backward_deps = MXC__DEP_OUT_GRAD,
-    .inplace = MXC__INPLACE(0, 0),
-    .backward_inplace = MXC__INPLACE(0, 0),
-    .forward_cpu = copy_forward,
-    .backward_cpu = copy_backward,
-    .forward_gpu = MXC__GPU(copy_forward_gpu),
-    .backward_gpu = MXC__GPU(copy_backward_gpu),
+    COPY_KERNELS,
 };
 
 /* ---- expand_dims -------------------------------------------------------------------- */
@@ -302,13 +298,83 @@ const struct mxc__op_def mxc__op_expand_dims = {
     .inputs = in_data,
     .outputs = out_output,
     .infer_shape = expand_dims_shape,
-    .backward_deps = MXC__DEP_OUT_GRAD,
-    .inplace = MXC__INPLACE(0, 0),
-    .backward_inplace = MXC__INPLACE(0, 0),
-    .forward_cpu = copy_forward,
-    .backward_cpu = copy_backward,
-    .forward_gpu = MXC__GPU(copy_forward_gpu),
-    .backward_gpu = MXC__GPU(copy_backward_gpu),
+    COPY_KERNELS,
+};
+
+/* ---- squeeze ------------------------------------------------------------------------ */
+
+struct squeeze_param {
+    struct mxc__opt_tuple axis;
+};
+
+static const struct mxc__param squeeze_params[] = {
+    MXC__P_OPT_TUPLE(struct squeeze_param, axis, "None",
+                     "the size-1 axes to remove (negative count from the end); None: every "
+                     "size-1 axis"),
+};
+
+/* data -> data without the chosen size-1 axes; (1,) when none is left, as in MXNet. */
+static int squeeze_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                         mxc_shape *aux, int num_aux) {
+    const struct squeeze_param *p = params;
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    char b1[128], b2[128];
+    if (in[0].ndim == 0)
+        return MXC_OK;
+    int nd = in[0].ndim;
+    bool drop[MXC_MAX_NDIM] = {false};
+    if (!p->axis.has_value) {
+        for (int i = 0; i < nd; i++)
+            drop[i] = in[0].dims[i] == 1;
+    }
+    for (int k = 0; p->axis.has_value && k < p->axis.tuple.ndim; k++) {
+        int64_t v = p->axis.tuple.dims[k], a = v < 0 ? v + nd : v;
+        if ((p->axis.none & (1u << k)) || a < 0 || a >= nd || drop[a] || in[0].dims[a] != 1)
+            return mxc__error(MXC_EINVAL,
+                              "squeeze: axis=%s: entry %d is not a distinct axis of size 1 of "
+                              "data %s",
+                              mxc__shape_str(&p->axis.tuple, b1, sizeof b1), k,
+                              mxc__shape_str(&in[0], b2, sizeof b2));
+        drop[a] = true;
+    }
+    mxc_shape o = {0};
+    for (int i = 0; i < nd; i++)
+        if (!drop[i])
+            o.dims[o.ndim++] = in[0].dims[i];
+    if (o.ndim == 0)
+        o = (mxc_shape){1, {1}};
+    return mxc__shape_assign(&out[0], &o, "squeeze", "output");
+}
+
+const struct mxc__op_def mxc__op_squeeze = {
+    .name = "squeeze",
+    .description = "Removes axes of size 1 (all, or the given ones)",
+    .param_size = sizeof(struct squeeze_param),
+    .params = squeeze_params,
+    .num_params = (int)MXC_ARRAY_SIZE(squeeze_params),
+    .inputs = in_data,
+    .outputs = out_output,
+    .infer_shape = squeeze_shape,
+    COPY_KERNELS,
+};
+
+/* ---- _copy -------------------------------------------------------------------------- */
+
+/* output and data have one shape, deduced either way. */
+static int same_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                      mxc_shape *aux, int num_aux) {
+    (void)params, (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    int rc = mxc__shape_assign(&out[0], &in[0], "_copy", "output");
+    return rc != MXC_OK ? rc : mxc__shape_assign(&in[0], &out[0], "_copy", "data");
+}
+
+const struct mxc__op_def mxc__op__copy = {
+    .name = "_copy",
+    .description = "Returns a copy of data (alias identity)",
+    .inputs = in_data,
+    .outputs = out_output,
+    .infer_shape = same_shape,
+    COPY_KERNELS,
 };
 
 /* ---- transpose ---------------------------------------------------------------------- */
@@ -322,8 +388,13 @@ static const struct mxc__param transpose_params[] = {
                  "output axis i is data axis axes[i]; () reverses the axes"),
 };
 
-/* The permutation for `ndim` axes: `axes` checked, or the reversal when it is empty. */
-static int transpose_perm(const struct transpose_param *p, int ndim, int *perm) {
+/* The permutation an operator applies to `ndim`-D data: output axis i is data axis
+ * perm[i]. */
+typedef int (*perm_fn)(const void *params, int ndim, int *perm);
+
+/* transpose: `axes` checked, or the reversal when it is empty. */
+static int transpose_perm(const void *params, int ndim, int *perm) {
+    const struct transpose_param *p = params;
     char b[128];
     if (p->axes.ndim == 0) {
         for (int i = 0; i < ndim; i++)
@@ -348,14 +419,13 @@ static int transpose_perm(const struct transpose_param *p, int ndim, int *perm) 
 }
 
 /* output dims[i] = data dims[perm[i]]; the output gives data back through the inverse. */
-static int transpose_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
-                           int num_out, mxc_shape *aux, int num_aux) {
-    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+static int permuted_shape(perm_fn fn, const char *op, const void *params, mxc_shape *in,
+                          mxc_shape *out) {
     int perm[MXC_MAX_NDIM], rc;
     if (in[0].ndim == 0) {
         if (out[0].ndim == 0)
             return MXC_OK;
-        if ((rc = transpose_perm(params, out[0].ndim, perm)) != MXC_OK)
+        if ((rc = fn(params, out[0].ndim, perm)) != MXC_OK)
             return rc;
         mxc_shape d = {.ndim = out[0].ndim};
         for (int i = 0; i < d.ndim; i++)
@@ -363,76 +433,36 @@ static int transpose_shape(const void *params, mxc_shape *in, int num_in, mxc_sh
         in[0] = d;
         return MXC_OK;
     }
-    if ((rc = transpose_perm(params, in[0].ndim, perm)) != MXC_OK)
+    if ((rc = fn(params, in[0].ndim, perm)) != MXC_OK)
         return rc;
     mxc_shape o = {.ndim = in[0].ndim};
     for (int i = 0; i < o.ndim; i++)
         o.dims[i] = in[0].dims[perm[i]];
-    return mxc__shape_assign(&out[0], &o, "transpose", "output");
+    return mxc__shape_assign(&out[0], &o, op, "output");
 }
 
-/* The walk of a permutation: dst axis i = src axis perm[i], src `shape` row-major; dims
- * and strides (in src) per dst axis. Returns the element count. */
-static int64_t permute_plan(const mxc_shape *shape, const int *perm, int64_t *dims,
-                            int64_t *strides) {
-    int nd = shape->ndim;
-    int64_t sstride[MXC_MAX_NDIM];
-    int64_t acc = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-        sstride[i] = acc;
+/* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i], src `shape`
+ * row-major: a walk of the permuted dims over src's strides (operator/walk.h), on the GPU of
+ * gpu_rctx when it is given. */
+static int permute(const mxc_run_ctx *gpu_rctx, float *dst, const float *src,
+                   const mxc_shape *shape, const int *perm, int req) {
+    int64_t st[MXC_MAX_NDIM], acc = 1;
+    for (int i = shape->ndim - 1; i >= 0; i--) {
+        st[i] = acc;
         acc *= shape->dims[i];
     }
-    for (int i = 0; i < nd; i++) {
-        dims[i] = shape->dims[perm[i]];
-        strides[i] = sstride[perm[i]];
+    struct mxc__walk w = {.nd = shape->ndim};
+    for (int i = 0; i < shape->ndim; i++) {
+        w.dims[i] = shape->dims[perm[i]];
+        w.strides[i] = st[perm[i]];
     }
-    return acc;
-}
-
-/* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i].
- * src: `shape`, row-major; dst: the permuted shape, row-major, walked in order with an
- * index counter, the last axis as the inner strided loop. */
-static int permute(const mxc_run_ctx *rctx, float *dst, const float *src, const mxc_shape *shape,
-                   const int *perm, int req) {
-    int nd = shape->ndim;
-    int64_t dims[MXC_MAX_NDIM], strides[MXC_MAX_NDIM];
-    int64_t idx[MXC_MAX_NDIM] = {0};
-    int64_t acc = permute_plan(shape, perm, dims, strides);
-    if (req == MXC__REQ_NULL || acc == 0)
-        return MXC_OK;
-#ifdef MXC_USE_CUDA
-    if (rctx != NULL)
-        return mxc__permute_gpu(dst, src, nd, dims, strides, req, rctx->stream);
-#else
-    (void)rctx;
-#endif
-    int64_t inner = dims[nd - 1], is = strides[nd - 1], rows = acc / inner;
-    bool add = req == MXC__REQ_ADD;
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t off = 0;
-        for (int i = 0; i < nd - 1; i++)
-            off += idx[i] * strides[i];
-        const float *s = src + off;
-        float *d = dst + r * inner;
-        if (add)
-            for (int64_t j = 0; j < inner; j++)
-                d[j] += s[j * is];
-        else
-            for (int64_t j = 0; j < inner; j++)
-                d[j] = s[j * is];
-        for (int i = nd - 2; i >= 0; i--) { /* next output row */
-            if (++idx[i] < dims[i])
-                break;
-            idx[i] = 0;
-        }
-    }
-    return MXC_OK;
+    return mxc__walk_gather(gpu_rctx, dst, src, w, req);
 }
 
 /* out = data with axes permuted; on a GPU when gpu_rctx is given. */
-static int transpose_fwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
+static int permuted_fwd(perm_fn fn, const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     int perm[MXC_MAX_NDIM];
-    int rc = transpose_perm(c->params, c->in_data[0].shape.ndim, perm);
+    int rc = fn(c->params, c->in_data[0].shape.ndim, perm);
     if (rc != MXC_OK)
         return rc;
     return permute(gpu_rctx, c->out_data[0].data, c->in_data[0].data, &c->in_data[0].shape, perm,
@@ -440,9 +470,9 @@ static int transpose_fwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rc
 }
 
 /* d_data = d_out permuted back: d_out has the output shape, the inverse permutation. */
-static int transpose_bwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
+static int permuted_bwd(perm_fn fn, const struct mxc__op_call *c, const mxc_run_ctx *gpu_rctx) {
     int perm[MXC_MAX_NDIM], inv[MXC_MAX_NDIM];
-    int rc = transpose_perm(c->params, c->in_grad[0].shape.ndim, perm);
+    int rc = fn(c->params, c->in_grad[0].shape.ndim, perm);
     if (rc != MXC_OK)
         return rc;
     for (int i = 0; i < c->in_grad[0].shape.ndim; i++)
@@ -451,14 +481,33 @@ static int transpose_bwd(const struct mxc__op_call *c, const mxc_run_ctx *gpu_rc
                    c->req[0]);
 }
 
-static int transpose_forward(const struct mxc__op_call *c) { return transpose_fwd(c, NULL); }
-static int transpose_backward(const struct mxc__op_call *c) { return transpose_bwd(c, NULL); }
+/* Shape inference and CPU / GPU kernels of an operator permuting by ident##_perm. */
 #ifdef MXC_USE_CUDA
-static int transpose_forward_gpu(const struct mxc__op_call *c) { return transpose_fwd(c, c->rctx); }
-static int transpose_backward_gpu(const struct mxc__op_call *c) {
-    return transpose_bwd(c, c->rctx);
-}
+#define PERMUTED_GPU(ident)                                         \
+    static int ident##_forward_gpu(const struct mxc__op_call *c) {  \
+        return permuted_fwd(ident##_perm, c, c->rctx);              \
+    }                                                               \
+    static int ident##_backward_gpu(const struct mxc__op_call *c) { \
+        return permuted_bwd(ident##_perm, c, c->rctx);              \
+    }
+#else
+#define PERMUTED_GPU(ident)
 #endif
+#define PERMUTED_OP(ident, op)                                                              \
+    static int ident##_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, \
+                             int num_out, mxc_shape *aux, int num_aux) {                    \
+        (void)num_in, (void)num_out, (void)aux, (void)num_aux;                              \
+        return permuted_shape(ident##_perm, op, params, in, out);                           \
+    }                                                                                       \
+    static int ident##_forward(const struct mxc__op_call *c) {                              \
+        return permuted_fwd(ident##_perm, c, NULL);                                         \
+    }                                                                                       \
+    static int ident##_backward(const struct mxc__op_call *c) {                             \
+        return permuted_bwd(ident##_perm, c, NULL);                                         \
+    }                                                                                       \
+    PERMUTED_GPU(ident)
+
+PERMUTED_OP(transpose, "transpose")
 
 const struct mxc__op_def mxc__op_transpose = {
     .name = "transpose",
@@ -474,4 +523,49 @@ const struct mxc__op_def mxc__op_transpose = {
     .backward_cpu = transpose_backward,
     .forward_gpu = MXC__GPU(transpose_forward_gpu),
     .backward_gpu = MXC__GPU(transpose_backward_gpu),
+};
+
+/* ---- SwapAxis ----------------------------------------------------------------------- */
+
+struct swapaxis_param {
+    int dim1, dim2;
+};
+
+static const struct mxc__param swapaxis_params[] = {
+    MXC__P_INT(struct swapaxis_param, dim1, "0", INT32_MIN, INT32_MAX,
+               "the first axis to swap (negative counts from the end)"),
+    MXC__P_INT(struct swapaxis_param, dim2, "0", INT32_MIN, INT32_MAX,
+               "the second axis to swap (negative counts from the end)"),
+};
+
+/* The identity but for dim1 and dim2 exchanged. */
+static int swapaxis_perm(const void *params, int ndim, int *perm) {
+    const struct swapaxis_param *p = params;
+    int a = p->dim1 < 0 ? p->dim1 + ndim : p->dim1, b = p->dim2 < 0 ? p->dim2 + ndim : p->dim2;
+    if (a < 0 || a >= ndim || b < 0 || b >= ndim)
+        return mxc__error(MXC_EINVAL,
+                          "SwapAxis: dim1=%d or dim2=%d is outside [%d, %d] for %d-D "
+                          "data",
+                          p->dim1, p->dim2, -ndim, ndim - 1, ndim);
+    for (int i = 0; i < ndim; i++)
+        perm[i] = i == a ? b : i == b ? a : i;
+    return MXC_OK;
+}
+
+PERMUTED_OP(swapaxis, "SwapAxis")
+
+const struct mxc__op_def mxc__op_SwapAxis = {
+    .name = "SwapAxis",
+    .description = "Exchanges axes dim1 and dim2 (alias swapaxes)",
+    .param_size = sizeof(struct swapaxis_param),
+    .params = swapaxis_params,
+    .num_params = (int)MXC_ARRAY_SIZE(swapaxis_params),
+    .inputs = in_data,
+    .outputs = out_output,
+    .infer_shape = swapaxis_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD,
+    .forward_cpu = swapaxis_forward,
+    .backward_cpu = swapaxis_backward,
+    .forward_gpu = MXC__GPU(swapaxis_forward_gpu),
+    .backward_gpu = MXC__GPU(swapaxis_backward_gpu),
 };

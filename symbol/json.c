@@ -114,7 +114,7 @@ static int load_node(const struct mxc__json *jn, int i, struct mxc__sym_node **n
     }
     const struct mxc__op_def *def = NULL;
     if (strcmp(op->str, "null") != 0) {
-        rc = mxc__sym_lookup_op(op->str, &def);
+        rc = mxc__op_lookup(op->str, &def);
         if (rc != MXC_OK) {
             char msg[300];
             snprintf(msg, sizeof msg, "%s", mxc_last_error());

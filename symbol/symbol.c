@@ -483,52 +483,6 @@ fail:
     return rc;
 }
 
-/* ---- Operator names ---------------------------------------------------------------- */
-
-/* MXNet registers some operators under several names and its JSON files use whichever
- * the Python front end called (x + y is saved as "elemwise_add"). The registry knows one
- * name per operator, so the aliases MXNet 0.8 … 1.9 files use map to it here. */
-static const char *const op_aliases[][2] = {
-    {"elemwise_add", "_plus"},
-    {"_add", "_plus"},
-    {"_Plus", "_plus"},
-    {"elemwise_sub", "_minus"},
-    {"_sub", "_minus"},
-    {"_Minus", "_minus"},
-    {"elemwise_mul", "_mul"},
-    {"_Mul", "_mul"},
-    {"elemwise_div", "_div"},
-    {"_Div", "_div"},
-    {"_Maximum", "_maximum"},
-    {"_Minimum", "_minimum"},
-    {"_Power", "_power"},
-    {"_PlusScalar", "_plus_scalar"},
-    {"_MinusScalar", "_minus_scalar"},
-    {"_RMinusScalar", "_rminus_scalar"},
-    {"_MulScalar", "_mul_scalar"},
-    {"_DivScalar", "_div_scalar"},
-    {"_RDivScalar", "_rdiv_scalar"},
-    {"_MaximumScalar", "_maximum_scalar"},
-    {"_MinimumScalar", "_minimum_scalar"},
-    {"_PowerScalar", "_power_scalar"},
-    {"Softmax", "SoftmaxOutput"},
-    {"flatten", "Flatten"},
-};
-
-int mxc__sym_lookup_op(const char *name, const struct mxc__op_def **out) {
-    *out = name ? mxc__op_find(name) : NULL;
-    if (*out)
-        return MXC_OK;
-    for (size_t i = 0; name && i < MXC_ARRAY_SIZE(op_aliases); i++) {
-        if (strcmp(name, op_aliases[i][0]) == 0) {
-            *out = mxc__op_find(op_aliases[i][1]);
-            if (*out)
-                return MXC_OK;
-        }
-    }
-    return mxc__op_lookup(name, out);
-}
-
 /* ---- Automatic names --------------------------------------------------------------- */
 
 /* MXNet's NameManager: "<hint>N" with one counter per hint, per thread (MXNet keeps its
@@ -605,7 +559,7 @@ int mxc_symbol_create(const char *op_name, int num_params, const char *const *ke
     if (out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_symbol_create: out is NULL");
     *out = NULL;
-    MXC_TRY(mxc__sym_lookup_op(op_name, &op));
+    MXC_TRY(mxc__op_lookup(op_name, &op));
     MXC_CHECK(num_params >= 0 && (num_params == 0 || (keys && vals)), MXC_EINVAL,
               "mxc_symbol_create: bad parameter arrays for %s", op_name);
     MXC_CHECK(num_inputs >= 0 && (num_inputs == 0 || inputs), MXC_EINVAL,

@@ -122,10 +122,6 @@ int mxc__sym_node_parse(struct mxc__sym_node *n);
  * "<node>_<outname>". Returns a new string (mxc__free) or NULL. */
 char *mxc__sym_entry_name(const struct mxc__sym_entry *e);
 
-/* The operator called `name`, accepting MXNet's aliases ("elemwise_add" is "_plus",
- * "Softmax" is "SoftmaxOutput"); else mxc__op_lookup's MXC_EINVAL. */
-int mxc__sym_lookup_op(const char *name, const struct mxc__op_def **out);
-
 /* ---- Indexed graph ----------------------------------------------------------------- */
 
 struct mxc__graph_entry {

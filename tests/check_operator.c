@@ -361,6 +361,8 @@ static const struct inplace_case inplace_cases[] = {
     {"log_softmax", {NULL}, 1, 0, {{2, {3, 5}}}, -2, 2},
     /* labels of data's shape: probabilities */
     {"SoftmaxOutput", {NULL}, 2, 0, {{2, {4, 5}}, {2, {4, 5}}}, 0, 1},
+    {"_copy", {NULL}, 1, 0, {{2, {3, 4}}}, -1, 1},
+    {"squeeze", {NULL}, 1, 0, {{3, {3, 1, 4}}}, -1, 1},
 };
 
 /* The case of operator `op` (from ew_cases for the element-wise family); false if none. */
@@ -570,6 +572,7 @@ static const struct {
     {"Concat", "num_args"},
     {"ElementWiseSum", "num_args"},
     {"SliceChannel", "num_outputs"},
+    {"stack", "num_args"},
 };
 
 /* A float32 array of `shape` holding base, base + 1, ... */
@@ -597,9 +600,11 @@ static void expect_values(mxc_ndarray *a, float (*want)(int64_t i, int k, int v)
     free(got);
 }
 
-/* The cases below: v inputs (2, 1) holding 10 k + row, joined into (2, v); v inputs (3)
- * holding k + i, summed; one input (2, v) holding v row + column, cut into v parts. */
+/* The cases below: v inputs (2, 1) holding 10 k + row, joined into (2, v) or stacked into
+ * (v, 2, 1); v inputs (3) holding k + i, summed; one input (2, v) holding v row + column,
+ * cut into v parts. */
 static float want_concat(int64_t i, int k, int v) { return (float)(10 * (i % v) + i / v); }
+static float want_stack(int64_t i, int k, int v) { return (float)(10 * (i / 2) + i % 2); }
 static float want_sum(int64_t i, int k, int v) { return (float)(v * (v - 1) / 2 + v * i); }
 static float want_part(int64_t i, int k, int v) { return (float)(v * i + k); }
 static float want_one(int64_t i, int k, int v) { return 1; }
@@ -609,18 +614,23 @@ static float want_one(int64_t i, int k, int v) { return 1; }
 static void run_variadic(int c, int v) {
     const char *op = variadic_cases[c].op;
     bool slice = strcmp(op, "SliceChannel") == 0, concat = strcmp(op, "Concat") == 0;
+    bool stack = strcmp(op, "stack") == 0;
+    float (*want)(int64_t, int, int) = slice    ? want_part
+                                       : concat ? want_concat
+                                       : stack  ? want_stack
+                                                : want_sum;
     char count[16];
     snprintf(count, sizeof count, "%d", v);
     const char *keys[] = {variadic_cases[c].param}, *vals[] = {count};
     int n_in = slice ? 1 : v, n_out = slice ? v : 1;
     mxc_ndarray *in[MXC__MAX_OP_ARGS] = {NULL}, *out[MXC__MAX_OP_ARGS] = {NULL};
     for (int k = 0; k < n_in; k++)
-        in[k] = slice    ? counting(SHAPE(2, v), 0)
-                : concat ? counting(SHAPE(2, 1), 10.0f * k)
-                         : counting(SHAPE(3), (float)k);
+        in[k] = slice             ? counting(SHAPE(2, v), 0)
+                : concat || stack ? counting(SHAPE(2, 1), 10.0f * k)
+                                  : counting(SHAPE(3), (float)k);
     CK_OK(mxc_imperative_invoke(op, 1, keys, vals, n_in, in, n_out, out, 0));
     for (int k = 0; k < n_out; k++) {
-        expect_values(out[k], slice ? want_part : concat ? want_concat : want_sum, k, v, op);
+        expect_values(out[k], want, k, v, op);
         mxc_nd_free(out[k]);
     }
 
@@ -644,7 +654,7 @@ static void run_variadic(int c, int v) {
     CK_OK(mxc_executor_outputs(x, &nout, &outs));
     ck_assert_int_eq(nout, n_out);
     for (int k = 0; k < n_out; k++) {
-        expect_values(outs[k], slice ? want_part : concat ? want_concat : want_sum, k, v, op);
+        expect_values(outs[k], want, k, v, op);
         mxc_shape s;
         CK_OK(mxc_nd_get_shape(outs[k], &s));
         CK_OK(mxc_nd_ones(&s, MXC_FLOAT32, mxc_cpu(), &heads[k]));
@@ -786,6 +796,18 @@ static const struct zero_case zero_cases[] = {
     UNARY("SliceChannel", "num_outputs", "3"),
     {"ElementWiseSum", {"num_args", "2"}, 2, {"arg0", "arg1"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     {"Embedding", {"input_dim", "5", "output_dim", "3"}, 1, {"data"}, {SHAPE(0)}},
+    UNARY("_copy"),
+    {"squeeze", {NULL}, 1, {"data"}, {SHAPE(0, 1, 3)}},
+    UNARY("SwapAxis", "dim1", "0", "dim2", "1"),
+    UNARY("flip", "axis", "(0, 1)"),
+    UNARY("slice", "begin", "(None, 1)", "end", "(None, None)"),
+    UNARY("slice_axis", "axis", "1", "begin", "0", "end", "2"),
+    {"slice_like", {NULL}, 2, {"data", "shape_like"}, {SHAPE(0, 3), SHAPE(0, 2)}},
+    {"stack", {"num_args", "2"}, 2, {"arg0", "arg1"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    UNARY("tile", "reps", "(2, 2)"),
+    UNARY("repeat", "repeats", "2", "axis", "0"),
+    {"broadcast_to", {"shape", "(0, 3)"}, 1, {"data"}, {SHAPE(0, 1)}},
+    {"broadcast_like", {NULL}, 2, {"lhs", "rhs"}, {SHAPE(0, 1), SHAPE(0, 3)}},
     UNARY("sum"),
     UNARY("mean"),
     UNARY("max"),

@@ -3,6 +3,8 @@
  */
 #include "tests/util/test_util.h"
 
+#include "common/common.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -585,4 +587,21 @@ int mxct_run(const char *label, const char *const *argv, const char *const *env,
     unlink(out_path);
     free(out_path);
     return result;
+}
+
+void mxct_expect_error(int rc, int code, const char *const *needles) {
+    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
+                  mxc_last_error());
+    for (int i = 0; needles[i]; i++)
+        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
+                      mxc_last_error(), needles[i]);
+}
+
+void mxct_expect_shape(const mxc_shape *got, const mxc_shape *want, const char *what) {
+    char a[128], b[128];
+    bool same = got->ndim == want->ndim;
+    for (int i = 0; same && i < want->ndim; i++)
+        same = got->dims[i] == want->dims[i];
+    ck_assert_msg(same, "%s: got %s, expected %s", what, mxc__shape_str(got, a, sizeof a),
+                  mxc__shape_str(want, b, sizeof b));
 }

@@ -197,6 +197,16 @@ bool mxct_json_valid(const char *text);
                       mxc_err_name(rc_));                                                   \
     } while (0)
 
+/* Asserts that status `rc` is `code` and that mxc_last_error() holds every string of the
+ * NULL-terminated `needles` (the values a useful message names), showing both otherwise. */
+void mxct_expect_error(int rc, int code, const char *const *needles);
+/* Asserts that shape `got` equals `want`, showing both and `what` otherwise. */
+void mxct_expect_shape(const mxc_shape *got, const mxc_shape *want, const char *what);
+
+/* mxct_expect_error(rc, code, {needle, ...}): CK_ERR_HAS(rc, MXC_EINVAL, "slice", "(2, 3)"). */
+#define CK_ERR_HAS(rc, code, ...) \
+    mxct_expect_error((rc), (code), (const char *const[]){__VA_ARGS__, NULL})
+
 /* ---- Symbols ----------------------------------------------------------------------- */
 
 /* A variable (asserting success). */
