@@ -288,7 +288,7 @@ OPT_DEF(mxc__op_nag_mom_update, nag_mom_update, "nag_mom_update",
         opt_inputs, 0, mom_aux, WEIGHT_OUT)
 OPT_DEF(mxc__op_rmsprop_update, rmsprop_update, "rmsprop_update",
         "RMSProp step (Tieleman & Hinton): with g = clip(rescale_grad * grad + wd * weight), "
-        "n = (1 - gamma1) g^2 + gamma1 n; out = clip_weights(weight - lr * g / (sqrt(n) + "
+        "n = (1 - gamma1) g^2 + gamma1 n; out = clip_weights(weight - lr * g / sqrt(n + "
         "epsilon))",
         opt_inputs, 0, rmsprop_aux, WEIGHT_OUT)
 OPT_DEF(mxc__op_rmspropalex_update, rmspropalex_update, "rmspropalex_update",

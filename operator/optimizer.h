@@ -105,12 +105,12 @@ static inline MXC__HD float mxc__nag_mom_step(const struct mxc__opt_param *p, fl
 }
 
 /* rmsprop_update, s = {n}, g' = clip(rescale_grad * g + wd * w):
- * n = (1 - gamma1) g'^2 + gamma1 n; out = clip_w(w - lr * g' / (sqrt(n) + epsilon)) */
+ * n = (1 - gamma1) g'^2 + gamma1 n; out = clip_w(w - lr * g' / sqrt(n + epsilon)) */
 static inline MXC__HD float mxc__rmsprop_step(const struct mxc__opt_param *p, float w, float g,
                                               float *s) {
     const float gi = mxc__opt_step_grad(p, g, w, true);
     s[0] = (1.0f - p->gamma1) * (gi * gi) + p->gamma1 * s[0];
-    return mxc__opt_clip(w - p->lr * (gi / (sqrtf(s[0]) + p->epsilon)), p->clip_weights);
+    return mxc__opt_clip(w - p->lr * (gi / sqrtf(s[0] + p->epsilon)), p->clip_weights);
 }
 
 /* rmspropalex_update (centered, Graves 2013), s = {n, g, delta}, g' as rmsprop:
