@@ -5,7 +5,7 @@
  * each kind's states saved mid-way and loaded into a fresh optimizer, which continues bit
  * for bit as the uninterrupted one; the learning-rate schedules (factor, multi-factor,
  * cosine, poly, warm-up) step by step against MXNet's schedulers; the multipliers by hand;
- * and the configuration checks.
+ * the configuration checks; and `mxc train`'s --optimizer and schedule options.
  */
 #include "mxc/model.h"
 #include "mxc/ndarray.h"
@@ -13,9 +13,12 @@
 #include "tests/util/test_util.h"
 
 #include <check.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define STEPS    5 /* as scripts/gen_optimizer_refs.py */
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -351,6 +354,91 @@ START_TEST(test_bad_config) {
 }
 END_TEST
 
+/* ---- mxc train ----------------------------------------------------------------------- */
+
+/* build/bin/mxc beside this test binary (make test builds the tools). */
+static const char *mxc_tool(void) {
+    static char bin[4096];
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    ck_assert(len > 0);
+    self[len] = '\0';
+    snprintf(bin, sizeof bin, "%s/mxc", dirname(self));
+    return bin;
+}
+
+/* Runs mxc with `args` (NULL-terminated); its exit status, its output in *out (free it). */
+static int run_tool(const char *const *args, char **out) {
+    const char *argv[40] = {mxc_tool()};
+    int n = 1;
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    return mxct_run("mxc train", argv, NULL, 120, NULL, out);
+}
+
+/* Unknown names are usage errors (exit 2) listing the valid ones; a schedule without what
+ * it needs fails (exit 1) with the library's reason; a short run with RMSProp under a
+ * warmed-up poly schedule trains. */
+START_TEST(test_tool_options) {
+    char *out = NULL;
+    const char *bad_opt[] = {"train", "--network", "mlp", "--optimizer", "bogus", NULL};
+    ck_assert_int_eq(run_tool(bad_opt, &out), 2);
+    ck_assert_msg(strstr(out, "--optimizer must be one of sgd, adam, nag, rmsprop, adagrad, "
+                              "adadelta, ftrl, signum, adamw, lamb; not bogus"),
+                  "%s", out);
+    free(out);
+    const char *bad_sched[] = {"train", "--network", "mlp", "--lr-schedule", "step", NULL};
+    ck_assert_int_eq(run_tool(bad_sched, &out), 2);
+    ck_assert_msg(strstr(out, "constant, factor, multifactor, cosine, poly; not step"), "%s", out);
+    free(out);
+    const char *bad_mode[] = {"train", "--network", "mlp", "--warmup-mode", "exp", NULL};
+    ck_assert_int_eq(run_tool(bad_mode, &out), 2);
+    ck_assert_msg(strstr(out, "--warmup-mode must be one of linear, constant"), "%s", out);
+    free(out);
+
+    const char *dir = getenv("MXC_FASHION_MNIST_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz",
+             dir && *dir ? dir : "/usr/share/datasets/fashion-mnist");
+    if (access(path, R_OK) != 0) {
+        printf("check_optimizer: %s missing (scripts/deps.sh installs dataset-fashion-mnist); "
+               "mxc train runs skipped\n",
+               path);
+        return;
+    }
+    const char *no_max[] = {"train",
+                            "--network",
+                            "mlp",
+                            "--lr-schedule",
+                            "cosine",
+                            "--epochs",
+                            "1",
+                            "--num-samples",
+                            "200",
+                            "--prefix",
+                            "build/check_optimizer_tool",
+                            "--frequent",
+                            "0",
+                            NULL};
+    ck_assert_int_eq(run_tool(no_max, &out), 1);
+    ck_assert_msg(strstr(out, "max_update 0"), "%s", out);
+    free(out);
+    const char *train[] = {"train",   "--network",     "mlp",      "--optimizer",
+                           "rmsprop", "--lr",          "0.002",    "--lr-schedule",
+                           "poly",    "--max-update",  "30",       "--warmup-steps",
+                           "5",       "--final-lr",    "0.0005",   "--epochs",
+                           "1",       "--num-samples", "3000",     "--frequent",
+                           "0",       "--json",        "--prefix", "build/check_optimizer_tool",
+                           NULL};
+    ck_assert_int_eq(run_tool(train, &out), 0);
+    const char *acc = strstr(out, "\"test_accuracy\": ");
+    ck_assert_msg(acc != NULL, "%s", out);
+    ck_assert_msg(atof(acc + strlen("\"test_accuracy\": ")) > 0.4, "%s", out);
+    free(out);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("optimizer");
     TCase *tc = tcase_create("optimizers");
@@ -364,6 +452,10 @@ static Suite *suite(void) {
     tc = tcase_create("schedules");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_schedule, 0, (int)COUNT(sched_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tool");
+    tcase_set_timeout(tc, mxct_timeout(240));
+    tcase_add_test(tc, test_tool_options);
     suite_add_tcase(s, tc);
     return s;
 }
