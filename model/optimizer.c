@@ -301,7 +301,7 @@ static int grow_params(mxc_optimizer *o, int index) {
 
 /* ---- One step ------------------------------------------------------------------- */
 
-/* An operator's parameters as strings, built one key at a time. */
+/* An operator's parameters as strings, built one key at a time (8 at the most). */
 struct op_args {
     int n;
     const char *keys[12];
@@ -333,7 +333,7 @@ struct step {
 };
 
 /* The temporaries of the array-arithmetic steps: freed at the end (the engine keeps them
- * until the operations pushed on them have run). */
+ * until the operations pushed on them have run). AdaDelta, the most, takes 14. */
 struct temps {
     mxc_ndarray *t[16];
     int n;
