@@ -1,8 +1,10 @@
 /*
- * model/optimizer.c — SGD (with momentum) and Adam on top of the update operators, the
- * way MXNet's Python optimizers drive them: per-parameter update counts, learning-rate
- * and weight-decay multipliers, a learning-rate schedule over the highest update count,
- * and Adam's bias correction folded into the learning rate.
+ * model/optimizer.c — MXNet 1.9.1's optimizers on top of the update operators, the way its
+ * Python optimizers drive them: per-parameter update counts, learning-rate and
+ * weight-decay multipliers, a learning-rate schedule over the highest update count, the
+ * optimizer-level steps around the operators (Adam's and AdamW's bias correction in the
+ * rate, LAMB's norms between its two phases), and AdaGrad and AdaDelta in array
+ * arithmetic, operation for operation as MXNet writes them in Python.
  */
 #include "mxc/model.h"
 #include "mxc/op.h"
@@ -18,10 +20,12 @@
 #define OPT_MAGIC 0x4f505449u /* "OPTI" */
 #define OPT_DEAD  0x4f505446u /* "OPTF": freed (common/handle.h) */
 
+#define MAX_STATES 3
+
 struct param_state {
     bool used;
-    int count;             /* updates of this parameter */
-    mxc_ndarray *state[2]; /* momentum, or Adam's mean and variance */
+    int count;                      /* updates of this parameter */
+    mxc_ndarray *state[MAX_STATES]; /* the kind's states, named by state_names */
 };
 
 struct mult {
@@ -37,7 +41,7 @@ struct mxc_optimizer {
     struct mult *mults;
     int num_mults;
     int num_update;  /* the highest update count of any parameter */
-    float sched_lr;  /* the schedule's current rate */
+    double sched_lr; /* the schedule's current rate (MXNet's scheduler.base_lr) */
     int sched_count; /* FACTOR: updates the schedule has accounted for */
     int sched_index; /* MULTI_FACTOR: the next step */
 };
@@ -45,41 +49,101 @@ struct mxc_optimizer {
 static mxc__handle_kind opt_kind =
     MXC__HANDLE_KIND(struct mxc_optimizer, "an optimizer", OPT_MAGIC, OPT_DEAD);
 
+static const char *const kind_names[] = {"sgd",      "adam", "nag",    "rmsprop", "adagrad",
+                                         "adadelta", "ftrl", "signum", "adamw",   "lamb"};
+
+/* Names of the states of an optimizer of this configuration, and their count. */
+static const char *const *state_names(const mxc_optimizer_config *c, int *count) {
+    static const char *const mom[] = {"mom"}, *const adam[] = {"mean", "var"};
+    static const char *const rms[] = {"n", "g", "delta"}, *const ada[] = {"history"};
+    static const char *const delta[] = {"acc_g", "acc_delta"}, *const ftrl[] = {"z", "n"};
+    switch (c->kind) {
+    case MXC_OPT_ADAM:
+    case MXC_OPT_ADAMW:
+    case MXC_OPT_LAMB: *count = 2; return adam;
+    case MXC_OPT_RMSPROP: *count = c->centered ? 3 : 1; return rms;
+    case MXC_OPT_ADAGRAD: *count = 1; return ada;
+    case MXC_OPT_ADADELTA: *count = 2; return delta;
+    case MXC_OPT_FTRL: *count = 2; return ftrl;
+    default: *count = c->momentum > 0 ? 1 : 0; return mom; /* SGD, NAG, Signum */
+    }
+}
+
+/* `v` when it is not 0, else MXNet's default `def`. */
+static float or_default(float v, float def) { return v != 0 ? v : def; }
+
+/* The configuration's checks; MXC_EINVAL naming the values. */
+static int check_config(const mxc_optimizer_config *c) {
+    const char *fn = "mxc_optimizer_create";
+    if (c->kind < MXC_OPT_SGD || c->kind > MXC_OPT_LAMB)
+        return mxc__error(MXC_EINVAL, "%s: unknown kind %d", fn, c->kind);
+    if (!(c->lr >= 0) || !(c->wd >= 0) || !(c->momentum >= 0 && c->momentum < 1))
+        return mxc__error(MXC_EINVAL,
+                          "%s: lr %g, wd %g, momentum %g: need lr >= 0, wd >= 0, "
+                          "0 <= momentum < 1",
+                          fn, (double)c->lr, (double)c->wd, (double)c->momentum);
+    const float unit[] = {c->beta1, c->beta2, c->gamma1, c->gamma2, c->rho};
+    const char *unit_names[] = {"beta1", "beta2", "gamma1", "gamma2", "rho"};
+    for (int i = 0; i < 5; i++)
+        if (!(unit[i] >= 0 && unit[i] <= 1))
+            return mxc__error(MXC_EINVAL, "%s: %s %g is not in [0, 1]", fn, unit_names[i],
+                              (double)unit[i]);
+    if (!(c->epsilon >= 0) || !(c->lamda1 >= 0) || !(c->ftrl_beta >= 0) || !(c->pwr >= 0))
+        return mxc__error(MXC_EINVAL, "%s: epsilon %g, lamda1 %g, ftrl_beta %g, pwr %g: need >= 0",
+                          fn, (double)c->epsilon, (double)c->lamda1, (double)c->ftrl_beta,
+                          (double)c->pwr);
+    if (c->lr_schedule < MXC_LR_CONSTANT || c->lr_schedule > MXC_LR_POLY)
+        return mxc__error(MXC_EINVAL, "%s: unknown lr_schedule %d", fn, c->lr_schedule);
+    if (c->lr_schedule == MXC_LR_FACTOR && (c->step < 1 || !(c->factor > 0)))
+        return mxc__error(MXC_EINVAL, "%s: a factor schedule needs step >= 1 and factor > 0", fn);
+    if (c->lr_schedule == MXC_LR_MULTI_FACTOR &&
+        (c->num_steps < 1 || c->num_steps > MXC_LR_MAX_STEPS || !(c->factor > 0)))
+        return mxc__error(MXC_EINVAL,
+                          "%s: a multi-factor schedule needs 1 to %d steps and factor > 0", fn,
+                          MXC_LR_MAX_STEPS);
+    for (int i = 1; c->lr_schedule == MXC_LR_MULTI_FACTOR && i < c->num_steps; i++)
+        if (c->steps[i] <= c->steps[i - 1])
+            return mxc__error(MXC_EINVAL, "%s: steps must increase", fn);
+    if (c->warmup_steps < 0 || !(c->warmup_begin_lr >= 0 && c->warmup_begin_lr <= c->lr) ||
+        (c->warmup_mode != MXC_WARMUP_LINEAR && c->warmup_mode != MXC_WARMUP_CONSTANT))
+        return mxc__error(MXC_EINVAL,
+                          "%s: warmup_steps %d, warmup_begin_lr %g, warmup_mode %d: need "
+                          "warmup_steps >= 0, 0 <= warmup_begin_lr <= lr (%g), a warmup mode",
+                          fn, c->warmup_steps, (double)c->warmup_begin_lr, c->warmup_mode,
+                          (double)c->lr);
+    if ((c->lr_schedule == MXC_LR_COSINE || c->lr_schedule == MXC_LR_POLY) &&
+        !(c->max_update >= 1 && c->max_update > c->warmup_steps))
+        return mxc__error(MXC_EINVAL,
+                          "%s: a cosine or poly schedule needs max_update >= 1 and > "
+                          "warmup_steps (max_update %d, warmup_steps %d)",
+                          fn, c->max_update, c->warmup_steps);
+    return MXC_OK;
+}
+
 int mxc_optimizer_create(const mxc_optimizer_config *cfg, mxc_optimizer **out) {
     if (cfg == NULL || out == NULL)
         return mxc__error(MXC_EINVAL, "mxc_optimizer_create: NULL argument");
     *out = NULL;
-    if (cfg->kind != MXC_OPT_SGD && cfg->kind != MXC_OPT_ADAM)
-        return mxc__error(MXC_EINVAL, "mxc_optimizer_create: unknown kind %d", cfg->kind);
-    if (!(cfg->lr >= 0) || !(cfg->wd >= 0) || !(cfg->momentum >= 0 && cfg->momentum < 1))
-        return mxc__error(MXC_EINVAL,
-                          "mxc_optimizer_create: lr %g, wd %g, momentum %g: "
-                          "need lr >= 0, wd >= 0, 0 <= momentum < 1",
-                          (double)cfg->lr, (double)cfg->wd, (double)cfg->momentum);
-    if (cfg->lr_schedule == MXC_LR_FACTOR && (cfg->step < 1 || !(cfg->factor > 0)))
-        return mxc__error(MXC_EINVAL, "mxc_optimizer_create: a factor schedule needs step "
-                                      ">= 1 and factor > 0");
-    if (cfg->lr_schedule == MXC_LR_MULTI_FACTOR &&
-        (cfg->num_steps < 1 || cfg->num_steps > MXC_LR_MAX_STEPS || !(cfg->factor > 0)))
-        return mxc__error(MXC_EINVAL,
-                          "mxc_optimizer_create: a multi-factor schedule needs 1 "
-                          "to %d steps and factor > 0",
-                          MXC_LR_MAX_STEPS);
-    for (int i = 1; cfg->lr_schedule == MXC_LR_MULTI_FACTOR && i < cfg->num_steps; i++)
-        if (cfg->steps[i] <= cfg->steps[i - 1])
-            return mxc__error(MXC_EINVAL, "mxc_optimizer_create: steps must increase");
+    int rc = check_config(cfg);
+    if (rc != MXC_OK)
+        return rc;
     mxc_optimizer *o = mxc__handle_alloc(&opt_kind);
     if (o == NULL)
         return mxc__error(MXC_ENOMEM, "mxc_optimizer_create: out of memory");
-    o->cfg = *cfg;
-    if (o->cfg.rescale_grad == 0)
-        o->cfg.rescale_grad = 1;
-    if (o->cfg.beta1 == 0)
-        o->cfg.beta1 = 0.9f;
-    if (o->cfg.beta2 == 0)
-        o->cfg.beta2 = 0.999f;
-    if (o->cfg.epsilon == 0)
-        o->cfg.epsilon = 1e-8f;
+    mxc_optimizer_config *c = &o->cfg;
+    *c = *cfg;
+    c->rescale_grad = or_default(c->rescale_grad, 1);
+    c->beta1 = or_default(c->beta1, 0.9f);
+    c->beta2 = or_default(c->beta2, 0.999f);
+    c->epsilon = or_default(c->epsilon, c->kind == MXC_OPT_ADAGRAD    ? 1e-7f
+                                        : c->kind == MXC_OPT_ADADELTA ? 1e-5f
+                                        : c->kind == MXC_OPT_LAMB     ? 1e-6f
+                                                                      : 1e-8f);
+    c->gamma1 = or_default(c->gamma1, 0.9f);
+    c->gamma2 = or_default(c->gamma2, 0.9f);
+    c->rho = or_default(c->rho, 0.9f);
+    c->ftrl_beta = or_default(c->ftrl_beta, 1);
+    c->pwr = or_default(c->pwr, 2);
     o->sched_lr = cfg->lr;
     mxc__handle_publish(&opt_kind, o);
     *out = o;
@@ -113,28 +177,59 @@ int mxc_optimizer_set_mult(mxc_optimizer *o, const char *name, float lr_mult, fl
     return MXC_OK;
 }
 
-/* The schedule's rate after `num_update` updates (MXNet's FactorScheduler and
- * MultiFactorScheduler: the rate decays once per step passed). */
-static float scheduled_lr(mxc_optimizer *o) {
+/* The warm-up's rate at update count n < warmup_steps (LRScheduler.get_warmup_lr). */
+static double warmup_lr(const mxc_optimizer_config *c, int n) {
+    if (c->warmup_mode == MXC_WARMUP_CONSTANT)
+        return c->warmup_begin_lr;
+    const double increase = ((double)c->lr - c->warmup_begin_lr) * (double)n / c->warmup_steps;
+    return c->warmup_begin_lr + increase;
+}
+
+/* The schedule's rate at update count num_update, advancing its state as MXNet's
+ * schedulers do when the optimizer calls them (they are called with every update count in
+ * turn; FACTOR and MULTI_FACTOR decay once per step passed, COSINE and POLY keep their
+ * last rate after max_update). */
+static double scheduled_lr(mxc_optimizer *o) {
     const mxc_optimizer_config *c = &o->cfg;
-    if (c->lr_schedule == MXC_LR_FACTOR) {
-        while (o->num_update > o->sched_count + c->step) {
+    const int n = o->num_update;
+    if (n < c->warmup_steps)
+        return warmup_lr(c, n);
+    const double span = c->max_update - c->warmup_steps, done = n - c->warmup_steps;
+    switch (c->lr_schedule) {
+    case MXC_LR_FACTOR:
+        while (n > o->sched_count + c->step) {
             o->sched_count += c->step;
             o->sched_lr *= c->factor;
             if (o->sched_lr < c->stop_factor_lr)
                 o->sched_lr = c->stop_factor_lr;
         }
-    } else if (c->lr_schedule == MXC_LR_MULTI_FACTOR) {
-        while (o->sched_index < c->num_steps && o->num_update > c->steps[o->sched_index]) {
+        break;
+    case MXC_LR_MULTI_FACTOR:
+        while (o->sched_index < c->num_steps && n > c->steps[o->sched_index]) {
             o->sched_index++;
             o->sched_lr *= c->factor;
         }
+        break;
+    case MXC_LR_COSINE:
+        if (n <= c->max_update)
+            o->sched_lr = c->final_lr + ((double)c->lr - c->final_lr) *
+                                            (1 + cos(3.14159265358979323846 * done / span)) / 2;
+        break;
+    case MXC_LR_POLY:
+        if (n <= c->max_update)
+            o->sched_lr =
+                c->final_lr + ((double)c->lr - c->final_lr) * pow(1 - done / span, c->pwr);
+        break;
+    default: break;
     }
     return o->sched_lr;
 }
 
 float mxc_optimizer_current_lr(const mxc_optimizer *o) {
-    return check_opt(o, __func__) == MXC_OK ? o->sched_lr : NAN;
+    if (check_opt(o, __func__) != MXC_OK)
+        return NAN;
+    const mxc_optimizer_config *c = &o->cfg;
+    return (float)(o->num_update < c->warmup_steps ? warmup_lr(c, o->num_update) : o->sched_lr);
 }
 
 static int grow_params(mxc_optimizer *o, int index);
@@ -144,7 +239,8 @@ static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct pa
         return mxc__error(MXC_ENOMEM, "mxc_optimizer_update: out of memory");
     struct param_state *s = &o->params[index];
     if (!s->used) {
-        int nstates = o->cfg.kind == MXC_OPT_ADAM ? 2 : o->cfg.momentum > 0 ? 1 : 0;
+        int nstates;
+        state_names(&o->cfg, &nstates);
         mxc_shape shape;
         mxc_context ctx;
         int rc = mxc_nd_get_shape(weight, &shape);
@@ -153,7 +249,7 @@ static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct pa
         for (int i = 0; i < nstates && rc == MXC_OK; i++)
             rc = mxc_nd_zeros(&shape, MXC_FLOAT32, ctx, &s->state[i]);
         if (rc != MXC_OK) {
-            for (int i = 0; i < 2; i++) {
+            for (int i = 0; i < MAX_STATES; i++) {
                 mxc_nd_free(s->state[i]);
                 s->state[i] = NULL;
             }
@@ -164,7 +260,7 @@ static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct pa
     /* States loaded from a checkpoint live on the CPU: they follow the weight. */
     mxc_context wctx;
     int rc = mxc_nd_get_context(weight, &wctx);
-    for (int i = 0; i < 2 && rc == MXC_OK; i++) {
+    for (int i = 0; i < MAX_STATES && rc == MXC_OK; i++) {
         mxc_context sctx;
         if (s->state[i] == NULL || mxc_nd_get_context(s->state[i], &sctx) != MXC_OK ||
             (sctx.dev_type == wctx.dev_type && sctx.dev_id == wctx.dev_id))
@@ -203,6 +299,279 @@ static int grow_params(mxc_optimizer *o, int index) {
     return MXC_OK;
 }
 
+/* ---- One step ------------------------------------------------------------------- */
+
+/* An operator's parameters as strings, built one key at a time (8 at the most). */
+struct op_args {
+    int n;
+    const char *keys[12];
+    const char *vals[12];
+    char buf[12][32];
+};
+
+static void arg(struct op_args *a, const char *key, double v) {
+    snprintf(a->buf[a->n], sizeof a->buf[a->n], "%.9g", v);
+    a->keys[a->n] = key;
+    a->vals[a->n] = a->buf[a->n];
+    a->n++;
+}
+
+/* Runs operator `op` on `in` with output `out` (the weight: in place). */
+static int run(const char *op, const struct op_args *a, int num_in, mxc_ndarray **in,
+               mxc_ndarray *out) {
+    mxc_ndarray *outs[1] = {out};
+    return mxc_imperative_invoke(op, a->n, a->keys, a->vals, num_in, in, 1, outs, 1);
+}
+
+/* What one step of one parameter needs besides the optimizer. */
+struct step {
+    mxc_ndarray *weight, *grad, **state;
+    double lr; /* the schedule's rate times the parameter's lr_mult */
+    float wd;  /* wd times the parameter's wd_mult */
+    int count; /* this parameter's updates, this one included */
+    bool clip; /* clip_gradient > 0: MXNet passes it only then */
+};
+
+/* The temporaries of the array-arithmetic steps: freed at the end (the engine keeps them
+ * until the operations pushed on them have run). AdaDelta, the most, takes 14. */
+struct temps {
+    mxc_ndarray *t[16];
+    int n;
+};
+
+static mxc_ndarray **temp(struct temps *t) { return &t->t[t->n++]; }
+
+static void temps_free(struct temps *t) {
+    for (int i = 0; i < t->n; i++)
+        mxc_nd_free(t->t[i]);
+}
+
+/* g = clip(grad * rescale_grad, clip_gradient), MXNet's AdaGrad and AdaDelta preamble. */
+static int scaled_grad(const mxc_optimizer_config *c, const struct step *st, struct temps *t,
+                       mxc_ndarray **g) {
+    int rc = mxc_nd_mul_scalar(st->grad, c->rescale_grad, g);
+    if (rc != MXC_OK || !st->clip)
+        return rc;
+    struct op_args a = {0};
+    arg(&a, "a_min", -(double)c->clip_gradient);
+    arg(&a, "a_max", c->clip_gradient);
+    mxc_ndarray **clipped = temp(t);
+    rc = mxc_imperative_invoke("clip", a.n, a.keys, a.vals, 1, g, 1, clipped, 0);
+    if (rc == MXC_OK) {
+        mxc_ndarray *x = *g;
+        *g = *clipped;
+        *clipped = x; /* freed with the temporaries */
+    }
+    return rc;
+}
+
+/* AdaGrad (MXNet's Python, operation for operation):
+ *   g = clip(grad * rescale_grad); history += square(g);
+ *   weight += (g / sqrt(history + eps) + weight * wd) * -lr */
+static int adagrad_step(const mxc_optimizer_config *c, const struct step *st) {
+    struct temps t = {0};
+    mxc_ndarray **g = temp(&t), **sq = temp(&t), **h = temp(&t), **root = temp(&t);
+    mxc_ndarray **div = temp(&t), **dec = temp(&t), **sum = temp(&t), **delta = temp(&t);
+    mxc_ndarray *history = st->state[0], *w = st->weight;
+    int rc = scaled_grad(c, st, &t, g);
+    if (rc == MXC_OK)
+        rc = mxc_imperative_invoke("square", 0, NULL, NULL, 1, g, 1, sq, 0);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add(history, *sq, &history);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add_scalar(history, c->epsilon, h);
+    if (rc == MXC_OK)
+        rc = mxc_imperative_invoke("sqrt", 0, NULL, NULL, 1, h, 1, root, 0);
+    if (rc == MXC_OK)
+        rc = mxc_nd_div(*g, *root, div);
+    if (rc == MXC_OK)
+        rc = mxc_nd_mul_scalar(w, st->wd, dec);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add(*div, *dec, sum);
+    if (rc == MXC_OK)
+        rc = mxc_nd_mul_scalar(*sum, (float)-st->lr, delta);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add(w, *delta, &w);
+    temps_free(&t);
+    return rc;
+}
+
+/* acc = acc * rho + (1 - rho) * x * x, AdaDelta's two accumulators. */
+static int decay_square(mxc_ndarray *acc, mxc_ndarray *x, float rho, struct temps *t) {
+    mxc_ndarray **part = temp(t), **sq = temp(t);
+    int rc = mxc_nd_mul_scalar(acc, rho, &acc);
+    if (rc == MXC_OK)
+        rc = mxc_nd_mul_scalar(x, (float)(1.0 - rho), part);
+    if (rc == MXC_OK)
+        rc = mxc_nd_mul(*part, x, sq);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add(acc, *sq, &acc);
+    return rc;
+}
+
+/* AdaDelta (MXNet's Python, operation for operation; no learning rate):
+ *   g = clip(grad * rescale_grad); acc_g = rho acc_g + (1 - rho) g g;
+ *   delta = sqrt(acc_delta + eps) / sqrt(acc_g + eps) * g;
+ *   acc_delta = rho acc_delta + (1 - rho) delta delta; weight -= delta + wd * weight */
+static int adadelta_step(const mxc_optimizer_config *c, const struct step *st) {
+    struct temps t = {0};
+    mxc_ndarray **g = temp(&t), **a = temp(&t), **b = temp(&t), **ra = temp(&t);
+    mxc_ndarray **rb = temp(&t), **q = temp(&t), **delta = temp(&t), **dec = temp(&t);
+    mxc_ndarray **sum = temp(&t);
+    mxc_ndarray *acc_g = st->state[0], *acc_delta = st->state[1], *w = st->weight;
+    int rc = scaled_grad(c, st, &t, g);
+    if (rc == MXC_OK)
+        rc = decay_square(acc_g, *g, c->rho, &t);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add_scalar(acc_delta, c->epsilon, a);
+    if (rc == MXC_OK)
+        rc = mxc_imperative_invoke("sqrt", 0, NULL, NULL, 1, a, 1, ra, 0);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add_scalar(acc_g, c->epsilon, b);
+    if (rc == MXC_OK)
+        rc = mxc_imperative_invoke("sqrt", 0, NULL, NULL, 1, b, 1, rb, 0);
+    if (rc == MXC_OK)
+        rc = mxc_nd_div(*ra, *rb, q);
+    if (rc == MXC_OK)
+        rc = mxc_nd_mul(*q, *g, delta);
+    if (rc == MXC_OK)
+        rc = decay_square(acc_delta, *delta, c->rho, &t);
+    if (rc == MXC_OK)
+        rc = mxc_nd_mul_scalar(w, st->wd, dec);
+    if (rc == MXC_OK)
+        rc = mxc_nd_add(*delta, *dec, sum);
+    if (rc == MXC_OK)
+        rc = mxc_nd_sub(w, *sum, &w);
+    temps_free(&t);
+    return rc;
+}
+
+/* The L2 norm of x as a (1) array: sqrt(sum(square(x))). */
+static int norm(mxc_ndarray *x, struct temps *t, mxc_ndarray **out) {
+    mxc_ndarray **sq = temp(t), **sum = temp(t);
+    int rc = mxc_imperative_invoke("square", 0, NULL, NULL, 1, &x, 1, sq, 0);
+    if (rc == MXC_OK)
+        rc = mxc_imperative_invoke("sum", 0, NULL, NULL, 1, sq, 1, sum, 0);
+    if (rc == MXC_OK)
+        rc = mxc_imperative_invoke("sqrt", 0, NULL, NULL, 1, sum, 1, out, 0);
+    return rc;
+}
+
+/* LAMB (MXNet's LAMB.update, one parameter): g = lamb_update_phase1(...);
+ * r1 = |weight|, r2 = |g|; weight = lamb_update_phase2(weight, g, r1, r2, lr). */
+static int lamb_step(const mxc_optimizer_config *c, const struct step *st) {
+    struct temps t = {0};
+    mxc_ndarray **g = temp(&t), **r1 = temp(&t), **r2 = temp(&t);
+    struct op_args a = {0};
+    arg(&a, "beta1", c->beta1);
+    arg(&a, "beta2", c->beta2);
+    arg(&a, "epsilon", c->epsilon);
+    arg(&a, "bias_correction", !c->no_bias_correction);
+    arg(&a, "rescale_grad", c->rescale_grad);
+    arg(&a, "t", st->count);
+    arg(&a, "wd", st->wd);
+    if (st->clip)
+        arg(&a, "clip_gradient", c->clip_gradient);
+    mxc_ndarray *in[4] = {st->weight, st->grad, st->state[0], st->state[1]};
+    int rc = mxc_imperative_invoke("lamb_update_phase1", a.n, a.keys, a.vals, 4, in, 1, g, 0);
+    if (rc == MXC_OK)
+        rc = norm(st->weight, &t, r1);
+    if (rc == MXC_OK)
+        rc = norm(*g, &t, r2);
+    if (rc == MXC_OK) {
+        struct op_args b = {0};
+        arg(&b, "lr", st->lr);
+        if (c->lower_bound > 0)
+            arg(&b, "lower_bound", c->lower_bound);
+        if (c->upper_bound > 0)
+            arg(&b, "upper_bound", c->upper_bound);
+        mxc_ndarray *in2[4] = {st->weight, *g, *r1, *r2};
+        rc = run("lamb_update_phase2", &b, 4, in2, st->weight);
+    }
+    temps_free(&t);
+    return rc;
+}
+
+/* AdamW as GluonNLP's BERTAdam drives _adamw_update: lr 1, eta the rate with Adam's bias
+ * correction, rescale_grad a (1) array on the weight's device. */
+static int adamw_step(const mxc_optimizer_config *c, const struct step *st, struct op_args *a) {
+    const double t = st->count;
+    arg(a, "lr", 1);
+    arg(a, "eta", st->lr * sqrt(1 - pow(c->beta2, t)) / (1 - pow(c->beta1, t)));
+    arg(a, "beta1", c->beta1);
+    arg(a, "beta2", c->beta2);
+    arg(a, "epsilon", c->epsilon);
+    mxc_context ctx;
+    mxc_ndarray *scale = NULL;
+    const mxc_shape one = {.ndim = 1, .dims = {1}};
+    int rc = mxc_nd_get_context(st->weight, &ctx);
+    if (rc == MXC_OK)
+        rc = mxc_nd_full(&one, MXC_FLOAT32, ctx, c->rescale_grad, &scale);
+    if (rc == MXC_OK) {
+        mxc_ndarray *in[5] = {st->weight, st->grad, scale, st->state[0], st->state[1]};
+        rc = run("_adamw_update", a, 5, in, st->weight);
+    }
+    mxc_nd_free(scale);
+    return rc;
+}
+
+/* One step of parameter `st` by the optimizer's kind, as MXNet's Python optimizer of that
+ * kind calls its operators. */
+static int step(const mxc_optimizer_config *c, const struct step *st) {
+    struct op_args a = {0};
+    const bool mom = c->momentum > 0;
+    mxc_ndarray *in[5] = {st->weight, st->grad, st->state[0], st->state[1], st->state[2]};
+    if (c->kind == MXC_OPT_ADAGRAD)
+        return adagrad_step(c, st);
+    if (c->kind == MXC_OPT_ADADELTA)
+        return adadelta_step(c, st);
+    if (c->kind == MXC_OPT_LAMB)
+        return lamb_step(c, st);
+    arg(&a, "wd", st->wd);
+    if (st->clip)
+        arg(&a, "clip_gradient", c->clip_gradient);
+    if (c->kind == MXC_OPT_ADAMW) /* rescale_grad is an input */
+        return adamw_step(c, st, &a);
+    arg(&a, "rescale_grad", c->rescale_grad);
+    if (c->kind == MXC_OPT_ADAM) /* bias correction, as MXNet's Adam.update */
+        arg(&a, "lr", st->lr * sqrt(1 - pow(c->beta2, st->count)) / (1 - pow(c->beta1, st->count)));
+    else
+        arg(&a, "lr", st->lr);
+    switch (c->kind) {
+    case MXC_OPT_ADAM:
+        arg(&a, "beta1", c->beta1);
+        arg(&a, "beta2", c->beta2);
+        arg(&a, "epsilon", c->epsilon);
+        return run("adam_update", &a, 4, in, st->weight);
+    case MXC_OPT_RMSPROP:
+        arg(&a, "gamma1", c->gamma1);
+        arg(&a, "epsilon", c->epsilon);
+        if (c->centered)
+            arg(&a, "gamma2", c->gamma2);
+        if (c->clip_weights > 0)
+            arg(&a, "clip_weights", c->clip_weights);
+        return c->centered ? run("rmspropalex_update", &a, 5, in, st->weight)
+                           : run("rmsprop_update", &a, 3, in, st->weight);
+    case MXC_OPT_FTRL:
+        arg(&a, "lamda1", c->lamda1);
+        arg(&a, "beta", c->ftrl_beta);
+        return run("ftrl_update", &a, 4, in, st->weight);
+    case MXC_OPT_SIGNUM:
+        if (!mom)
+            return run("signsgd_update", &a, 2, in, st->weight);
+        arg(&a, "momentum", c->momentum);
+        if (c->wd_lh != 0)
+            arg(&a, "wd_lh", c->wd_lh);
+        return run("signum_update", &a, 3, in, st->weight);
+    default: /* SGD, NAG */
+        if (!mom)
+            return run("sgd_update", &a, 2, in, st->weight);
+        arg(&a, "momentum", c->momentum);
+        return run(c->kind == MXC_OPT_NAG ? "nag_mom_update" : "sgd_mom_update", &a, 3, in,
+                   st->weight);
+    }
+}
+
 int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndarray *weight,
                          mxc_ndarray *grad) {
     int rc = check_opt(o, __func__);
@@ -228,37 +597,21 @@ int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndar
     if (s->count > o->num_update)
         o->num_update = s->count;
     const mxc_optimizer_config *c = &o->cfg;
-    double lr = (double)scheduled_lr(o) * lr_mult;
-    if (c->kind == MXC_OPT_ADAM) /* bias correction, as MXNet's Adam.update */
-        lr *= sqrt(1 - pow(c->beta2, s->count)) / (1 - pow(c->beta1, s->count));
-    char v_lr[32], v_wd[32], v_rescale[32], v_clip[32], v_mom[32], v_b1[32], v_b2[32], v_eps[32];
-    snprintf(v_lr, sizeof v_lr, "%.9g", lr);
-    snprintf(v_wd, sizeof v_wd, "%.9g", (double)c->wd * wd_mult);
-    snprintf(v_rescale, sizeof v_rescale, "%.9g", (double)c->rescale_grad);
-    snprintf(v_clip, sizeof v_clip, "%.9g", c->clip_gradient > 0 ? (double)c->clip_gradient : -1.0);
-    snprintf(v_mom, sizeof v_mom, "%.9g", (double)c->momentum);
-    snprintf(v_b1, sizeof v_b1, "%.9g", (double)c->beta1);
-    snprintf(v_b2, sizeof v_b2, "%.9g", (double)c->beta2);
-    snprintf(v_eps, sizeof v_eps, "%.9g", (double)c->epsilon);
-    const char *keys[] = {"lr", "wd", "rescale_grad", "clip_gradient", "momentum"};
-    const char *vals[] = {v_lr, v_wd, v_rescale, v_clip, v_mom};
-    const char *akeys[] = {"lr",    "wd",    "rescale_grad", "clip_gradient",
-                           "beta1", "beta2", "epsilon"};
-    const char *avals[] = {v_lr, v_wd, v_rescale, v_clip, v_b1, v_b2, v_eps};
-    mxc_ndarray *in[4] = {weight, grad, s->state[0], s->state[1]};
-    mxc_ndarray *outs[1] = {weight};
-    if (c->kind == MXC_OPT_ADAM)
-        return mxc_imperative_invoke("adam_update", 7, akeys, avals, 4, in, 1, outs, 1);
-    if (c->momentum > 0)
-        return mxc_imperative_invoke("sgd_mom_update", 5, keys, vals, 3, in, 1, outs, 1);
-    return mxc_imperative_invoke("sgd_update", 4, keys, vals, 2, in, 1, outs, 1);
+    const struct step st = {.weight = weight,
+                            .grad = grad,
+                            .state = s->state,
+                            .lr = scheduled_lr(o) * lr_mult,
+                            .wd = c->wd * wd_mult,
+                            .count = s->count,
+                            .clip = c->clip_gradient > 0};
+    return mxc__in_call(__func__, step(c, &st));
 }
 
 void mxc_optimizer_free(mxc_optimizer *o) {
     if (!mxc__handle_check_free(&opt_kind, o, __func__, "optimizer"))
         return;
     for (int i = 0; i < o->num_params; i++)
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < MAX_STATES; k++)
             mxc_nd_free(o->params[i].state[k]);
     for (int i = 0; i < o->num_mults; i++)
         mxc__free(o->mults[i].name);
@@ -268,14 +621,6 @@ void mxc_optimizer_free(mxc_optimizer *o) {
 }
 
 /* ---- Checkpoints of the state ------------------------------------------------------ */
-
-/* Names of the states of an optimizer of this configuration (NULL past its count). */
-static const char *const *state_names(const mxc_optimizer_config *c, int *count) {
-    static const char *const adam[] = {"mean", "var"};
-    static const char *const mom[] = {"mom"};
-    *count = c->kind == MXC_OPT_ADAM ? 2 : c->momentum > 0 ? 1 : 0;
-    return c->kind == MXC_OPT_ADAM ? adam : mom;
-}
 
 /* A new CPU array of `n` elements of `dtype` holding `data`. */
 static int host_array(int dtype, const void *data, int64_t n, mxc_ndarray **out) {
@@ -397,9 +742,14 @@ static int load_states(mxc_optimizer *o, const char *path) {
         int k = 0;
         while (k < nstates && strcmp(what, snames[k]) != 0)
             k++;
-        MXC_CHECK(k < nstates, MXC_EINVAL, "%s: entry \"%s\" is no state of this optimizer (%s%s)",
-                  path, name, o->cfg.kind == MXC_OPT_ADAM ? "adam" : "sgd",
-                  o->cfg.kind == MXC_OPT_SGD && o->cfg.momentum > 0 ? " with momentum" : "");
+        MXC_CHECK(k<nstates, MXC_EINVAL,
+                      "%s: entry \"%s\" is no state of this optimizer (%s, states:%s%s%s%s%s%s)",
+                      path, name, kind_names[o->cfg.kind], nstates> 0
+                      ? " "
+                      : " none",
+                  nstates > 0 ? snames[0] : "", nstates > 1 ? ", " : "",
+                  nstates > 1 ? snames[1] : "", nstates > 2 ? ", " : "",
+                  nstates > 2 ? snames[2] : "");
         MXC_CHECK(mxc_nd_dtype(arrays[i]) == MXC_FLOAT32, MXC_EINVAL, "%s: %s is not float32", path,
                   name);
         s->state[k] = arrays[i];
@@ -411,12 +761,12 @@ static int load_states(mxc_optimizer *o, const char *path) {
         for (int k = 0; k < nstates; k++)
             MXC_CHECK(!s->used || s->state[k] != NULL, MXC_EINVAL, "%s: no entry \"%d_%s\"", path,
                       i, snames[k]);
-        MXC_CHECK(s->used || (s->state[0] == NULL && s->state[1] == NULL), MXC_EINVAL,
-                  "%s: no entry \"%d_count\"", path, i);
+        MXC_CHECK(s->used || (s->state[0] == NULL && s->state[1] == NULL && s->state[2] == NULL),
+                  MXC_EINVAL, "%s: no entry \"%d_count\"", path, i);
     }
     /* Everything read: the optimizer takes the new state. */
     for (int i = 0; i < o->num_params; i++)
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < MAX_STATES; k++)
             mxc_nd_free(o->params[i].state[k]);
     mxc__free(o->params);
     o->params = params;
@@ -425,10 +775,10 @@ static int load_states(mxc_optimizer *o, const char *path) {
     o->num_update = (int)sched[0];
     o->sched_count = (int)sched[1];
     o->sched_index = (int)sched[2];
-    o->sched_lr = (float)sched[3];
+    o->sched_lr = sched[3];
 fail:
     for (int i = 0; params != NULL && i < num_params; i++)
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < MAX_STATES; k++)
             mxc_nd_free(params[i].state[k]);
     mxc__free(params);
     mxc_nd_list_free(count, arrays, names);

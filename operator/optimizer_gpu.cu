@@ -1,55 +1,68 @@
 /*
- * operator/optimizer_gpu.cu — sgd_update, sgd_mom_update and adam_update on a GPU:
- * grid-stride maps over (n) float32 elements calling the MXC__HD updates of
- * operator/optimizer.h, as the CPU kernels do. The parameters travel by value into the
- * kernel; the states (aux) are updated in place, even when the output's req is null; the
- * output may be the weight (each element is loaded before it is stored).
+ * operator/optimizer_gpu.cu — the optimizer operators on a GPU: grid-stride maps over (n)
+ * float32 elements calling the MXC__HD steps of operator/optimizer.h, as the CPU kernels
+ * do, one kernel per row of its MXC__OPT_MAPS list plus lamb_update_phase2. The parameters
+ * travel by value into the kernel; a (1) input (rescale_grad, r1, r2) stays on the device
+ * and each thread reads it, so nothing waits for a copy; the states (aux) are updated in
+ * place, even when the output's req is null; the output may be the weight (each element is
+ * loaded before it is stored).
  */
 #include "operator/op_gpu.cuh"
 
 #include "operator/optimizer.h"
 
-/* weight, grad, out: (n) */
-extern "C" int mxc__sgd_update_gpu(const struct mxc__op_call *c) {
+typedef float (*opt_step_fn)(const struct mxc__opt_param *, float, float, float *);
+
+/* The states' addresses, captured by value (a lambda may not capture a local type). */
+struct opt_states {
+    float *p[3];
+};
+
+/* weight, grad, out: (n); NST states (n), updated; SCALE >= 0: input SCALE is
+ * rescale_grad (1). */
+template <int NST, int SCALE, opt_step_fn STEP>
+static int opt_map(const struct mxc__op_call *c, const char *what) {
+    struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
+    mxc__opt_prepare(&p);
+    const int req = c->req[0];
+    const float *w = (const float *)c->in_data[0].data, *g = (const float *)c->in_data[1].data;
+    const float *scale = SCALE >= 0 ? (const float *)c->in_data[SCALE].data : NULL;
+    float *o = (float *)c->out_data[0].data;
+    struct opt_states st = {{NULL, NULL, NULL}};
+    for (int j = 0; j < NST; j++)
+        st.p[j] = (float *)c->aux[j].data;
+    return mxc__launch(c->out_data[0].size, c->rctx->stream, what, [=] __device__(int64_t i) {
+        struct mxc__opt_param q = p;
+        if (SCALE >= 0)
+            q.rescale_grad = *scale;
+        float s[3] = {0, 0, 0};
+        for (int j = 0; j < NST; j++)
+            s[j] = st.p[j][i];
+        const float v = STEP(&q, w[i], g[i], s);
+        for (int j = 0; j < NST; j++)
+            st.p[j][i] = s[j];
+        mxc__put(req, o, i, v);
+    });
+}
+
+#define OPT_GPU_KERNEL(id, name, nst, step, scale)                 \
+    extern "C" int mxc__##id##_gpu(const struct mxc__op_call *c) { \
+        return opt_map<nst, scale, step>(c, name);                 \
+    }
+MXC__OPT_MAPS(OPT_GPU_KERNEL)
+#undef OPT_GPU_KERNEL
+
+/* weight, g, out: (n); r1, r2: (1), read on the device */
+extern "C" int mxc__lamb_update_phase2_gpu(const struct mxc__op_call *c) {
     const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
     const int req = c->req[0];
     if (req == MXC__REQ_NULL)
         return MXC_OK;
     const float *w = (const float *)c->in_data[0].data, *g = (const float *)c->in_data[1].data;
+    const float *r1 = (const float *)c->in_data[2].data, *r2 = (const float *)c->in_data[3].data;
     float *o = (float *)c->out_data[0].data;
-    return mxc__launch(
-        c->out_data[0].size, c->rctx->stream, "sgd_update",
-        [=] __device__(int64_t i) { mxc__put(req, o, i, mxc__sgd_step(&p, w[i], g[i])); });
-}
-
-/* weight, grad, mom (state, updated), out: (n) */
-extern "C" int mxc__sgd_mom_update_gpu(const struct mxc__op_call *c) {
-    const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
-    const int req = c->req[0];
-    const float *w = (const float *)c->in_data[0].data, *g = (const float *)c->in_data[1].data;
-    float *mom = (float *)c->aux[0].data, *o = (float *)c->out_data[0].data;
-    return mxc__launch(c->out_data[0].size, c->rctx->stream, "sgd_mom_update",
+    return mxc__launch(c->out_data[0].size, c->rctx->stream, "lamb_update_phase2",
                        [=] __device__(int64_t i) {
-                           float m = mom[i];
-                           const float v = mxc__sgd_mom_step(&p, w[i], g[i], &m);
-                           mom[i] = m;
-                           mxc__put(req, o, i, v);
-                       });
-}
-
-/* weight, grad, mean and var (states, updated), out: (n) */
-extern "C" int mxc__adam_update_gpu(const struct mxc__op_call *c) {
-    const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
-    const int req = c->req[0];
-    const float *w = (const float *)c->in_data[0].data, *g = (const float *)c->in_data[1].data;
-    float *mean = (float *)c->aux[0].data, *var = (float *)c->aux[1].data;
-    float *o = (float *)c->out_data[0].data;
-    return mxc__launch(c->out_data[0].size, c->rctx->stream, "adam_update",
-                       [=] __device__(int64_t i) {
-                           float m = mean[i], v = var[i];
-                           const float y = mxc__adam_step(&p, w[i], g[i], &m, &v);
-                           mean[i] = m;
-                           var[i] = v;
-                           mxc__put(req, o, i, y);
+                           mxc__put(req, o, i, mxc__lamb2_step(&p, w[i], g[i], *r1, *r2));
                        });
 }

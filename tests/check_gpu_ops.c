@@ -17,6 +17,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* How a case's inputs are filled. */
 enum fill {
@@ -24,6 +25,7 @@ enum fill {
     POSITIVE, /* uniform in [0.5, 2): log, sqrt, division, powers */
     CLASSES,  /* integers in [0, classes): labels, Embedding's indices */
     NEAR_ONE, /* uniform in [0.5, 1.5): BatchNorm's gamma and moving variance */
+    SMALL,    /* uniform in [0, 0.1): centered RMSProp's mean gradient state */
 };
 
 struct gpu_case {
@@ -33,7 +35,7 @@ struct gpu_case {
     mxc_shape in[4];
     enum fill fill[4];
     int num_aux;
-    mxc_shape aux[2];
+    mxc_shape aux[3];
     int classes;
     bool is_train;
 };
@@ -327,12 +329,113 @@ static const struct gpu_case cases[] = {
      {{0}},
      50000,
      true},
+    /* optimizer updates: weight, gradient and states of odd and large sizes */
+    {"sgd_mom_update",
+     {"lr", "0.1", "momentum", "0.9", NULL},
+     2,
+     {S(7, 1, 3), S(7, 1, 3)},
+     {ANY, ANY},
+     1,
+     {S(7, 1, 3)},
+     0,
+     true},
+    {"nag_mom_update",
+     {"lr", "0.1", "momentum", "0.9", "wd", "0.1", "clip_gradient", "0.5", NULL},
+     2,
+     {S(33, 5), S(33, 5)},
+     {ANY, ANY},
+     1,
+     {S(33, 5)},
+     0,
+     true},
+    {"nag_mom_update",
+     {"lr", "0.05", "momentum", "0.8", NULL},
+     2,
+     {S(LARGE_ROWS, 1025), S(LARGE_ROWS, 1025)},
+     {ANY, ANY},
+     1,
+     {S(LARGE_ROWS, 1025)},
+     0,
+     true},
+    {"rmsprop_update",
+     {"lr", "0.01", "wd", "0.1", "clip_weights", "0.9", NULL},
+     2,
+     {S(17, 3), S(17, 3)},
+     {ANY, ANY},
+     1,
+     {S(17, 3)},
+     0,
+     true},
+    {"rmspropalex_update",
+     {"lr", "0.01", "clip_gradient", "0.5", NULL},
+     2,
+     {S(257), S(257)},
+     {ANY, ANY},
+     3,
+     {S(257), S(257), S(257)},
+     0,
+     true},
+    {"ftrl_update",
+     {"lr", "0.1", "lamda1", "0.3", "wd", "0.01", NULL},
+     2,
+     {S(5, 1, 3), S(5, 1, 3)},
+     {ANY, ANY},
+     2,
+     {S(5, 1, 3), S(5, 1, 3)},
+     0,
+     true},
+    {"signsgd_update",
+     {"lr", "0.1", "wd", "0.1", NULL},
+     2,
+     {S(99), S(99)},
+     {ANY, ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"signum_update",
+     {"lr", "0.1", "momentum", "0.9", "wd_lh", "0.01", NULL},
+     2,
+     {S(4097, 3), S(4097, 3)},
+     {ANY, ANY},
+     1,
+     {S(4097, 3)},
+     0,
+     true},
+    {"lamb_update_phase1",
+     {"t", "3", "wd", "0.1", "clip_gradient", "0.5", NULL},
+     2,
+     {S(65), S(65)},
+     {ANY, ANY},
+     2,
+     {S(65), S(65)},
+     0,
+     true},
+    {"_adamw_update",
+     {"lr", "0.01", "eta", "0.5", "wd", "0.1", NULL},
+     3,
+     {S(9, 11), S(9, 11), S(1)},
+     {ANY, ANY, POSITIVE},
+     2,
+     {S(9, 11), S(9, 11)},
+     0,
+     true},
+    {"lamb_update_phase2",
+     {"lr", "0.1", "lower_bound", "0.6", NULL},
+     4,
+     {S(3, 1, 7), S(3, 1, 7), S(1), S(1)},
+     {ANY, ANY, POSITIVE, POSITIVE},
+     0,
+     {{0}},
+     0,
+     true},
 };
 
 static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned seed) {
     switch (f) {
     case POSITIVE: return mxct_tensor_random(s, 0.5f, 2.0f, seed);
     case NEAR_ONE: return mxct_tensor_random(s, 0.5f, 1.5f, seed);
+    case SMALL: return mxct_tensor_random(s, 0.0f, 0.1f, seed);
     case CLASSES: {
         struct mxct_tensor t = mxct_tensor_random(s, 0, (float)classes, seed);
         for (int64_t i = 0; i < mxc_shape_size(&s); i++)
@@ -341,6 +444,16 @@ static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned
     }
     default: return mxct_tensor_random(s, -1, 1, seed);
     }
+}
+
+/* How state i of case c is filled: RMSProp's mean square n positive and, centered, its
+ * mean gradient g small (n - g^2 stays positive); otherwise the first ANY, the others
+ * NEAR_ONE (BatchNorm's moving mean and variance; Adam's, FTRL's and LAMB's second state
+ * is a sum of squares). */
+static enum fill aux_fill(const struct gpu_case *c, int i) {
+    if (strncmp(c->op, "rmsprop", 7) == 0)
+        return i == 0 ? NEAR_ONE : i == 1 ? SMALL : ANY;
+    return i ? NEAR_ONE : ANY;
 }
 
 START_TEST(test_gpu_matches_cpu) {
@@ -353,11 +466,11 @@ START_TEST(test_gpu_matches_cpu) {
     for (int k = 0; k < 9 && c->kv[k]; k++)
         kv[k] = c->kv[k];
     struct mxct_params params = kv[0] ? mxct_params_from_pairs(kv) : MXCT_NO_PARAMS;
-    struct mxct_tensor in[4], aux[2], heads[4], grads[4];
+    struct mxct_tensor in[4], aux[3], heads[4], grads[4];
     for (int i = 0; i < c->num_in; i++)
         in[i] = filled(c->in[i], c->fill[i], c->classes, 10u * (unsigned)_i + (unsigned)i);
-    for (int i = 0; i < c->num_aux; i++) /* moving mean, moving variance */
-        aux[i] = filled(c->aux[i], i ? NEAR_ONE : ANY, 0, 500u + (unsigned)i);
+    for (int i = 0; i < c->num_aux; i++)
+        aux[i] = filled(c->aux[i], aux_fill(c, i), 0, 500u + (unsigned)i);
     /* the head gradients: run the forward once for the output shapes */
     struct mxct_tensor out[4];
     int rc = mxct_op_forward(c->op, params, c->is_train, in, c->num_in, aux, out);
@@ -370,7 +483,7 @@ START_TEST(test_gpu_matches_cpu) {
     mxct_tensors_free(out, num_out);
     for (int i = 0; i < c->num_aux; i++) { /* the forward above updated them */
         mxct_tensors_free(&aux[i], 1);
-        aux[i] = filled(c->aux[i], i ? NEAR_ONE : ANY, 0, 500u + (unsigned)i);
+        aux[i] = filled(c->aux[i], aux_fill(c, i), 0, 500u + (unsigned)i);
     }
     if (info.differentiable) {
         rc = mxct_op_backward(c->op, params, c->is_train, in, c->num_in, aux, heads, grads);

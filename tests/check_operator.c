@@ -337,7 +337,7 @@ struct inplace_case {
     const char *op;
     const char *kv[7]; /* key, value, ..., NULL */
     int num_in, num_aux;
-    mxc_shape shapes[3];
+    mxc_shape shapes[4];
     float lo, hi;
 };
 
@@ -351,6 +351,39 @@ static const struct inplace_case inplace_cases[] = {
     {"sgd_mom_update", {"lr", "0.1", "momentum", "0.9"}, 2, 1, {{2, {3, 4}}, {2, {3, 4}}}, -1, 1},
     /* Adam's var is a sum of squares: every value positive */
     {"adam_update", {"lr", "0.01"}, 2, 2, {{2, {3, 4}}, {2, {3, 4}}}, 0.5f, 1.5f},
+    {"nag_mom_update",
+     {"lr", "0.1", "momentum", "0.9", "wd", "0.1"},
+     2,
+     1,
+     {{2, {3, 4}}, {2, {3, 4}}},
+     -1,
+     1},
+    /* RMSProp's n is a mean square; centered, n - g^2 + epsilon must stay positive */
+    {"rmsprop_update", {"lr", "0.01"}, 2, 1, {{2, {3, 4}}, {2, {3, 4}}}, 0.5f, 1.5f},
+    {"rmspropalex_update",
+     {"lr", "0.01", "epsilon", "4"},
+     2,
+     3,
+     {{2, {3, 4}}, {2, {3, 4}}},
+     0.5f,
+     1.5f},
+    {"ftrl_update", {"lr", "0.1", "lamda1", "0.5"}, 2, 2, {{2, {3, 4}}, {2, {3, 4}}}, 0.5f, 1.5f},
+    {"signsgd_update", {"lr", "0.1", "wd", "0.1"}, 2, 0, {{2, {3, 4}}, {2, {3, 4}}}, -1, 1},
+    {"signum_update", {"lr", "0.1", "momentum", "0.9"}, 2, 1, {{2, {3, 4}}, {2, {3, 4}}}, -1, 1},
+    {"_adamw_update",
+     {"lr", "0.01", "eta", "1", "wd", "0.1"},
+     3,
+     2,
+     {{2, {3, 4}}, {2, {3, 4}}, {1, {1}}},
+     0.5f,
+     1.5f},
+    {"lamb_update_phase2",
+     {"lr", "0.1"},
+     4,
+     0,
+     {{2, {3, 4}}, {2, {3, 4}}, {1, {1}}, {1, {1}}},
+     0.5f,
+     1.5f},
     {"LinearRegressionOutput", {NULL}, 2, 0, {{2, {4, 3}}, {2, {4, 3}}}, -1, 1},
     {"LogisticRegressionOutput", {NULL}, 2, 0, {{2, {4, 3}}, {2, {4, 3}}}, -1, 1},
     {"MAERegressionOutput", {NULL}, 2, 0, {{2, {4, 3}}, {2, {4, 3}}}, -1, 1},
@@ -409,7 +442,7 @@ START_TEST(test_inplace_every_operator) {
             keys[nkv] = c.kv[2 * nkv];
             vals[nkv] = c.kv[2 * nkv + 1];
         }
-        struct mxct_tensor in[3], aux[2];
+        struct mxct_tensor in[4], aux[3];
         for (int k = 0; k < c.num_in; k++)
             in[k] = mxct_tensor_random(c.shapes[k], c.lo, c.hi, 50u + (unsigned)k);
         for (int k = 0; k < c.num_aux; k++)
@@ -824,6 +857,20 @@ static const struct zero_case zero_cases[] = {
     {"sgd_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     {"sgd_mom_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     {"adam_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"nag_mom_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"rmsprop_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"rmspropalex_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"ftrl_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"signsgd_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"signum_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    /* the (1) inputs (rescale_grad; r1, r2) are inferred */
+    {"_adamw_update", {"lr", "0.1", "eta", "1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"lamb_update_phase1",
+     {"t", "1", "wd", "0"},
+     2,
+     {"weight", "grad"},
+     {SHAPE(0, 3), SHAPE(0, 3)}},
+    {"lamb_update_phase2", {"lr", "0.1"}, 2, {"weight", "g"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     UNARY("_sleep", "seconds", "0"),
 };
 

@@ -40,14 +40,40 @@ struct options {
     int epochs, epoch, batch_size, frequent, resume, json, num_samples;
     float lr, momentum, wd;
     unsigned long long seed;
+    mxc_optimizer_config sched; /* --lr-schedule and its options (the schedule fields) */
 };
+
+/* --optimizer's names, in mxc_optimizer_kind order */
+static const char *const optimizer_names[] = {"sgd",      "adam", "nag",    "rmsprop", "adagrad",
+                                              "adadelta", "ftrl", "signum", "adamw",   "lamb"};
+
+/* --lr-schedule's names, in mxc_lr_schedule order */
+static const char *const schedule_names[] = {"constant", "factor", "multifactor", "cosine", "poly"};
+
+/* The index of `v` among the n `names`; a usage error naming `flag` when it is none. */
+static int pick(const char *v, const char *const *names, int n, const char *flag) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0)
+            return i;
+    fprintf(stderr, "mxc: %s must be one of", flag);
+    for (int i = 0; i < n; i++)
+        fprintf(stderr, "%s%s", i ? ", " : " ", names[i]);
+    fprintf(stderr, "; not %s\n", v);
+    exit(2);
+}
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage:\n"
             "  mxc train --network mlp|lenet|<symbol.json> [--data fashion-mnist|DATA]\n"
             "            [--epochs N] [--batch-size B] [--lr X] [--momentum M] [--wd W]\n"
-            "            [--optimizer sgd|adam] [--prefix P] [--seed S] [--resume]\n"
+            "            [--optimizer sgd|adam|nag|rmsprop|adagrad|adadelta|ftrl|signum|\n"
+            "                         adamw|lamb]\n"
+            "            [--lr-schedule constant|factor|multifactor|cosine|poly]\n"
+            "            [--lr-step N] [--lr-steps N,N,...] [--lr-factor F] [--max-update N]\n"
+            "            [--final-lr X] [--pwr P] [--warmup-steps N] [--warmup-begin-lr X]\n"
+            "            [--warmup-mode linear|constant]\n"
+            "            [--prefix P] [--seed S] [--resume]\n"
             "            [--num-samples N] [--frequent N] [--json] [--ctx CTX[,CTX...]]\n"
             "            [--kvstore local|device|dist_sync] [--params FILE]\n"
             "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json] [--ctx CTX]\n"
@@ -84,6 +110,21 @@ static float parse_float(const char *s, const char *flag) {
     if (*end || end == s || !(v >= 0))
         usage_error("bad non-negative number for", flag);
     return v;
+}
+
+/* --lr-steps N,N,...: the multi-factor schedule's update counts (checked for order by
+ * mxc_optimizer_create). */
+static void parse_steps(const char *v, mxc_optimizer_config *c) {
+    char buf[512];
+    if (strlen(v) >= sizeof buf)
+        usage_error("too long a list for", "--lr-steps");
+    strcpy(buf, v);
+    c->num_steps = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (c->num_steps == MXC_LR_MAX_STEPS)
+            usage_error("too many steps (16 at most) in", "--lr-steps");
+        c->steps[c->num_steps++] = (int)parse_int(t, "--lr-steps", 1, 1 << 30);
+    }
 }
 
 /* One context of --ctx: cpu (cpu 0), cpu:N, gpu (gpu 0) or gpu:N. */
@@ -165,6 +206,26 @@ static void parse(int argc, char **argv, struct options *o) {
             o->momentum = parse_float(v, a);
         else if (strcmp(a, "--wd") == 0)
             o->wd = parse_float(v, a);
+        else if (strcmp(a, "--lr-schedule") == 0)
+            o->sched.lr_schedule = pick(v, schedule_names, 5, a);
+        else if (strcmp(a, "--lr-step") == 0)
+            o->sched.step = (int)parse_int(v, a, 1, 1 << 30);
+        else if (strcmp(a, "--lr-steps") == 0)
+            parse_steps(v, &o->sched);
+        else if (strcmp(a, "--lr-factor") == 0)
+            o->sched.factor = parse_float(v, a);
+        else if (strcmp(a, "--max-update") == 0)
+            o->sched.max_update = (int)parse_int(v, a, 1, 1 << 30);
+        else if (strcmp(a, "--final-lr") == 0)
+            o->sched.final_lr = parse_float(v, a);
+        else if (strcmp(a, "--pwr") == 0)
+            o->sched.pwr = parse_float(v, a);
+        else if (strcmp(a, "--warmup-steps") == 0)
+            o->sched.warmup_steps = (int)parse_int(v, a, 0, 1 << 30);
+        else if (strcmp(a, "--warmup-begin-lr") == 0)
+            o->sched.warmup_begin_lr = parse_float(v, a);
+        else if (strcmp(a, "--warmup-mode") == 0)
+            o->sched.warmup_mode = pick(v, (const char *const[]){"linear", "constant"}, 2, a);
         else if (strcmp(a, "--ctx") == 0) {
             parse_ctx(v, o);
             o->ctx_arg = v;
@@ -310,9 +371,8 @@ static int cmd_train(struct options *o) {
     mxc_fit_config_init(&cfg);
     cfg.num_epochs = o->epochs;
     cfg.begin_epoch = begin;
-    cfg.optimizer.kind = strcmp(o->optimizer, "adam") == 0 ? MXC_OPT_ADAM : MXC_OPT_SGD;
-    if (strcmp(o->optimizer, "adam") != 0 && strcmp(o->optimizer, "sgd") != 0)
-        usage_error("--optimizer must be sgd or adam", o->optimizer);
+    cfg.optimizer = o->sched; /* the schedule's fields; the rest below */
+    cfg.optimizer.kind = pick(o->optimizer, optimizer_names, 10, "--optimizer");
     cfg.optimizer.lr = o->lr;
     cfg.optimizer.momentum = o->momentum;
     cfg.optimizer.wd = o->wd;

@@ -4,7 +4,7 @@
  * The pieces follow MXNet's Python API: an initializer fills each parameter by the
  * pattern of its name (weights by the chosen scheme, biases and betas 0, gammas 1,
  * moving means 0, moving variances 1); an optimizer updates a weight from its gradient
- * through the update operators (sgd_update, sgd_mom_update, adam_update), with per-
+ * through the update operators (sgd_update, adam_update, rmsprop_update, ...), with per-
  * parameter learning-rate and weight-decay multipliers and a learning-rate schedule; a
  * metric accumulates a figure over batches; mxc_model_fit runs epochs of forward,
  * backward and update over a data iterator, reports progress, evaluates and checkpoints.
@@ -72,30 +72,86 @@ MXC_API int mxc_init_array_hinted(const mxc_init_config *cfg, const char *name, 
 
 /* ---- Optimizers ------------------------------------------------------------------ */
 
-enum mxc_optimizer_kind { MXC_OPT_SGD = 0, MXC_OPT_ADAM = 1 };
+/** The optimizers, each with MXNet 1.9.1's formulas (docs/operators.md has each update
+ * operator's): which operator a step runs and which states a parameter keeps. */
+enum mxc_optimizer_kind {
+    MXC_OPT_SGD = 0,      /**< sgd_update; with momentum sgd_mom_update (state "mom") */
+    MXC_OPT_ADAM = 1,     /**< adam_update with bias correction in lr ("mean", "var") */
+    MXC_OPT_NAG = 2,      /**< nag_mom_update ("mom"); without momentum sgd_update */
+    MXC_OPT_RMSPROP = 3,  /**< rmsprop_update ("n"); centered: rmspropalex_update ("n",
+                               "g", "delta") */
+    MXC_OPT_ADAGRAD = 4,  /**< MXNet's AdaGrad in array arithmetic ("history") */
+    MXC_OPT_ADADELTA = 5, /**< MXNet's AdaDelta in array arithmetic ("acc_g", "acc_delta");
+                               lr is not used */
+    MXC_OPT_FTRL = 6,     /**< ftrl_update ("z", "n") */
+    MXC_OPT_SIGNUM = 7,   /**< signum_update ("mom"); without momentum signsgd_update */
+    MXC_OPT_ADAMW = 8,    /**< _adamw_update as GluonNLP's BERTAdam drives it: lr 1, the
+                               bias-corrected rate as eta ("mean", "var") */
+    MXC_OPT_LAMB = 9,     /**< lamb_update_phase1, the norms of the weight and of its g,
+                               lamb_update_phase2 ("mean", "var") */
+};
 
-/** Learning-rate schedules: lr = base * factor^k, where k counts the steps passed
- * (FACTOR: every `step` updates; MULTI_FACTOR: at each update count in `steps`), never
- * below `stop_factor_lr` (FACTOR). */
-enum mxc_lr_schedule { MXC_LR_CONSTANT = 0, MXC_LR_FACTOR = 1, MXC_LR_MULTI_FACTOR = 2 };
+/** Learning-rate schedules over the update count n (the highest count of any parameter),
+ * MXNet's lr_scheduler classes with base_lr = `lr`:
+ * FACTOR: lr * factor^k, k the number of `step`s passed, never below `stop_factor_lr`;
+ * MULTI_FACTOR: lr * factor^k, k the number of update counts in `steps` passed;
+ * COSINE: final_lr + (lr - final_lr) * (1 + cos(pi * (n - warmup_steps) / (max_update -
+ * warmup_steps))) / 2 up to max_update, then final_lr;
+ * POLY: final_lr + (lr - final_lr) * (1 - (n - warmup_steps) / (max_update -
+ * warmup_steps))^pwr up to max_update, then final_lr.
+ * Every schedule first warms up for n < warmup_steps: from warmup_begin_lr to lr in equal
+ * increments (MXC_WARMUP_LINEAR: warmup_begin_lr + (lr - warmup_begin_lr) * n /
+ * warmup_steps) or at warmup_begin_lr (MXC_WARMUP_CONSTANT). */
+enum mxc_lr_schedule {
+    MXC_LR_CONSTANT = 0,
+    MXC_LR_FACTOR = 1,
+    MXC_LR_MULTI_FACTOR = 2,
+    MXC_LR_COSINE = 3,
+    MXC_LR_POLY = 4,
+};
+
+enum mxc_warmup_mode { MXC_WARMUP_LINEAR = 0, MXC_WARMUP_CONSTANT = 1 };
 
 #define MXC_LR_MAX_STEPS 16
 
+/** An optimizer's settings. Zero-initialise it and set what you need: a 0 in a field
+ * marked "(0: x)" means MXNet's default x. Fields after `steps` were added later; each
+ * names the optimizers that read it. */
 typedef struct mxc_optimizer_config {
     int kind;                    /**< an mxc_optimizer_kind */
-    float lr;                    /**< learning rate */
-    float momentum;              /**< SGD momentum (0: plain SGD) */
+    float lr;                    /**< learning rate (the schedules' base_lr) */
+    float momentum;              /**< SGD, NAG, Signum momentum (0: none; MXNet's Signum
+                                      defaults to 0.9, so set it) */
     float wd;                    /**< weight decay */
     float rescale_grad;          /**< gradients are multiplied by this first (0 means 1); fit
                               sets 1 / batch_size when it is 0 */
     float clip_gradient;         /**< clip (after rescaling) to [-c, c]; <= 0: no clipping */
-    float beta1, beta2, epsilon; /**< Adam (0: 0.9, 0.999, 1e-8) */
+    float beta1, beta2, epsilon; /**< Adam, AdamW, LAMB (0: 0.9, 0.999); epsilon (0: 1e-8;
+                                      AdaGrad 1e-7, AdaDelta 1e-5, LAMB 1e-6) */
     int lr_schedule;             /**< an mxc_lr_schedule */
     int step;                    /**< FACTOR: updates between decays */
     float factor;                /**< FACTOR / MULTI_FACTOR: multiplier per decay */
     float stop_factor_lr;        /**< FACTOR: the lowest learning rate */
     int num_steps;               /**< MULTI_FACTOR: the update counts where lr decays */
     int steps[MXC_LR_MAX_STEPS];
+    float gamma1;           /**< RMSProp: decay of n (0: 0.9) */
+    float gamma2;           /**< RMSProp centered: decay of delta (0: 0.9) */
+    int centered;           /**< RMSProp: 1 for Graves's centered version */
+    float clip_weights;     /**< RMSProp: clip weights to [-c, c]; <= 0: no clipping */
+    float rho;              /**< AdaDelta: decay of both accumulators (0: 0.9) */
+    float lamda1;           /**< FTRL: L1 strength, as given (MXNet's default 0.01) */
+    float ftrl_beta;        /**< FTRL: beta (0: 1) */
+    float wd_lh;            /**< Signum: decoupled weight decay */
+    int no_bias_correction; /**< LAMB: 1 for bias_correction=False */
+    float lower_bound;      /**< LAMB: least trust-ratio norm; <= 0: none */
+    float upper_bound;      /**< LAMB: greatest trust-ratio norm; <= 0: none */
+    int max_update;         /**< COSINE / POLY: the update count where lr reaches
+                                      final_lr (>= 1, > warmup_steps) */
+    float final_lr;         /**< COSINE / POLY: the last rate */
+    float pwr;              /**< POLY: the power (0: 2) */
+    int warmup_steps;       /**< every schedule: warm-up updates (0: none) */
+    float warmup_begin_lr;  /**< the warm-up's first rate (<= lr) */
+    int warmup_mode;        /**< an mxc_warmup_mode */
 } mxc_optimizer_config;
 
 typedef struct mxc_optimizer mxc_optimizer;
@@ -115,8 +171,9 @@ MXC_API int mxc_optimizer_set_mult(mxc_optimizer *opt, const char *name, float l
 MXC_API int mxc_optimizer_update(mxc_optimizer *opt, int index, const char *name,
                                  mxc_ndarray *weight, mxc_ndarray *grad);
 
-/** The learning rate the next update of a parameter with lr_mult 1 would use; NAN for a
- * bad handle. */
+/** The schedule's learning rate at the current update count n (MXNet's
+ * optimizer.learning_rate): the rate the latest update of a parameter with lr_mult 1 used
+ * (before any update: lr, or warmup_begin_lr with a warm-up). NAN for a bad handle. */
 MXC_API float mxc_optimizer_current_lr(const mxc_optimizer *opt);
 
 /** Frees the optimizer and its states (NULL is fine). */
@@ -124,15 +181,17 @@ MXC_API void mxc_optimizer_free(mxc_optimizer *opt);
 
 /** Saves the optimizer's state to `path` for a checkpoint, in MXNet's NDArray list format
  * (mxc_nd_save: written to a temporary file renamed over `path`): per parameter index i
- * its update count "i_count" (int64, (1)) and its states, "i_mom" (SGD with momentum) or
- * "i_mean" and "i_var" (Adam), and the schedule as "__schedule__" (float64: highest
- * update count, the schedule's step count, its next step, its current rate). Waits for
- * the states' pending updates. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL (NULL path),
- * MXC_EIO, MXC_ENOMEM, or a failure of an update. */
+ * its update count "i_count" (int64, (1)) and its states "i_<state>" (float32) named by
+ * the kind (docs/formats.md: "mom"; "mean", "var"; "n", "g", "delta"; "history"; "acc_g",
+ * "acc_delta"; "z", "n"), and the schedule as "__schedule__" (float64: highest update
+ * count, the schedule's step count, its next step, its current rate). Waits for the
+ * states' pending updates. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL (NULL path), MXC_EIO,
+ * MXC_ENOMEM, or a failure of an update. */
 MXC_API int mxc_optimizer_save_states(const mxc_optimizer *opt, const char *path);
 
 /** Replaces the optimizer's state by one saved with mxc_optimizer_save_states by an
- * optimizer of the same kind (and, for SGD, with or without momentum alike): later updates
+ * optimizer of the same kind and states (with or without momentum; RMSProp centered or
+ * not, alike): later updates
  * continue bit for bit as the saved optimizer's would have. The states are loaded on the
  * CPU and move to each weight's device at its next update. On failure the optimizer is
  * left as it was. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL (NULL path; a file of another
