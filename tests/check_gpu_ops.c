@@ -268,6 +268,24 @@ static const struct gpu_case cases[] = {
      {{0}},
      50000,
      true},
+    /* math: element-wise functions, comparisons (tests/check_op_math.c) */
+    {"log1p", {NULL}, 1, {S(5, 1, 7)}, {POSITIVE}, 0, {{0}}, 0, true},
+    {"rint", {NULL}, 1, {S(33, 3)}, {ANY}, 0, {{0}}, 0, true},
+    {"erf", {NULL}, 1, {S(LARGE_ROWS, 1025)}, {ANY}, 0, {{0}}, 0, true},
+    {"arctanh", {NULL}, 1, {S(1, 65)}, {ANY}, 0, {{0}}, 0, true},
+    {"cbrt", {NULL}, 1, {S(7, 9)}, {POSITIVE}, 0, {{0}}, 0, true},
+    {"hard_sigmoid",
+     {"alpha", "0.7", "beta", "0.4", NULL},
+     1,
+     {S(3, 1, 11)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"_greater_equal_scalar", {"scalar", "0.25", NULL}, 1, {S(19)}, {ANY}, 0, {{0}}, 0, true},
+    {"_hypot", {NULL}, 2, {S(7, 1, 5), S(7, 1, 5)}, {ANY, POSITIVE}, 0, {{0}}, 0, true},
+    {"_logical_xor", {NULL}, 2, {S(2, 9), S(2, 9)}, {CLASSES, CLASSES}, 0, {{0}}, 2, true},
 };
 
 static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned seed) {
