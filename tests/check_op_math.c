@@ -94,6 +94,45 @@ static const struct ref_case ref_cases[] = {
     B("_logical_or"),
     B("_logical_xor"),
     B("_hypot"),
+    /* broadcasting */
+    B("broadcast_maximum"),
+    {"broadcast_maximum_pad", "broadcast_maximum", 2, {NULL}},
+    B("broadcast_minimum"),
+    {"broadcast_minimum_pad", "broadcast_minimum", 2, {NULL}},
+    B("broadcast_power"),
+    {"broadcast_power_lhs", "broadcast_power", 2, {NULL}},
+    B("broadcast_hypot"),
+    B("broadcast_equal"),
+    B("broadcast_not_equal"),
+    B("broadcast_greater"),
+    B("broadcast_greater_equal"),
+    B("broadcast_lesser"),
+    B("broadcast_lesser_equal"),
+    B("broadcast_logical_and"),
+    B("broadcast_logical_or"),
+    B("broadcast_logical_xor"),
+    /* reductions */
+    {"min_axis1", "min", 1, {"axis", "1"}},
+    {"min_all", "min", 1, {NULL}},
+    {"min_exclude_keep", "min", 1, {"axis", "(0, 2)", "exclude", "True", "keepdims", "True"}},
+    {"min_ties", "min", 1, {"axis", "1"}},
+    {"prod_axis2", "prod", 1, {"axis", "2"}},
+    {"prod_all_keep", "prod", 1, {"keepdims", "True"}},
+    {"prod_axes02", "prod", 1, {"axis", "(0, 2)"}},
+    {"prod_zero", "prod", 1, {"axis", "1"}},
+    {"nansum_axis1", "nansum", 1, {"axis", "1"}},
+    {"nansum_all", "nansum", 1, {NULL}},
+    {"nansum_axis0_keep", "nansum", 1, {"axis", "0", "keepdims", "True"}},
+    {"nanprod_axis1", "nanprod", 1, {"axis", "1"}},
+    {"nanprod_exclude", "nanprod", 1, {"axis", "1", "exclude", "True"}},
+    {"norm_all", "norm", 1, {NULL}},
+    {"norm_axis1", "norm", 1, {"axis", "1"}},
+    {"norm_axis_neg_keep", "norm", 1, {"axis", "-1", "keepdims", "True"}},
+    {"norm_axes01", "norm", 1, {"axis", "(0, 1)"}},
+    {"norm1_all", "norm", 1, {"ord", "1"}},
+    {"norm1_axis2_keep", "norm", 1, {"ord", "1", "axis", "2", "keepdims", "True"}},
+    {"norm_zero_row", "norm", 1, {"axis", "1"}},
+    {"norm1_zero_row", "norm", 1, {"ord", "1", "axis", "1"}},
 };
 
 static struct mxct_params split(const char *const *kv, const char **keys, const char **vals) {
@@ -219,6 +258,23 @@ static const struct grad_case grad_cases[] = {
     {"_lesser_equal", 2, {S34, S34}, -1, 1, {NULL}},
     {"_hypot_scalar", 1, {S34}, -2, 2, {"scalar", "0.7"}},
     {"_hypot", 2, {S34, S34}, 0.3f, 2, {NULL}},
+    {"broadcast_maximum", 2, {{3, {2, 3, 4}}, {3, {1, 3, 1}}}, -2, 2, {NULL}},
+    {"broadcast_minimum", 2, {{2, {3, 1}}, {3, {2, 1, 4}}}, -2, 2, {NULL}},
+    {"broadcast_power", 2, {{3, {2, 3, 4}}, {2, {3, 1}}}, 0.5f, 2, {NULL}},
+    {"broadcast_power", 2, {{2, {1, 4}}, {2, {3, 4}}}, 0.5f, 2, {NULL}},
+    {"broadcast_hypot", 2, {{2, {3, 1}}, {2, {1, 4}}}, 0.3f, 2, {NULL}},
+    {"broadcast_hypot", 2, {S34, S34}, 0.3f, 2, {NULL}},
+    {"broadcast_greater", 2, {{3, {2, 3, 4}}, {1, {4}}}, -1, 1, {NULL}},
+    /* reductions: min on distinct values; products and norms away from 0 */
+    {"min", 1, {{3, {2, 3, 4}}}, -1, 1, {"axis", "1"}},
+    {"min", 1, {{3, {2, 3, 4}}}, -1, 1, {"axis", "(0, 2)", "keepdims", "True"}},
+    {"prod", 1, {{3, {2, 3, 4}}}, 0.5f, 1.5f, {"axis", "2"}},
+    {"prod", 1, {S34}, 0.5f, 1.5f, {NULL}},
+    {"nansum", 1, {{3, {2, 3, 4}}}, -1, 1, {"axis", "(0, 1)"}},
+    {"nanprod", 1, {S34}, 0.5f, 1.5f, {"axis", "0", "exclude", "True"}},
+    {"norm", 1, {{3, {2, 3, 4}}}, 0.2f, 1, {NULL}},
+    {"norm", 1, {{3, {2, 3, 4}}}, 0.2f, 1, {"axis", "(0, 2)", "keepdims", "True"}},
+    {"norm", 1, {S34}, 0.2f, 1, {"ord", "1", "axis", "-1"}},
 };
 
 START_TEST(test_gradients) {
@@ -230,6 +286,53 @@ START_TEST(test_gradients) {
         in[i] = mxct_tensor_random(c->shapes[i], c->lo, c->hi, 20u + (unsigned)(_i * 2 + i));
     mxct_op_gradcheck(c->op, kv, true, in, c->num_in, NULL, 0, 1e-3, 2e-2, 2e-3);
     mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* ---- Forward add-to ------------------------------------------------------------------- */
+
+/* The reductions' forward with an add-to request onto an output holding 1: 1 + MXNet's
+ * result (their CPU kernels fold into temp space first). */
+START_TEST(test_forward_add) {
+    static const char *const picks[] = {"min_exclude_keep", "prod_axes02", "nansum_axis1",
+                                        "nanprod_exclude",  "norm_axis1",  "norm1_all"};
+    const struct ref_case *c = ref_cases;
+    while (strcmp(c->file, picks[_i]) != 0)
+        c++;
+    const char *keys[4], *vals[4];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_tensor in, want;
+    load_all(c, "in", 1, &in);
+    load_all(c, "out", 1, &want);
+    const struct mxc__op_def *def = mxc__op_find(c->op);
+    _Alignas(16) unsigned char params[256];
+    CK_OK(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params));
+    struct mxc__resource *temp;
+    CK_OK(mxc__resource_get(mxc_cpu(), def->forward_resources[0] - 1, &temp));
+    int64_t n = mxc_shape_size(&want.shape);
+    struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
+    for (int64_t i = 0; i < n; i++) {
+        got.data[i] = 1.0f;
+        want.data[i] += 1.0f;
+    }
+    struct mxc__tensor tin = {in.data, in.shape, MXC_FLOAT32, mxc_cpu(), mxc_shape_size(&in.shape)};
+    struct mxc__tensor tout = {got.data, got.shape, MXC_FLOAT32, mxc_cpu(), n};
+    int req = MXC__REQ_ADD;
+    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
+    struct mxc__op_call call = {.rctx = &rctx,
+                                .params = params,
+                                .in_data = &tin,
+                                .num_in = 1,
+                                .out_data = &tout,
+                                .num_out = 1,
+                                .req = &req,
+                                .resources = &temp,
+                                .num_resources = 1};
+    ck_assert_msg(def->forward_cpu(&call) == MXC_OK, "%s", mxc_last_error());
+    expect_values(&got, &want, c->file);
+    mxct_tensors_free(&got, 1);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(&in, 1);
 }
 END_TEST
 
@@ -272,6 +375,26 @@ START_TEST(test_bad_params) {
                  NEEDLES("_equal", "(3, 4)", "(4, 3)"));
     expect_error(run_on("_hypot", MXCT_NO_PARAMS, 2, two), MXC_ESHAPE,
                  NEEDLES("_hypot", "(3, 4)", "(4, 3)"));
+    const mxc_shape apart[2] = {S34, {2, {2, 4}}};
+    expect_error(run_on("broadcast_maximum", MXCT_NO_PARAMS, 2, apart), MXC_ESHAPE,
+                 NEEDLES("broadcast_maximum", "(3, 4)", "(2, 4)"));
+    expect_error(run_on("broadcast_lesser", MXCT_NO_PARAMS, 2, apart), MXC_ESHAPE,
+                 NEEDLES("broadcast_lesser", "(3, 4)", "(2, 4)"));
+    /* reductions */
+    expect_error(run_on("norm", MXCT_KV("ord", "3"), 1, one), MXC_EINVAL, NEEDLES("norm", "ord"));
+    expect_error(run_on("norm", MXCT_KV("ord", "0"), 1, one), MXC_EINVAL, NEEDLES("norm", "ord"));
+    expect_error(run_on("norm", MXCT_KV("out_dtype", "float16"), 1, one), MXC_EINVAL,
+                 NEEDLES("norm", "out_dtype", "float32"));
+    expect_error(run_on("norm", MXCT_KV("exclude", "True"), 1, one), MXC_EINVAL,
+                 NEEDLES("norm", "exclude"));
+    expect_error(run_on("norm", MXCT_KV("axis", "2"), 1, one), MXC_EINVAL,
+                 NEEDLES("norm", "axis 2", "(3, 4)"));
+    expect_error(run_on("min", MXCT_KV("axis", "-3"), 1, one), MXC_EINVAL,
+                 NEEDLES("min", "axis -3", "(3, 4)"));
+    expect_error(run_on("prod", MXCT_KV("axis", "(1, -1)"), 1, one), MXC_EINVAL,
+                 NEEDLES("prod", "more than once"));
+    expect_error(run_on("nanprod", MXCT_KV("keepdims", "maybe"), 1, one), MXC_EINVAL,
+                 NEEDLES("nanprod", "keepdims"));
 }
 END_TEST
 
@@ -287,6 +410,12 @@ START_TEST(test_param_defaults) {
     CK_OK(mxc_op_get_info("_lesser_equal_scalar", &info));
     ck_assert_int_eq(info.num_params, 1);
     ck_assert_str_eq(info.params[0].name, "scalar");
+    CK_OK(mxc_op_get_info("norm", &info));
+    ck_assert_int_eq(info.num_params, 4);
+    ck_assert_str_eq(info.params[0].name, "ord");
+    ck_assert_str_eq(info.params[0].default_value, "2");
+    ck_assert_str_eq(info.params[2].name, "out_dtype");
+    ck_assert_str_eq(info.params[2].default_value, "None");
     CK_OK(mxc_op_get_info("arctanh", &info));
     ck_assert_int_eq(info.num_params, 0);
     ck_assert(info.differentiable);
@@ -297,8 +426,9 @@ END_TEST
 
 /* One case of each kind through mxc_imperative_invoke, the output a new array. */
 START_TEST(test_invoke) {
-    static const char *const picks[] = {"rint", "hard_sigmoid_ab", "_greater_equal_scalar",
-                                        "_logical_xor"};
+    static const char *const picks[] = {"rint",         "hard_sigmoid_ab", "_greater_equal_scalar",
+                                        "_logical_xor", "broadcast_hypot", "nanprod_axis1",
+                                        "norm_axes01"};
     const struct ref_case *c = ref_cases;
     while (strcmp(c->file, picks[_i]) != 0)
         c++;
@@ -340,6 +470,10 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
     suite_add_tcase(s, tc);
 
+    tc = tcase_create("forward_add");
+    tcase_add_loop_test(tc, test_forward_add, 0, 6);
+    suite_add_tcase(s, tc);
+
     tc = tcase_create("params");
     tcase_add_test(tc, test_bad_params);
     tcase_add_test(tc, test_param_defaults);
@@ -347,7 +481,7 @@ static Suite *suite(void) {
 
     tc = tcase_create("invoke");
     tcase_set_timeout(tc, mxct_timeout(30));
-    tcase_add_loop_test(tc, test_invoke, 0, 4);
+    tcase_add_loop_test(tc, test_invoke, 0, 7);
     suite_add_tcase(s, tc);
     return s;
 }
