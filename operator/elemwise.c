@@ -66,111 +66,25 @@ static const struct mxc__param scalar_params[] = {
     MXC__P_FLOAT(struct mxc__scalar_param, scalar, "1", 1, 0, "the scalar operand"),
 };
 
-#define SCALAR(c) (((const struct mxc__scalar_param *)(c)->params)->scalar)
+static const struct mxc__param alpha_beta_params[] = {
+    MXC__P_FLOAT(struct mxc__ew_alpha_beta_param, alpha, "0.2", 1, 0, "slope"),
+    MXC__P_FLOAT(struct mxc__ew_alpha_beta_param, beta, "0.5", 1, 0, "bias"),
+};
 
-/* ---- Unary ------------------------------------------------------------------------- */
+/* Per parameter kind (MXC__EW_NO_PARAMS, ...): the table, its length, the struct's size
+ * (constant expressions, for the definitions). */
+#define KIND_PARAMS(k) \
+    ((k) == MXC__EW_SCALAR ? scalar_params : (k) == MXC__EW_ALPHA_BETA ? alpha_beta_params : NULL)
+#define KIND_NUM_PARAMS(k) ((k) == MXC__EW_SCALAR ? 1 : (k) == MXC__EW_ALPHA_BETA ? 2 : 0)
+#define KIND_PARAM_SIZE(k)                                                 \
+    ((k) == MXC__EW_SCALAR       ? sizeof(struct mxc__scalar_param)        \
+     : (k) == MXC__EW_ALPHA_BETA ? sizeof(struct mxc__ew_alpha_beta_param) \
+                                 : 0)
 
-/* The CPU kernels and the definition of one unary operator of the table (the scalar, when
- * the operator has one, comes from params; 0 otherwise). */
-#define UNARY_KERNELS(ident, opname, desc, fwd, grad, deps)                                \
-    static int ident##_forward(const struct mxc__op_call *c) {                             \
-        const float *xs = c->in_data[0].data;                                              \
-        float *o = c->out_data[0].data;                                                    \
-        const float s = c->params ? SCALAR(c) : 0.0f;                                      \
-        STORE_LOOP(c->req[0], o, c->out_data[0].size, float x = xs[i],                     \
-                   mxc__ew_##ident##_fwd(x, s));                                           \
-        return MXC_OK;                                                                     \
-    }                                                                                      \
-    static int ident##_backward(const struct mxc__op_call *c) {                            \
-        const float *gs = c->out_grad[0].data;                                             \
-        const float *xs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;        \
-        const float *ys = ((deps)&MXC__DEP_OUT_DATA) ? TENSOR(c->out_data, 0) : NULL;      \
-        float *o = c->in_grad[0].data;                                                     \
-        const float s = c->params ? SCALAR(c) : 0.0f;                                      \
-        (void)xs;                                                                          \
-        (void)ys;                                                                          \
-        STORE_LOOP(c->req[0], o, c->in_grad[0].size, float g = gs[i];                      \
-                   float x = ((deps)&MXC__DEP_IN_DATA) ? xs[i] : 0.0f;                     \
-                   float y = ((deps)&MXC__DEP_OUT_DATA) ? ys[i] : 0.0f,                    \
-                   mxc__ew_##ident##_grad(g, x, y, s));                                    \
-        return MXC_OK;                                                                     \
-    }                                                                                      \
-    static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no, \
-                             mxc_shape *aux, int na) {                                     \
-        return same_shape(p, in, ni, out, no, aux, na, #ident);                            \
-    }
-
-#define UNARY_DEF(ident, opname, desc, deps, with_scalar)                   \
-    const struct mxc__op_def mxc__op_##ident = {                            \
-        .name = opname,                                                     \
-        .description = desc,                                                \
-        .param_size = (with_scalar) ? sizeof(struct mxc__scalar_param) : 0, \
-        .params = (with_scalar) ? scalar_params : NULL,                     \
-        .num_params = (with_scalar) ? 1 : 0,                                \
-        .inputs = in_data,                                                  \
-        .outputs = out_output,                                              \
-        .infer_shape = ident##_shape,                                       \
-        .backward_deps = MXC__DEP_OUT_GRAD | (deps),                        \
-        .inplace = MXC__INPLACE(0, 0),                                      \
-        .backward_inplace = MXC__INPLACE(0, 0),                             \
-        .elementwise = true,                                                \
-        .forward_cpu = ident##_forward,                                     \
-        .backward_cpu = ident##_backward,                                   \
-        .forward_gpu = MXC__GPU(mxc__ew_##ident##_forward_gpu),             \
-        .backward_gpu = MXC__GPU(mxc__ew_##ident##_backward_gpu),           \
-    };
-
-/* The GPU kernels (operator/elemwise_gpu.cu), for every operator of the table. */
-#ifdef MXC_USE_CUDA
-#define GPU_DECL(ident, ...)                                         \
-    int mxc__ew_##ident##_forward_gpu(const struct mxc__op_call *c); \
-    int mxc__ew_##ident##_backward_gpu(const struct mxc__op_call *c);
-MXC__EW_UNARY(GPU_DECL)
-MXC__EW_UNARY_SCALAR(GPU_DECL)
-MXC__EW_BINARY(GPU_DECL)
-#endif
-
-#define UNARY(ident, opname, desc, fwd, grad, deps)     \
-    UNARY_KERNELS(ident, opname, desc, fwd, grad, deps) \
-    UNARY_DEF(ident, opname, desc, deps, 0)
-
-#define UNARY_SCALAR(ident, opname, desc, fwd, grad, deps) \
-    UNARY_KERNELS(ident, opname, desc, fwd, grad, deps)    \
-    UNARY_DEF(ident, opname, desc, deps, 1)
-
-MXC__EW_UNARY(UNARY)
-MXC__EW_UNARY_SCALAR(UNARY_SCALAR)
-
-/* ---- Binary (same shapes) ---------------------------------------------------------- */
-
-/* The backward computes both gradients of element i before storing either: in_grad[0]
- * may be out_grad[0] (in place), so storing the left gradient first and then reading g
- * for the right one would read the left gradient instead. */
-#define BINARY(ident, opname, desc, fwd, grad_a, grad_b, deps)                             \
-    static int ident##_forward(const struct mxc__op_call *c) {                             \
-        const float *as = c->in_data[0].data, *bs = c->in_data[1].data;                    \
-        float *o = c->out_data[0].data;                                                    \
-        STORE_LOOP(c->req[0], o, c->out_data[0].size, float a = as[i];                     \
-                   float b = bs[i], mxc__ew_##ident##_fwd(a, b));                          \
-        return MXC_OK;                                                                     \
-    }                                                                                      \
-    static int ident##_backward(const struct mxc__op_call *c) {                            \
-        const float *gs = c->out_grad[0].data;                                             \
-        const float *as = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;        \
-        const float *bs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 1) : NULL;        \
-        float *da = c->in_grad[0].data, *db = c->in_grad[1].data;                          \
-        const int ra = c->req[0], rb = c->req[1];                                          \
-        for (int64_t i = 0; i < c->out_grad[0].size; i++) {                                \
-            const float g = gs[i];                                                         \
-            const float a = ((deps)&MXC__DEP_IN_DATA) ? as[i] : 0.0f;                      \
-            const float b = ((deps)&MXC__DEP_IN_DATA) ? bs[i] : 0.0f;                      \
-            const float va = mxc__ew_##ident##_grad_a(g, a, b);                            \
-            const float vb = mxc__ew_##ident##_grad_b(g, a, b);                            \
-            PUT(ra, da, i, va);                                                            \
-            PUT(rb, db, i, vb);                                                            \
-        }                                                                                  \
-        return MXC_OK;                                                                     \
-    }                                                                                      \
+/* The shape function and definition of one operator of the table, on inputs `ins`, with
+ * the parameters of `kind`; its kernels are ident##_forward, ident##_backward (CPU) and
+ * mxc__ew_##ident##_forward_gpu, mxc__ew_##ident##_backward_gpu. */
+#define EW_DEF(ident, opname, desc, deps, ins, kind)                                       \
     static int ident##_shape(const void *p, mxc_shape *in, int ni, mxc_shape *out, int no, \
                              mxc_shape *aux, int na) {                                     \
         return same_shape(p, in, ni, out, no, aux, na, opname);                            \
@@ -178,7 +92,10 @@ MXC__EW_UNARY_SCALAR(UNARY_SCALAR)
     const struct mxc__op_def mxc__op_##ident = {                                           \
         .name = opname,                                                                    \
         .description = desc,                                                               \
-        .inputs = in_lhs_rhs,                                                              \
+        .param_size = KIND_PARAM_SIZE(kind),                                               \
+        .params = KIND_PARAMS(kind),                                                       \
+        .num_params = KIND_NUM_PARAMS(kind),                                               \
+        .inputs = ins,                                                                     \
         .outputs = out_output,                                                             \
         .infer_shape = ident##_shape,                                                      \
         .backward_deps = MXC__DEP_OUT_GRAD | (deps),                                       \
@@ -190,5 +107,87 @@ MXC__EW_UNARY_SCALAR(UNARY_SCALAR)
         .forward_gpu = MXC__GPU(mxc__ew_##ident##_forward_gpu),                            \
         .backward_gpu = MXC__GPU(mxc__ew_##ident##_backward_gpu),                          \
     };
+
+/* ---- Unary ------------------------------------------------------------------------- */
+
+/* The CPU kernels and the definition of one unary operator of the table whose
+ * expressions see the parameters of `kind` (s and t, 0 where the kind has none). */
+#define UNARY(ident, opname, desc, fwd, grad, deps, kind)                             \
+    static int ident##_forward(const struct mxc__op_call *c) {                        \
+        const float *xs = c->in_data[0].data;                                         \
+        float *o = c->out_data[0].data;                                               \
+        float s, t;                                                                   \
+        mxc__ew_params(c->params, kind, &s, &t);                                      \
+        STORE_LOOP(c->req[0], o, c->out_data[0].size, float x = xs[i],                \
+                   mxc__ew_##ident##_fwd(x, s, t));                                   \
+        return MXC_OK;                                                                \
+    }                                                                                 \
+    static int ident##_backward(const struct mxc__op_call *c) {                       \
+        const float *gs = c->out_grad[0].data;                                        \
+        const float *xs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL;   \
+        const float *ys = ((deps)&MXC__DEP_OUT_DATA) ? TENSOR(c->out_data, 0) : NULL; \
+        float *o = c->in_grad[0].data;                                                \
+        float s, t;                                                                   \
+        mxc__ew_params(c->params, kind, &s, &t);                                      \
+        (void)xs;                                                                     \
+        (void)ys;                                                                     \
+        STORE_LOOP(c->req[0], o, c->in_grad[0].size, float g = gs[i];                 \
+                   float x = ((deps)&MXC__DEP_IN_DATA) ? xs[i] : 0.0f;                \
+                   float y = ((deps)&MXC__DEP_OUT_DATA) ? ys[i] : 0.0f,               \
+                   mxc__ew_##ident##_grad(g, x, y, s, t));                            \
+        return MXC_OK;                                                                \
+    }                                                                                 \
+    EW_DEF(ident, opname, desc, deps, in_data, kind)
+
+/* The GPU kernels (operator/elemwise_gpu.cu), for every operator of the table. */
+#ifdef MXC_USE_CUDA
+#define GPU_DECL(ident, ...)                                         \
+    int mxc__ew_##ident##_forward_gpu(const struct mxc__op_call *c); \
+    int mxc__ew_##ident##_backward_gpu(const struct mxc__op_call *c);
+MXC__EW_UNARY(GPU_DECL)
+MXC__EW_UNARY_SCALAR(GPU_DECL)
+MXC__EW_UNARY_ALPHA_BETA(GPU_DECL)
+MXC__EW_BINARY(GPU_DECL)
+#endif
+
+#define UNARY_PLAIN(...)      UNARY(__VA_ARGS__, MXC__EW_NO_PARAMS)
+#define UNARY_SCALAR(...)     UNARY(__VA_ARGS__, MXC__EW_SCALAR)
+#define UNARY_ALPHA_BETA(...) UNARY(__VA_ARGS__, MXC__EW_ALPHA_BETA)
+
+MXC__EW_UNARY(UNARY_PLAIN)
+MXC__EW_UNARY_SCALAR(UNARY_SCALAR)
+MXC__EW_UNARY_ALPHA_BETA(UNARY_ALPHA_BETA)
+
+/* ---- Binary (same shapes) ---------------------------------------------------------- */
+
+/* The backward computes both gradients of element i before storing either: in_grad[0]
+ * may be out_grad[0] (in place), so storing the left gradient first and then reading g
+ * for the right one would read the left gradient instead. */
+#define BINARY(ident, opname, desc, fwd, grad_a, grad_b, deps)                      \
+    static int ident##_forward(const struct mxc__op_call *c) {                      \
+        const float *as = c->in_data[0].data, *bs = c->in_data[1].data;             \
+        float *o = c->out_data[0].data;                                             \
+        STORE_LOOP(c->req[0], o, c->out_data[0].size, float a = as[i];              \
+                   float b = bs[i], mxc__ew_##ident##_fwd(a, b));                   \
+        return MXC_OK;                                                              \
+    }                                                                               \
+    static int ident##_backward(const struct mxc__op_call *c) {                     \
+        const float *gs = c->out_grad[0].data;                                      \
+        const float *as = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 0) : NULL; \
+        const float *bs = ((deps)&MXC__DEP_IN_DATA) ? TENSOR(c->in_data, 1) : NULL; \
+        float *da = c->in_grad[0].data, *db = c->in_grad[1].data;                   \
+        const int ra = c->req[0], rb = c->req[1];                                   \
+        for (int64_t i = 0; i < c->out_grad[0].size; i++) {                         \
+            const float g = gs[i];                                                  \
+            const float a = ((deps)&MXC__DEP_IN_DATA) ? as[i] : 0.0f;               \
+            const float b = ((deps)&MXC__DEP_IN_DATA) ? bs[i] : 0.0f;               \
+            const float va = mxc__ew_##ident##_grad_a(g, a, b);                     \
+            const float vb = mxc__ew_##ident##_grad_b(g, a, b);                     \
+            PUT(ra, da, i, va);                                                     \
+            PUT(rb, db, i, vb);                                                     \
+        }                                                                           \
+        return MXC_OK;                                                              \
+    }                                                                               \
+    EW_DEF(ident, opname, desc, deps, in_lhs_rhs, MXC__EW_NO_PARAMS)
 
 MXC__EW_BINARY(BINARY)

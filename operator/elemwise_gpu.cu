@@ -11,28 +11,24 @@
 
 namespace {
 
-/* The scalar of a `_<op>_scalar` operator or smooth_l1 (host params), 0 for the others. */
-float scalar_of(const struct mxc__op_call *c) {
-    return c->params ? ((const struct mxc__scalar_param *)c->params)->scalar : 0.0f;
-}
-
 const float *tensor(const struct mxc__tensor *arr, int k) {
     return arr ? (const float *)arr[k].data : NULL;
 }
 
-/* out (n) = Op::fwd(x, s) */
+/* out (n) = Op::fwd(x, s, t) */
 template <typename Op> int unary_forward(const struct mxc__op_call *c, const char *what) {
     const int req = c->req[0];
     if (req == MXC__REQ_NULL)
         return MXC_OK;
     const float *xs = (const float *)c->in_data[0].data;
     float *o = (float *)c->out_data[0].data;
-    const float s = scalar_of(c);
+    float s, t;
+    mxc__ew_params(c->params, Op::kind, &s, &t);
     return mxc__launch(c->out_data[0].size, c->rctx->stream, what,
-                       [=] __device__(int64_t i) { mxc__put(req, o, i, Op::fwd(xs[i], s)); });
+                       [=] __device__(int64_t i) { mxc__put(req, o, i, Op::fwd(xs[i], s, t)); });
 }
 
-/* d_data (n) = Op::grad(g, x, y, s), x and y read only where the gradient needs them */
+/* d_data (n) = Op::grad(g, x, y, s, t), x and y read only where the gradient needs them */
 template <typename Op> int unary_backward(const struct mxc__op_call *c, const char *what) {
     const int req = c->req[0];
     if (req == MXC__REQ_NULL)
@@ -41,12 +37,13 @@ template <typename Op> int unary_backward(const struct mxc__op_call *c, const ch
     const float *xs = (Op::deps & MXC__DEP_IN_DATA) ? tensor(c->in_data, 0) : NULL;
     const float *ys = (Op::deps & MXC__DEP_OUT_DATA) ? tensor(c->out_data, 0) : NULL;
     float *o = (float *)c->in_grad[0].data;
-    const float s = scalar_of(c);
+    float s, t;
+    mxc__ew_params(c->params, Op::kind, &s, &t);
     return mxc__launch(c->in_grad[0].size, c->rctx->stream, what, [=] __device__(int64_t i) {
         const float g = gs[i];
         const float x = (Op::deps & MXC__DEP_IN_DATA) ? xs[i] : 0.0f;
         const float y = (Op::deps & MXC__DEP_OUT_DATA) ? ys[i] : 0.0f;
-        mxc__put(req, o, i, Op::grad(g, x, y, s));
+        mxc__put(req, o, i, Op::grad(g, x, y, s, t));
     });
 }
 
@@ -85,21 +82,24 @@ template <typename Op> int binary_backward(const struct mxc__op_call *c, const c
 
 /* Per operator of the table: a type naming its MXC__HD functions, and the two entry points
  * operator/elemwise.c declares. */
-#define UNARY_GPU(ident, opname, desc, fwd_, grad_, deps_)                                    \
-    namespace {                                                                               \
-    struct ident##_op {                                                                       \
-        static const unsigned deps = (deps_);                                                 \
-        static __device__ float fwd(float x, float s) { return mxc__ew_##ident##_fwd(x, s); } \
-        static __device__ float grad(float g, float x, float y, float s) {                    \
-            return mxc__ew_##ident##_grad(g, x, y, s);                                        \
-        }                                                                                     \
-    };                                                                                        \
-    }                                                                                         \
-    extern "C" int mxc__ew_##ident##_forward_gpu(const struct mxc__op_call *c) {              \
-        return unary_forward<ident##_op>(c, opname " forward");                               \
-    }                                                                                         \
-    extern "C" int mxc__ew_##ident##_backward_gpu(const struct mxc__op_call *c) {             \
-        return unary_backward<ident##_op>(c, opname " backward");                             \
+#define UNARY_GPU(ident, opname, desc, fwd_, grad_, deps_, kind_)                   \
+    namespace {                                                                     \
+    struct ident##_op {                                                             \
+        static const unsigned deps = (deps_);                                       \
+        static const int kind = (kind_);                                            \
+        static __device__ float fwd(float x, float s, float t) {                    \
+            return mxc__ew_##ident##_fwd(x, s, t);                                  \
+        }                                                                           \
+        static __device__ float grad(float g, float x, float y, float s, float t) { \
+            return mxc__ew_##ident##_grad(g, x, y, s, t);                           \
+        }                                                                           \
+    };                                                                              \
+    }                                                                               \
+    extern "C" int mxc__ew_##ident##_forward_gpu(const struct mxc__op_call *c) {    \
+        return unary_forward<ident##_op>(c, opname " forward");                     \
+    }                                                                               \
+    extern "C" int mxc__ew_##ident##_backward_gpu(const struct mxc__op_call *c) {   \
+        return unary_backward<ident##_op>(c, opname " backward");                   \
     }
 
 #define BINARY_GPU(ident, opname, desc, fwd_, grad_a_, grad_b_, deps_)                        \
@@ -122,6 +122,11 @@ template <typename Op> int binary_backward(const struct mxc__op_call *c, const c
         return binary_backward<ident##_op>(c, opname " backward");                            \
     }
 
-MXC__EW_UNARY(UNARY_GPU)
-MXC__EW_UNARY_SCALAR(UNARY_GPU)
+#define UNARY_GPU_PLAIN(...)      UNARY_GPU(__VA_ARGS__, MXC__EW_NO_PARAMS)
+#define UNARY_GPU_SCALAR(...)     UNARY_GPU(__VA_ARGS__, MXC__EW_SCALAR)
+#define UNARY_GPU_ALPHA_BETA(...) UNARY_GPU(__VA_ARGS__, MXC__EW_ALPHA_BETA)
+
+MXC__EW_UNARY(UNARY_GPU_PLAIN)
+MXC__EW_UNARY_SCALAR(UNARY_GPU_SCALAR)
+MXC__EW_UNARY_ALPHA_BETA(UNARY_GPU_ALPHA_BETA)
 MXC__EW_BINARY(BINARY_GPU)

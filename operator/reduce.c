@@ -1,11 +1,13 @@
 /*
- * operator/reduce.c — sum, mean and max over a tuple of axes (MXNet's ReduceAxes: axis ()
- * reduces everything, exclude reduces the axes not listed, keepdims keeps reduced axes as
- * size 1). All three run on one reduction view (operator/reduce.h): the input as runs of
- * reduced and kept axes, walked one contiguous row at a time. Backward broadcasts the head
- * gradient back (mean divides by the count); max gives it to every input equal to the
- * maximum, ties included, as MXNet does. float32, row-major. The GPU kernels share
- * everything here but the loops, which operator/reduce_gpu.cu runs on the device.
+ * operator/reduce.c — sum, mean, max, min, prod, nansum, nanprod and norm over a tuple of
+ * axes (MXNet's ReduceAxes: axis () reduces everything, exclude reduces the axes not
+ * listed, keepdims keeps reduced axes as size 1; norm has ord and no exclude). All run on
+ * one reduction view (operator/reduce.h): the input as runs of reduced and kept axes,
+ * walked one contiguous row at a time. Backward broadcasts the head gradient back (mean
+ * divides by the count); the others take MXNet's gradient of operator/reduce.h
+ * (mxc__red_grad: max and min give it to every input equal to the result, ties included,
+ * as MXNet does). float32, row-major. The GPU kernels share everything here but the loops,
+ * which operator/reduce_gpu.cu runs on the device.
  */
 #include "operator/reduce.h"
 #include "operator/gpu.h"
@@ -100,26 +102,75 @@ int mxc__reduce_sum_on(const struct mxc__op_call *call, bool gpu, const struct m
     return MXC_OK;
 }
 
-/* dst (out_size) = max of in over the reduced axes (-inf where nothing is reduced in). */
-static void reduce_max(const struct mxc__reduce_view *v, const float *in, float *dst) {
+/* dst (out_size) = the reduction `kind` of in over the reduced axes. Always inlined into
+ * one function per kind, so that the fold's switch goes away in the loops. */
+static inline __attribute__((always_inline)) void
+fold_into(int kind, const struct mxc__reduce_view *v, const float *in, float *dst) {
+    const float start = (float)mxc__red_start(kind);
     for (int64_t o = 0; o < v->out_size; o++)
-        dst[o] = -INFINITY;
+        dst[o] = start;
     struct row_walk w;
     walk_init(v, &w);
     for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
         const float *p = in + r * w.len;
         if (v->last_reduced) {
-            float m = dst[w.off];
+            double m = dst[w.off];
             for (int64_t i = 0; i < w.len; i++)
-                m = p[i] > m ? p[i] : m;
-            dst[w.off] = m;
+                m = mxc__red_fold(kind, m, p[i]);
+            dst[w.off] = (float)m;
         } else {
-            float *o = dst + w.off;
+            float *q = dst + w.off;
             for (int64_t i = 0; i < w.len; i++)
-                o[i] = p[i] > o[i] ? p[i] : o[i];
+                q[i] = (float)mxc__red_fold(kind, q[i], p[i]);
+        }
+    }
+    if (kind == MXC__R_NORM2)
+        for (int64_t o = 0; o < v->out_size; o++)
+            dst[o] = (float)mxc__red_finish(kind, dst[o]);
+}
+
+/* gi (in_size, req) = mxc__red_grad(kind, g, x, y) at each input element's output (y may be
+ * NULL for the kinds that do not read it); inlined per kind likewise. */
+static inline __attribute__((always_inline)) void grad_into(int kind,
+                                                            const struct mxc__reduce_view *v,
+                                                            const float *x, const float *y,
+                                                            const float *g, float *gi, int req) {
+    struct row_walk w;
+    walk_init(v, &w);
+    for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
+        const float *p = x + r * w.len;
+        float *q = gi + r * w.len;
+        if (v->last_reduced) {
+            const float yv = y ? y[w.off] : 0.0f, gv = g[w.off];
+            MXC__ROW_STORE(req, q, w.len, mxc__red_grad(kind, gv, p[i], yv));
+        } else {
+            const float *yo = y ? y + w.off : NULL, *go = g + w.off;
+            MXC__ROW_STORE(req, q, w.len, mxc__red_grad(kind, go[i], p[i], yo ? yo[i] : 0.0f));
         }
     }
 }
+
+/* The loops of each kind but sum (mxc__reduce_sum, scaled and added in place). */
+#define FOLD_KINDS(X) X(MAX) X(MIN) X(PROD) X(NANSUM) X(NANPROD) X(NORM1) X(NORM2)
+#define FOLD_FNS(k)                                                                        \
+    static void fold_##k(const struct mxc__reduce_view *v, const float *in, float *dst) {  \
+        fold_into(MXC__R_##k, v, in, dst);                                                 \
+    }                                                                                      \
+    static void grad_##k(const struct mxc__reduce_view *v, const float *x, const float *y, \
+                         const float *g, float *gi, int req) {                             \
+        grad_into(MXC__R_##k, v, x, y, g, gi, req);                                        \
+    }
+FOLD_KINDS(FOLD_FNS)
+
+static const struct {
+    void (*fold)(const struct mxc__reduce_view *v, const float *in, float *dst);
+    void (*grad)(const struct mxc__reduce_view *v, const float *x, const float *y, const float *g,
+                 float *gi, int req);
+} fold_kinds[] = {
+#define FOLD_ROW(k) [MXC__R_##k] = {fold_##k, grad_##k},
+    FOLD_KINDS(FOLD_ROW)
+#undef FOLD_ROW
+};
 
 /* gi (in_size, req) = scale * g broadcast back over the reduced axes. */
 static void broadcast_back(const struct mxc__reduce_view *v, const float *g, float *gi, float scale,
@@ -134,24 +185,6 @@ static void broadcast_back(const struct mxc__reduce_view *v, const float *g, flo
         } else {
             const float *go = g + w.off;
             MXC__ROW_STORE(req, q, w.len, scale * go[i]);
-        }
-    }
-}
-
-/* gi (in_size, req) = g where x equals the maximum y, else 0. */
-static void max_back(const struct mxc__reduce_view *v, const float *x, const float *y,
-                     const float *g, float *gi, int req) {
-    struct row_walk w;
-    walk_init(v, &w);
-    for (int64_t r = 0; r < w.rows; r++, walk_next(v, &w)) {
-        const float *p = x + r * w.len;
-        float *q = gi + r * w.len;
-        if (v->last_reduced) {
-            const float yv = y[w.off], gv = g[w.off];
-            MXC__ROW_STORE(req, q, w.len, p[i] == yv ? gv : 0.0f);
-        } else {
-            const float *yo = y + w.off, *go = g + w.off;
-            MXC__ROW_STORE(req, q, w.len, p[i] == yo[i] ? go[i] : 0.0f);
         }
     }
 }
@@ -215,11 +248,40 @@ static int reduce_shape(const char *op, const void *params, mxc_shape *in, mxc_s
     return mxc__shape_assign(&out[0], &o, op, "output");
 }
 
-/* The view of a call's data (forward: in_data, backward: in_grad, both data's shape). */
-static int call_view(const char *op, const struct mxc__op_call *c, const mxc_shape *data,
+/* norm's parameters: ord picks the reduction, axis and keepdims are the others'. */
+struct norm_param {
+    int ord;
+    mxc_shape axis;
+    int out_dtype;
+    bool keepdims;
+};
+
+static const char *const norm_dtypes[] = {"float32", NULL};
+
+static const struct mxc__param norm_params[] = {
+    MXC__P_INT(struct norm_param, ord, "2", 1, 2, "the norm: 1 (sum of |x|) or 2 (Euclidean)"),
+    MXC__P_TUPLE(struct norm_param, axis, "()",
+                 "axes to reduce (negative count from the end); () reduces all"),
+    MXC__P_OPT_ENUM(struct norm_param, out_dtype, norm_dtypes,
+                    "the output's type: None (data's) or float32"),
+    MXC__P_BOOL(struct norm_param, keepdims, "False", "keep reduced axes with size 1"),
+};
+
+/* The axes a norm reduces, as the other reductions' parameters. */
+static struct reduce_param norm_axes(const void *params) {
+    const struct norm_param *p = params;
+    return (struct reduce_param){p->axis, p->keepdims, false};
+}
+
+static int norm_kind(const void *params) {
+    return ((const struct norm_param *)params)->ord == 1 ? MXC__R_NORM1 : MXC__R_NORM2;
+}
+
+/* The view of `data` (forward: in_data's shape, backward: in_grad's) reduced as p says. */
+static int call_view(const char *op, const struct reduce_param *p, const mxc_shape *data,
                      struct mxc__reduce_view *v) {
     bool mask[MXC_MAX_NDIM];
-    int rc = reduce_mask(op, c->params, data, mask);
+    int rc = reduce_mask(op, p, data, mask);
     if (rc == MXC_OK)
         mxc__reduce_view_make(data, mask, v);
     return rc;
@@ -233,7 +295,7 @@ static int call_view(const char *op, const struct mxc__op_call *c, const mxc_sha
 /* sum, mean: out = scale * sum over the axes, scale 1 or 1 / count */
 static int sum_forward(const char *op, const struct mxc__op_call *c, bool mean, bool gpu) {
     struct mxc__reduce_view v;
-    int rc = call_view(op, c, &c->in_data[0].shape, &v);
+    int rc = call_view(op, c->params, &c->in_data[0].shape, &v);
     if (rc != MXC_OK)
         return rc;
     float scale = mean ? 1.0f / (float)v.count : 1.0f;
@@ -246,7 +308,7 @@ static int sum_backward(const char *op, const struct mxc__op_call *c, bool mean,
     struct mxc__reduce_view v;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
-    int rc = call_view(op, c, &c->in_grad[0].shape, &v);
+    int rc = call_view(op, c->params, &c->in_grad[0].shape, &v);
     if (rc != MXC_OK)
         return rc;
     float scale = mean ? 1.0f / (float)v.count : 1.0f;
@@ -259,19 +321,21 @@ static int sum_backward(const char *op, const struct mxc__op_call *c, bool mean,
     return MXC_OK;
 }
 
-/* out = max over the axes; add-to goes through temp space on the CPU */
-static int max_forward_impl(const char *op, const struct mxc__op_call *c, bool gpu) {
+/* out = the reduction `kind` over the axes p gives; add-to goes through temp space on the
+ * CPU */
+static int fold_forward(const char *op, const struct mxc__op_call *c, const struct reduce_param *p,
+                        int kind, bool gpu) {
     struct mxc__reduce_view v;
     int req = c->req[0];
     if (req == MXC__REQ_NULL)
         return MXC_OK;
-    int rc = call_view(op, c, &c->in_data[0].shape, &v);
+    int rc = call_view(op, p, &c->in_data[0].shape, &v);
     if (rc != MXC_OK)
         return rc;
 #ifdef MXC_USE_CUDA
     if (gpu)
-        return mxc__reduce_max_gpu(&v, c->in_data[0].data, c->out_data[0].data, req,
-                                   c->rctx->stream);
+        return mxc__reduce_fold_gpu(kind, &v, c->in_data[0].data, c->out_data[0].data, req,
+                                    c->rctx->stream);
 #endif
     float *out = c->out_data[0].data, *dst = out;
     if (req == MXC__REQ_ADD) {
@@ -281,29 +345,41 @@ static int max_forward_impl(const char *op, const struct mxc__op_call *c, bool g
             return rc;
         dst = tmp;
     }
-    reduce_max(&v, c->in_data[0].data, dst);
+    fold_kinds[kind].fold(&v, c->in_data[0].data, dst);
     if (req == MXC__REQ_ADD)
         for (int64_t o = 0; o < v.out_size; o++)
             out[o] += dst[o];
     return MXC_OK;
 }
 
-static int max_backward_impl(const char *op, const struct mxc__op_call *c, bool gpu) {
+/* d_data = mxc__red_grad of data, the output (when declared) and out_grad */
+static int fold_backward(const char *op, const struct mxc__op_call *c, const struct reduce_param *p,
+                         int kind, bool gpu) {
     struct mxc__reduce_view v;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
-    int rc = call_view(op, c, &c->in_grad[0].shape, &v);
+    int rc = call_view(op, p, &c->in_grad[0].shape, &v);
     if (rc != MXC_OK)
         return rc;
+    const float *y = c->out_data ? c->out_data[0].data : NULL;
 #ifdef MXC_USE_CUDA
     if (gpu)
-        return mxc__reduce_max_back_gpu(&v, c->in_data[0].data, c->out_data[0].data,
-                                        c->out_grad[0].data, c->in_grad[0].data, c->req[0],
-                                        c->rctx->stream);
+        return mxc__reduce_grad_gpu(kind, &v, c->in_data[0].data, y, c->out_grad[0].data,
+                                    c->in_grad[0].data, c->req[0], c->rctx->stream);
 #endif
-    max_back(&v, c->in_data[0].data, c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
-             c->req[0]);
+    fold_kinds[kind].grad(&v, c->in_data[0].data, y, c->out_grad[0].data, c->in_grad[0].data,
+                          c->req[0]);
     return MXC_OK;
+}
+
+static int norm_forward(const struct mxc__op_call *c, bool gpu) {
+    const struct reduce_param p = norm_axes(c->params);
+    return fold_forward("norm", c, &p, norm_kind(c->params), gpu);
+}
+
+static int norm_backward(const struct mxc__op_call *c, bool gpu) {
+    const struct reduce_param p = norm_axes(c->params);
+    return fold_backward("norm", c, &p, norm_kind(c->params), gpu);
 }
 
 /* ---- Definitions --------------------------------------------------------------------- */
@@ -313,12 +389,21 @@ static int max_backward_impl(const char *op, const struct mxc__op_call *c, bool 
 #define REDUCE_KERNELS(ident, suffix, fwd, bwd)                                  \
     static int ident##_fwd##suffix(const struct mxc__op_call *c) { return fwd; } \
     static int ident##_bwd##suffix(const struct mxc__op_call *c) { return bwd; }
+/* ... of a reduction by fold and gradient (operator/reduce.h) */
+#define FOLD_KERNELS(ident, suffix, kind, gpu)                                   \
+    REDUCE_KERNELS(ident, suffix, fold_forward(#ident, c, c->params, kind, gpu), \
+                   fold_backward(#ident, c, c->params, kind, gpu))
 #define REDUCE_ALL_KERNELS(suffix, gpu)                             \
     REDUCE_KERNELS(sum, suffix, sum_forward("sum", c, false, gpu),  \
                    sum_backward("sum", c, false, gpu))              \
     REDUCE_KERNELS(mean, suffix, sum_forward("mean", c, true, gpu), \
                    sum_backward("mean", c, true, gpu))              \
-    REDUCE_KERNELS(max, suffix, max_forward_impl("max", c, gpu), max_backward_impl("max", c, gpu))
+    FOLD_KERNELS(max, suffix, MXC__R_MAX, gpu)                      \
+    FOLD_KERNELS(min, suffix, MXC__R_MIN, gpu)                      \
+    FOLD_KERNELS(prod, suffix, MXC__R_PROD, gpu)                    \
+    FOLD_KERNELS(nansum, suffix, MXC__R_NANSUM, gpu)                \
+    FOLD_KERNELS(nanprod, suffix, MXC__R_NANPROD, gpu)              \
+    REDUCE_KERNELS(norm, suffix, norm_forward(c, gpu), norm_backward(c, gpu))
 REDUCE_ALL_KERNELS(, false)
 #ifdef MXC_USE_CUDA
 REDUCE_ALL_KERNELS(_gpu, true)
@@ -332,6 +417,16 @@ REDUCE_ALL_KERNELS(_gpu, true)
 REDUCE_SHAPE_FN(sum)
 REDUCE_SHAPE_FN(mean)
 REDUCE_SHAPE_FN(max)
+REDUCE_SHAPE_FN(min)
+REDUCE_SHAPE_FN(prod)
+REDUCE_SHAPE_FN(nansum)
+REDUCE_SHAPE_FN(nanprod)
+
+static int norm_shape(const void *params, mxc_shape *in, int ni, mxc_shape *out, int no,
+                      mxc_shape *aux, int na) {
+    const struct reduce_param p = norm_axes(params);
+    return reduce_shape("norm", &p, in, out);
+}
 
 #define REDUCE_COMMON                                                          \
     .param_size = sizeof(struct reduce_param), .params = reduce_params,        \
@@ -362,15 +457,31 @@ const struct mxc__op_def mxc__op_mean = {
     .backward_gpu = MXC__GPU(mean_bwd_gpu),
 };
 
-const struct mxc__op_def mxc__op_max = {
-    .name = "max",
-    .description = "maximum over axes; the gradient goes to every maximal element",
-    REDUCE_COMMON,
-    .infer_shape = max_shape,
-    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA,
-    .forward_resources = {MXC__RES_TEMP + 1},
-    .forward_cpu = max_fwd,
-    .backward_cpu = max_bwd,
-    .forward_gpu = MXC__GPU(max_fwd_gpu),
-    .backward_gpu = MXC__GPU(max_bwd_gpu),
-};
+/* A reduction by fold: its forward takes temp space for add-to requests. */
+#define FOLD_DEF(ident, desc, deps, ...)                                \
+    const struct mxc__op_def mxc__op_##ident = {                        \
+        .name = #ident,                                                 \
+        .description = desc,                                            \
+        __VA_ARGS__,                                                    \
+        .infer_shape = ident##_shape,                                   \
+        .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | (deps), \
+        .forward_resources = {MXC__RES_TEMP + 1},                       \
+        .forward_cpu = ident##_fwd,                                     \
+        .backward_cpu = ident##_bwd,                                    \
+        .forward_gpu = MXC__GPU(ident##_fwd_gpu),                       \
+        .backward_gpu = MXC__GPU(ident##_bwd_gpu),                      \
+    };
+
+FOLD_DEF(max, "maximum over axes; the gradient goes to every maximal element", MXC__DEP_OUT_DATA,
+         REDUCE_COMMON)
+FOLD_DEF(min, "minimum over axes; the gradient goes to every minimal element", MXC__DEP_OUT_DATA,
+         REDUCE_COMMON)
+FOLD_DEF(prod, "product over axes; gradient out_grad * output / data (MXNet's)", MXC__DEP_OUT_DATA,
+         REDUCE_COMMON)
+FOLD_DEF(nansum, "sum over axes, NaN counted as 0; gradient 0 at NaN", 0, REDUCE_COMMON)
+FOLD_DEF(nanprod, "product over axes, NaN counted as 1; gradient 0 at NaN", MXC__DEP_OUT_DATA,
+         REDUCE_COMMON)
+FOLD_DEF(norm, "the 1-norm (ord 1) or 2-norm (ord 2) over axes", MXC__DEP_OUT_DATA,
+         .param_size = sizeof(struct norm_param), .params = norm_params,
+         .num_params = (int)MXC_ARRAY_SIZE(norm_params), .inputs = reduce_inputs,
+         .outputs = reduce_outputs)
