@@ -106,6 +106,15 @@ int mxc_metric_add(mxc_metric *c, mxc_metric *child) {
 }
 
 /* One batch of `rows` samples of `cols` scores against labels, on the host. */
+/* Whether class c's score ranks above the label y's, as MXNet's argmax (numpy's) ranks
+ * them: higher first, ties to the lower class, and NaN above everything (a NaN output, a
+ * diverged network, is never right by accident: its first NaN is the prediction). */
+static bool scores_above(float pc, int64_t c, float py, int64_t y) {
+    if (isnan(pc))
+        return !isnan(py) || c < y;
+    return !isnan(py) && (pc > py || (pc == py && c < y));
+}
+
 static int accumulate(mxc_metric *m, const float *label, const float *pred, int64_t rows,
                       int64_t cols, int64_t label_size) {
     if (m->kind == MSE) {
@@ -134,7 +143,7 @@ static int accumulate(mxc_metric *m, const float *label, const float *pred, int6
         } else { /* the label's rank: how many scores beat it (ties count for it) */
             int64_t above = 0;
             for (int64_t c = 0; c < cols; c++)
-                above += p[c] > p[y] || (p[c] == p[y] && c < y);
+                above += scores_above(p[c], c, p[y], y);
             m->sum += above < m->top_k;
         }
     }

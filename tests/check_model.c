@@ -237,6 +237,37 @@ START_TEST(test_metrics_values) {
 }
 END_TEST
 
+/* NaN scores (a diverged network) rank as MXNet's argmax ranks them, above every number
+ * and the first NaN first: all-NaN rows predict class 0, and a NaN at the label is right
+ * only if no earlier class is NaN. Before, every comparison with NaN was false and such
+ * rows all counted as right (a diverged FTRL run reported accuracy 1.0). */
+START_TEST(test_metric_accuracy_nan) {
+    const float nan = NAN;
+    const float pred[] = {nan,  nan,  nan,  /* predicts 0 */ nan, nan,  nan, /* 0 */
+                          0.1f, nan,  0.2f, /* 1 */ 0.5f,         0.2f, nan, /* 2 */
+                          nan,  0.1f, 0.9f /* 0 */};
+    const float label[] = {0, 2, 1, 0, 2};
+    mxc_ndarray *p = array(SHAPE(5, 3), pred), *l = array(SHAPE(5), label);
+    mxc_metric *acc, *top2;
+    CK_OK(mxc_metric_create("acc", 0, &acc));
+    CK_OK(mxc_metric_create("top_k_accuracy", 2, &top2));
+    CK_OK(mxc_metric_update(acc, 1, &l, &p, 0));
+    CK_OK(mxc_metric_update(top2, 1, &l, &p, 0));
+    int n;
+    const char *const *names;
+    const double *v;
+    CK_OK(mxc_metric_get(acc, &n, &names, &v));
+    ck_assert_double_eq_tol(v[0], 2.0 / 5, 1e-9); /* rows 0 and 2 */
+    CK_OK(mxc_metric_get(top2, &n, &names, &v));
+    /* in the top two also: row 3 (behind its NaN) and row 4 (behind its NaN) */
+    ck_assert_double_eq_tol(v[0], 4.0 / 5, 1e-9); /* not row 1: two NaNs before its label */
+    mxc_metric_free(acc);
+    mxc_metric_free(top2);
+    mxc_nd_free(p);
+    mxc_nd_free(l);
+}
+END_TEST
+
 START_TEST(test_metric_mse) {
     const float pred[] = {1, 2, 3, 4}, label[] = {1, 0, 3, 2};
     mxc_ndarray *p = array(SHAPE(4), pred), *l = array(SHAPE(4), label);
@@ -1000,6 +1031,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_init_other_schemes);
     tcase_add_test(tc, test_init_hints);
     tcase_add_test(tc, test_metrics_values);
+    tcase_add_test(tc, test_metric_accuracy_nan);
     tcase_add_test(tc, test_metric_mse);
     tcase_add_test(tc, test_networks);
     tcase_add_test(tc, test_fit_checkpoint_score_predict);

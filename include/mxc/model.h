@@ -211,7 +211,8 @@ MXC_API int mxc_kvstore_set_optimizer(mxc_kvstore *kv, mxc_optimizer *opt);
 typedef struct mxc_metric mxc_metric;
 
 /** Creates a metric by MXNet's name: "acc" (accuracy of the arg-max), "top_k_accuracy"
- * (label among the `top_k` highest scores), "ce" (cross-entropy: mean of -log p[label]),
+ * (label among the `top_k` highest scores; scores rank as MXNet's argmax ranks them: ties
+ * to the lower class, NaN above every number), "ce" (cross-entropy: mean of -log p[label]),
  * "mse" (mean squared error), or "composite" (a list of metrics, see mxc_metric_add).
  * Returns MXC_OK, MXC_EINVAL (unknown name, top_k < 1), MXC_ENOMEM. */
 MXC_API int mxc_metric_create(const char *name, int top_k, mxc_metric **out);
