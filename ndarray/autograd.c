@@ -173,6 +173,9 @@ int mxc__ag_check_write(const struct mxc__op_def *def, mxc_ndarray *const *input
                         mxc_ndarray *const *outputs, int n_out) {
     if (!recording)
         return MXC_OK;
+    bool on_tape = false; /* else the operation is not recorded (mxc__ag_record) */
+    for (int i = 0; i < n_in; i++)
+        on_tape |= inputs[i]->ag != NULL;
     for (int o = 0; o < n_out; o++) {
         const mxc_ndarray *out = outputs[o];
         if (out == NULL)
@@ -182,13 +185,15 @@ int mxc__ag_check_write(const struct mxc__op_def *def, mxc_ndarray *const *input
                               "%s: output %d is a variable marked for autograd, which may not "
                               "be written while recording",
                               def->name, o);
-        for (int i = 0; (def->backward_deps & MXC__DEP_IN_DATA) && i < n_in; i++)
+        for (int i = 0; on_tape && (def->backward_deps & MXC__DEP_IN_DATA) && i < n_in; i++)
             if (shares_chunk(inputs[i], out))
                 return mxc__error(MXC_EINVAL,
                                   "%s: cannot record writing output %d over input %d in place: "
                                   "the backward of %s needs that input; pass another array",
                                   def->name, o, i, def->name);
-        if (atomic_load_explicit(&out->chunk->refs, memory_order_relaxed) > 1)
+        /* (handles the tape keeps count too: mxc__nd_push refuses those writes itself) */
+        if (atomic_load_explicit(&out->chunk->ag_saved, memory_order_relaxed) == 0 &&
+            atomic_load_explicit(&out->chunk->refs, memory_order_relaxed) > 1)
             return mxc__error(MXC_EINVAL,
                               "%s: cannot record writing output %d in place while another "
                               "array (a view from mxc_nd_reshape or mxc_nd_slice) shares its "

@@ -474,6 +474,8 @@ START_TEST(test_recording_off_records_nothing) {
     /* an operation on constants only is not recorded either */
     CK_OK(mxc_autograd_set_recording(1, NULL));
     mxc_ndarray *c = op2("_mul", y, y);
+    mxc_ndarray *ins[2] = {c, y};
+    CK_OK(mxc_imperative_invoke("_mul", 0, NULL, NULL, 2, ins, 1, &c, 1)); /* c *= y */
     CK_OK(mxc_autograd_set_recording(0, NULL));
     expect_error(mxc_autograd_backward(1, &c, NULL, 0), MXC_EINVAL, "not recorded");
     mxc_nd_free(c);
@@ -547,12 +549,15 @@ START_TEST(test_misuse) {
     mxc_ndarray *ins[2] = {t, u};
     expect_error(mxc_imperative_invoke("_mul", 0, NULL, NULL, 2, ins, 1, &t, 1), MXC_EINVAL,
                  "needs that input");
-    /* nor an output another handle views */
-    mxc_ndarray *view = NULL;
+    /* nor an output another handle views (p: its backward keeps nothing) */
+    mxc_ndarray *p = op("_plus_scalar", 1, &s.x, "scalar", "1", 0, 0, 0, 0), *view = NULL;
     mxc_shape vs = mxc_shape_make(2, (int64_t[]){2, 2});
-    CK_OK(mxc_nd_reshape(u, &vs, &view));
-    expect_error(mxc_imperative_invoke("tanh", 0, NULL, NULL, 1, &u, 1, &u, 1), MXC_EINVAL,
+    CK_OK(mxc_nd_reshape(p, &vs, &view));
+    expect_error(mxc_imperative_invoke("tanh", 0, NULL, NULL, 1, &p, 1, &p, 1), MXC_EINVAL,
                  "shares its memory");
+    /* nor an array a recorded operation keeps (sigmoid keeps its output u) */
+    expect_error(mxc_imperative_invoke("tanh", 0, NULL, NULL, 1, &u, 1, &u, 1), MXC_EINVAL,
+                 "keeps for its backward");
     /* slices of recorded arrays are refused while recording */
     mxc_ndarray *sl = NULL;
     expect_error(mxc_nd_slice(t, 0, 2, &sl), MXC_EINVAL, "slice");
@@ -562,6 +567,7 @@ START_TEST(test_misuse) {
     CK_OK(mxc_nd_slice(t, 0, 2, &sl)); /* outside recording: a plain view */
     mxc_nd_free(sl);
     mxc_nd_free(view);
+    mxc_nd_free(p);
     mxc_nd_free(t);
     mxc_nd_free(u);
     small_free(&s);
