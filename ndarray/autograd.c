@@ -629,7 +629,7 @@ static int run_backward(int n, mxc_ndarray *const *heads, mxc_ndarray *const *he
     bool built = false;
     mxc_ndarray **ent = NULL;
     bool *own = NULL;
-    int *req = NULL;
+    int *req = NULL, *last = NULL;
     MXC_CHECK(!recording, MXC_EMISUSE, "%s: called while recording; stop recording first", fn);
     MXC_CHECK(n >= 1 && heads != NULL, MXC_EINVAL, "%s: %d heads, heads %s", fn, n,
               heads ? "given" : "NULL");
@@ -722,6 +722,18 @@ static int run_backward(int n, mxc_ndarray *const *heads, mxc_ndarray *const *he
             own[e] = true;
         }
     }
+    /* each gradient the pass makes lives from its writer to its last reader, as in the
+     * executor's plan: freed once that node is pushed (the engine orders the free after) */
+    last = mxc__malloc(sizeof(int) * ((size_t)g.num_entries + 1));
+    MXC_CHECK(last != NULL, MXC_ENOMEM, "out of memory");
+    for (int k = g.num_forward; k < g.num_nodes; k++) {
+        const struct mxc__xnode *xn = &g.nodes[k];
+        for (int i = 0; i < xn->num_in + xn->num_out; i++) {
+            int e = i < xn->num_in ? xn->in[i] : xn->out[i - xn->num_in];
+            if (e >= 0)
+                last[e] = k;
+        }
+    }
     for (int k = g.num_forward; k < g.num_nodes; k++) {
         const struct mxc__xnode *xn = &g.nodes[k];
         for (int o = 0; o < xn->num_out; o++) {
@@ -732,16 +744,27 @@ static int run_backward(int n, mxc_ndarray *const *heads, mxc_ndarray *const *he
             own[e] = true;
         }
         MXC_TRY(push_node(&g, &t, ent, k, ctx));
+        for (int i = 0; i < xn->num_in + xn->num_out; i++) {
+            int e = i < xn->num_in ? xn->in[i] : xn->out[i - xn->num_in];
+            if (e >= 0 && own[e] && last[e] == k) {
+                mxc_nd_free(ent[e]);
+                ent[e] = NULL;
+                own[e] = false;
+            }
+        }
+        if (!retain && xn->kind == MXC__X_BACKWARD) /* its own backward was the last reader */
+            drop_saved(t.op_of[xn->fwd]);
     }
     if (!retain)
         for (int k = 0; k < t.num_ops; k++)
             drop_saved(t.op_of[k]);
 fail:
-    for (int e = 0; ent && e < g.num_entries; e++)
+    for (int e = 0; ent && own && e < g.num_entries; e++)
         if (own[e])
             mxc_nd_free(ent[e]);
     mxc__free(ent);
     mxc__free(own);
+    mxc__free(last);
     mxc__free(req);
     if (built)
         mxc__xgraph_free(&g);

@@ -6,12 +6,15 @@
  * training mode; recording off records nothing; misuse is an error code with a message.
  */
 #include "mxc/autograd.h"
+#include "mxc/engine.h"
 #include "mxc/executor.h"
 #include "mxc/model.h"
 #include "mxc/networks.h"
 #include "mxc/ndarray.h"
 #include "mxc/op.h"
+#include "mxc/storage.h"
 #include "mxc/symbol.h"
+#include "common/handle.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -266,6 +269,20 @@ START_TEST(test_mlp_equals_executor) {
     CK_OK(mxc_net_mlp(2, (int[]){16, 8}, "relu", 10, &net));
     expect_equal_to_executor(net, mxc_shape_make(2, (int64_t[]){4, 12}), mlp_forward);
     mxc_symbol_free(net);
+}
+END_TEST
+
+/* The same on the threaded engine (chosen here, before this test's process makes its
+ * default engine): backward's operations run on workers, ordered by their arrays only. */
+START_TEST(test_mlp_equals_executor_threaded) {
+    setenv("MXC_ENGINE_TYPE", "perdevice", 1);
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_net_mlp(2, (int[]){16, 8}, "relu", 10, &net));
+    expect_equal_to_executor(net, mxc_shape_make(2, (int64_t[]){4, 12}), mlp_forward);
+    mxc_symbol_free(net);
+    mxc_engine *eng = NULL;
+    CK_OK(mxc_engine_get_default(&eng));
+    ck_assert_str_eq(mxc_engine_type_name(mxc_engine_type_of(eng)), "perdevice");
 }
 END_TEST
 
@@ -597,12 +614,87 @@ START_TEST(test_long_chain_is_released) {
 }
 END_TEST
 
+/* ---- Allocation failures -------------------------------------------------------------- */
+
+/* What one run of the autograd sequence holds. */
+struct ag_run {
+    mxc_ndarray *x, *g, *h, *v, *p, *s;
+};
+
+/* Mark, record h = x * x, v = reshape(h), p = v + v (fan-out), s = sum(p), backward. */
+static int ag_sequence(struct ag_run *r) {
+    int rc;
+    if ((rc = mxc_nd_full(&(mxc_shape){2, {2, 3}}, MXC_FLOAT32, mxc_cpu(), 1.5, &r->x)) ||
+        (rc = mxc_nd_zeros(&(mxc_shape){2, {2, 3}}, MXC_FLOAT32, mxc_cpu(), &r->g)) ||
+        (rc = mxc_autograd_mark_variables(1, &r->x, &r->g, NULL)) ||
+        (rc = mxc_autograd_set_recording(1, NULL)) || (rc = mxc_nd_mul(r->x, r->x, &r->h)) ||
+        (rc = mxc_nd_reshape(r->h, &(mxc_shape){2, {3, 2}}, &r->v)) ||
+        (rc = mxc_nd_add(r->v, r->v, &r->p)) || (rc = mxc_nd_sum(r->p, &r->s)) ||
+        (rc = mxc_autograd_set_recording(0, NULL)) ||
+        (rc = mxc_autograd_backward(1, &r->s, NULL, 0)))
+        return rc;
+    return mxc_nd_wait_all();
+}
+
+static int ag_release(struct ag_run *r) {
+    mxc_autograd_set_recording(0, NULL);
+    mxc_ndarray **all[] = {&r->x, &r->g, &r->h, &r->v, &r->p, &r->s};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        mxc_nd_free(*all[i]);
+        *all[i] = NULL;
+    }
+    int wait_rc = mxc_nd_wait_all();
+    (void)wait_rc; /* an operation that failed for memory reports it here */
+    mxc__handles_trim();
+    return mxc_storage_shutdown();
+}
+
+/* Every allocation of the sequence fails in turn (alone, then from it on): each run ends
+ * in MXC_OK or MXC_ENOMEM with a message, and freeing gives every block back. */
+START_TEST(test_allocation_failures_are_clean) {
+    static struct mxct_alloc_counts counts;
+    mxct_alloc_install(&counts);
+    struct ag_run r = {0};
+    CK_OK(ag_sequence(&r)); /* makes what lives until exit: the engine, the resources */
+    float *g = values(r.g);
+    ck_assert_float_eq(g[0], 6.0f); /* d/dx sum(2 x^2) = 4 x */
+    free(g);
+    CK_OK(ag_release(&r));
+    const long live = atomic_load(&counts.live);
+    mxct_alloc_fail_after(&counts, -1); /* resets the counts: M is one clean run's */
+    CK_OK(ag_sequence(&r));
+    CK_OK(ag_release(&r));
+    const long m = atomic_load(&counts.succeeded);
+    ck_assert_int_gt(m, 10);
+    for (int persistent = 0; persistent < 2; persistent++)
+        for (long n = 0; n < m; n++) {
+            if (persistent)
+                mxct_alloc_fail_after(&counts, n);
+            else
+                mxct_alloc_fail_once(&counts, n);
+            mxc_clear_error();
+            int rc = ag_sequence(&r);
+            char msg[600];
+            snprintf(msg, sizeof msg, "%s", mxc_last_error());
+            int shutdown = ag_release(&r);
+            mxct_alloc_fail_after(&counts, -1);
+            ck_assert_msg(rc == MXC_OK || (rc == MXC_ENOMEM && msg[0] != '\0'),
+                          "allocation %ld (%s): %s: %s", n, persistent ? "on" : "alone",
+                          mxc_err_name(rc), msg);
+            ck_assert_int_eq(shutdown, MXC_OK);
+            ck_assert_msg(atomic_load(&counts.live) == live, "allocation %ld (%s): %ld leaked", n,
+                          persistent ? "on" : "alone", atomic_load(&counts.live) - live);
+        }
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("autograd");
     TCase *tc = tcase_create("autograd");
     tcase_set_timeout(tc, mxct_timeout(120));
     tcase_add_test(tc, test_lenet_equals_executor);
     tcase_add_test(tc, test_mlp_equals_executor);
+    tcase_add_test(tc, test_mlp_equals_executor_threaded);
     tcase_add_test(tc, test_fan_out_view_and_in_place_match_finite_differences);
     tcase_add_test(tc, test_head_gradients_given_and_not);
     tcase_add_test(tc, test_write_and_add_requests);
@@ -611,6 +703,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_training_mode_is_per_call_default);
     tcase_add_test(tc, test_misuse);
     tcase_add_test(tc, test_long_chain_is_released);
+    tcase_add_test(tc, test_allocation_failures_are_clean);
     suite_add_tcase(s, tc);
     return s;
 }
