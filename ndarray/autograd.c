@@ -328,13 +328,26 @@ fail:
 
 /* ---- Backward ----------------------------------------------------------------------- */
 
+/* A variable of the indexed graph: a marked variable (`var`), or a constant input (an
+ * array not on the tape; an auxiliary state when `aux`), met during the walk. */
+struct leaf {
+    struct mxc__ag_node *var; /* NULL: a constant */
+    mxc_shape shape;
+    int dtype;
+    int node; /* its fg node */
+    bool aux;
+};
+
 /* The indexed graph of the nodes reachable from the heads, and what backward needs to
  * run the full graph's backward nodes on arrays. */
 struct tape_graph {
     struct mxc__graph fg;
-    int cap_nodes, cap_args, cap_aux;
+    int cap_nodes;
     struct mxc__ag_node **op_of; /* per forward xnode (fg's operator nodes in order) */
     int num_ops, cap_ops;
+    struct leaf *leaves;
+    int num_leaves, cap_leaves;
+    /* the leaves split as the gradient pass takes them (split_leaves) */
     struct mxc__ag_node **var_of; /* per fg argument: its variable node, NULL: a constant */
     mxc_shape *arg_shape, *aux_shape;
     int *arg_type;
@@ -356,13 +369,11 @@ static void *grow(void *p, int *cap, int need, size_t size) {
 static int emit(struct tape_graph *t, const struct mxc__op_def *op, const void *params,
                 struct mxc__graph_entry *inputs, int num_inputs, int num_args, int num_out) {
     struct mxc__graph *fg = &t->fg;
-    int cap = t->cap_nodes;
     struct mxc__graph_node *nodes =
-        grow(fg->nodes, &cap, fg->num_nodes + 1, sizeof(struct mxc__graph_node));
+        grow(fg->nodes, &t->cap_nodes, fg->num_nodes + 1, sizeof(struct mxc__graph_node));
     if (nodes == NULL)
         return -1;
     fg->nodes = nodes;
-    t->cap_nodes = cap;
     fg->nodes[fg->num_nodes] = (struct mxc__graph_node){.op = op,
                                                         .name = op ? op->name : "variable",
                                                         .params = params,
@@ -374,49 +385,45 @@ static int emit(struct tape_graph *t, const struct mxc__op_def *op, const void *
     return fg->num_nodes++;
 }
 
-/* A variable fg node: an argument (`var` its tape node, NULL for a constant) or an
- * auxiliary state. Its id, or -1. */
+/* A variable fg node (a leaf). Its id, or -1 when out of memory. */
 static int emit_var(struct tape_graph *t, struct mxc__ag_node *var, const mxc_shape *shape,
                     int dtype, bool aux) {
-    struct mxc__graph *fg = &t->fg;
     int id = emit(t, NULL, NULL, NULL, 0, 0, 1);
-    if (id < 0)
+    struct leaf *l = id < 0 ? NULL : grow(t->leaves, &t->cap_leaves, t->num_leaves + 1, sizeof *l);
+    if (l == NULL)
         return -1;
-    if (aux) {
-        int cap = t->cap_aux, c2 = cap;
-        int *nodes = grow(fg->aux_nodes, &cap, fg->num_aux + 1, sizeof(int));
-        mxc_shape *s = nodes ? grow(t->aux_shape, &c2, fg->num_aux + 1, sizeof *s) : NULL;
-        if (nodes)
-            fg->aux_nodes = nodes;
-        if (s == NULL)
-            return -1;
-        t->aux_shape = s;
-        t->cap_aux = cap;
-        fg->aux_nodes[fg->num_aux] = id;
-        t->aux_shape[fg->num_aux++] = *shape;
-        fg->nodes[id].is_aux = true;
-        return id;
-    }
-    int cap = t->cap_args, c2 = cap, c3 = cap, c4 = cap;
-    int *nodes = grow(fg->arg_nodes, &cap, fg->num_args + 1, sizeof(int));
-    if (nodes)
-        fg->arg_nodes = nodes;
-    struct mxc__ag_node **vo = nodes ? grow(t->var_of, &c2, fg->num_args + 1, sizeof *vo) : NULL;
-    if (vo)
-        t->var_of = vo;
-    mxc_shape *s = vo ? grow(t->arg_shape, &c3, fg->num_args + 1, sizeof *s) : NULL;
-    if (s)
-        t->arg_shape = s;
-    int *ty = s ? grow(t->arg_type, &c4, fg->num_args + 1, sizeof *ty) : NULL;
-    if (ty == NULL)
-        return -1;
-    t->arg_type = ty;
-    t->cap_args = cap;
-    fg->arg_nodes[fg->num_args] = id;
-    t->var_of[fg->num_args] = var;
-    t->arg_shape[fg->num_args] = *shape;
-    t->arg_type[fg->num_args++] = dtype;
+    t->leaves = l;
+    l[t->num_leaves++] = (struct leaf){var, *shape, dtype, id, aux};
+    t->fg.nodes[id].is_aux = aux;
     return id;
+}
+
+/* The leaves as arguments and auxiliary states, in the order met. */
+static int split_leaves(struct tape_graph *t) {
+    struct mxc__graph *fg = &t->fg;
+    size_t n = (size_t)t->num_leaves + 1;
+    fg->arg_nodes = mxc__malloc(sizeof(int) * n);
+    fg->aux_nodes = mxc__malloc(sizeof(int) * n);
+    t->var_of = mxc__malloc(sizeof *t->var_of * n);
+    t->arg_shape = mxc__malloc(sizeof(mxc_shape) * n);
+    t->aux_shape = mxc__malloc(sizeof(mxc_shape) * n);
+    t->arg_type = mxc__malloc(sizeof(int) * n);
+    if (!fg->arg_nodes || !fg->aux_nodes || !t->var_of || !t->arg_shape || !t->aux_shape ||
+        !t->arg_type)
+        return mxc__error(MXC_ENOMEM, "out of memory");
+    for (int i = 0; i < t->num_leaves; i++) {
+        const struct leaf *l = &t->leaves[i];
+        if (l->aux) {
+            fg->aux_nodes[fg->num_aux] = l->node;
+            t->aux_shape[fg->num_aux++] = l->shape;
+        } else {
+            fg->arg_nodes[fg->num_args] = l->node;
+            t->var_of[fg->num_args] = l->var;
+            t->arg_shape[fg->num_args] = l->shape;
+            t->arg_type[fg->num_args++] = l->dtype;
+        }
+    }
+    return MXC_OK;
 }
 
 static void tape_graph_free(struct tape_graph *t) {
@@ -427,6 +434,7 @@ static void tape_graph_free(struct tape_graph *t) {
     mxc__free(t->fg.aux_nodes);
     mxc__free(t->fg.heads);
     mxc__free(t->op_of);
+    mxc__free(t->leaves);
     mxc__free(t->var_of);
     mxc__free(t->arg_shape);
     mxc__free(t->aux_shape);
@@ -667,6 +675,7 @@ static int run_backward(int n, mxc_ndarray *const *heads, mxc_ndarray *const *he
         t.fg.heads[h] = (struct mxc__graph_entry){hn->fg_node, heads[h]->ag_index};
     }
     t.fg.num_heads = n;
+    MXC_TRY(split_leaves(&t));
     req = mxc__calloc((size_t)t.fg.num_args + 1, sizeof *req);
     MXC_CHECK(req != NULL, MXC_ENOMEM, "out of memory");
     bool any = false;
