@@ -28,9 +28,9 @@ int mxc__ag_check_write(const struct mxc__op_def *def, mxc_ndarray *const *input
 int mxc__ag_record(const struct mxc__op_def *def, const void *params, mxc_ndarray *const *inputs,
                    int n_in, int n_aux, mxc_ndarray *const *outputs, int n_out);
 
-/* mxc_nd_reshape made `view` of `a`: recorded as the Reshape operator while recording.
- * mxc_nd_slice / mxc_nd_at (`fn`) call it with `shape` NULL: refused (MXC_EINVAL) for a
- * recorded array while recording. */
+/* mxc_nd_reshape (`fn`) made `view` of `a`: recorded as the Reshape operator while the
+ * thread records and `a` is on the tape. mxc_nd_slice / mxc_nd_at call it first with
+ * `view` NULL: MXC_EINVAL in that case (slices are not recorded), else MXC_OK. */
 int mxc__ag_record_view(const mxc_ndarray *a, mxc_ndarray *view, const char *fn);
 
 /* Drops `a`'s reference on its tape node (mxc_nd_free). */
