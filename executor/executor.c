@@ -17,7 +17,6 @@
 #include "executor/graph.h"
 #include "executor/plan.h"
 #include "ndarray/ndarray_impl.h"
-#include "operator/gpu.h"
 #include "symbol/symbol_impl.h"
 
 #include "common/thread.h"
@@ -120,44 +119,7 @@ static int run_node(const mxc_run_ctx *rctx, void *arg) {
         rc = tensors(x, n->aux, n->num_aux, false, NULL, aux);
     if (rc != MXC_OK)
         return mxc__error_wrap(rc, "node %s", n->name);
-    if (n->kind == MXC__X_ZEROS) {
-        if (n->req[0] == MXC__REQ_ADD || out[0].data == NULL)
-            return MXC_OK;
-        size_t bytes = (size_t)out[0].size * mxc_dtype_size(out[0].dtype);
-        if (rctx->ctx.dev_type == MXC_GPU)
-            return mxc__gpu_memset0(out[0].data, bytes, rctx->stream);
-        memset(out[0].data, 0, bytes);
-        return MXC_OK;
-    }
-    const bool gpu = rctx->ctx.dev_type == MXC_GPU;
-    struct mxc__op_call call = {.rctx = rctx,
-                                .is_train = op->is_train,
-                                .params = n->op->param_size ? n->params : NULL,
-                                .aux = aux,
-                                .num_aux = n->num_aux,
-                                .req = n->req,
-                                .resources = op->res,
-                                .num_resources = op->num_res};
-    if (n->kind != MXC__X_BACKWARD) {
-        call.in_data = in;
-        call.num_in = n->num_in;
-        call.out_data = out;
-        call.num_out = n->num_out;
-        rc = gpu ? n->op->forward_gpu(&call) : n->op->forward_cpu(&call);
-    } else {
-        unsigned deps = n->op->backward_deps;
-        call.out_grad = deps & MXC__DEP_OUT_GRAD ? in : NULL;
-        call.in_data = deps & MXC__DEP_IN_DATA ? in + n->num_out_grad : NULL;
-        call.num_in = n->num_in_data;
-        call.out_data = deps & MXC__DEP_OUT_DATA ? in + n->num_out_grad + n->num_in_data : NULL;
-        call.num_out = n->num_out_data;
-        call.in_grad = out;
-        rc = gpu ? n->op->backward_gpu(&call) : n->op->backward_cpu(&call);
-    }
-    if (rc != MXC_OK) /* the engine's message names the operator already */
-        return mxc__error_wrap(rc, "node %s%s", n->name,
-                               n->kind == MXC__X_BACKWARD ? " (backward)" : "");
-    return MXC_OK;
+    return mxc__xnode_run(n, rctx, op->is_train, in, out, aux, op->res, op->num_res);
 }
 
 static int release_block(const mxc_run_ctx *rctx, void *arg) {

@@ -10,6 +10,7 @@
 #include "executor/graph.h"
 
 #include "common/common.h"
+#include "operator/gpu.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -490,4 +491,50 @@ void mxc__xgraph_free(struct mxc__xgraph *g) {
     mxc__free(g->head_entry);
     mxc__free(g->head_grad_entry);
     memset(g, 0, sizeof *g);
+}
+
+/* ---- Running a node ----------------------------------------------------------------- */
+
+int mxc__xnode_run(const struct mxc__xnode *n, const mxc_run_ctx *rctx, bool is_train,
+                   const struct mxc__tensor *in, const struct mxc__tensor *out,
+                   const struct mxc__tensor *aux, struct mxc__resource *const *res, int num_res) {
+    const bool gpu = rctx->ctx.dev_type == MXC_GPU;
+    if (n->kind == MXC__X_ZEROS) {
+        if (n->req[0] == MXC__REQ_ADD || out[0].data == NULL)
+            return MXC_OK;
+        size_t bytes = (size_t)out[0].size * mxc_dtype_size(out[0].dtype);
+        if (gpu)
+            return mxc__gpu_memset0(out[0].data, bytes, rctx->stream);
+        memset(out[0].data, 0, bytes);
+        return MXC_OK;
+    }
+    struct mxc__op_call call = {.rctx = rctx,
+                                .is_train = is_train,
+                                .params = n->op->param_size ? n->params : NULL,
+                                .aux = aux,
+                                .num_aux = n->num_aux,
+                                .req = n->req,
+                                .resources = res,
+                                .num_resources = num_res};
+    int rc;
+    if (n->kind != MXC__X_BACKWARD) {
+        call.in_data = in;
+        call.num_in = n->num_in;
+        call.out_data = out;
+        call.num_out = n->num_out;
+        rc = gpu ? n->op->forward_gpu(&call) : n->op->forward_cpu(&call);
+    } else {
+        unsigned deps = n->op->backward_deps;
+        call.out_grad = deps & MXC__DEP_OUT_GRAD ? in : NULL;
+        call.in_data = deps & MXC__DEP_IN_DATA ? in + n->num_out_grad : NULL;
+        call.num_in = n->num_in_data;
+        call.out_data = deps & MXC__DEP_OUT_DATA ? in + n->num_out_grad + n->num_in_data : NULL;
+        call.num_out = n->num_out_data;
+        call.in_grad = out;
+        rc = gpu ? n->op->backward_gpu(&call) : n->op->backward_cpu(&call);
+    }
+    if (rc != MXC_OK) /* the engine's message names the operator already */
+        return mxc__error_wrap(rc, "node %s%s", n->name,
+                               n->kind == MXC__X_BACKWARD ? " (backward)" : "");
+    return MXC_OK;
 }

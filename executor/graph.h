@@ -76,4 +76,17 @@ int mxc__xgraph_build(const struct mxc__graph *fg, const mxc_shape *arg_shapes,
 
 void mxc__xgraph_free(struct mxc__xgraph *g);
 
+/* ---- Running a node ------------------------------------------------------------------ */
+
+/* Runs node `n`'s kernel on the device of `rctx`, inside the engine operation that
+ * declared its arrays: ZEROS fills out[0] (unless it adds), FORWARD and SUM run the
+ * operator's forward, BACKWARD its backward, with the tensors of n->in, n->out and n->aux
+ * (`in` for BACKWARD: out_grad | in_data | out_data as n->num_* count them; a tensor
+ * without data where the node passes none) and n->req. Shared by the executor and the
+ * imperative autograd (ndarray/autograd.c), so both run a gradient the same way. Returns
+ * the kernel's status, wrapped with the node's name. */
+int mxc__xnode_run(const struct mxc__xnode *n, const mxc_run_ctx *rctx, bool is_train,
+                   const struct mxc__tensor *in, const struct mxc__tensor *out,
+                   const struct mxc__tensor *aux, struct mxc__resource *const *res, int num_res);
+
 #endif /* MXC_EXECUTOR_GRAPH_H */

@@ -6,6 +6,8 @@
  */
 #include "ndarray/ndarray_impl.h"
 
+#include "ndarray/autograd_impl.h"
+
 #include <string.h>
 
 #define MAX_PARAM_BYTES MXC__ND_MAX_PARAM_BYTES
@@ -228,9 +230,15 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
     }
     for (int i = 0; i < n_aux; i++)
         all_out[n_out + i] = inputs[n_in + i];
+    {
+        mxc_ndarray *given[MXC__MAX_OP_ARGS];
+        for (int i = 0; i < n_out; i++)
+            given[i] = created[i] ? NULL : all_out[i];
+        MXC_TRY(mxc__ag_check_write(def, inputs, n_in, given, n_out));
+    }
 
     p->def = def;
-    p->is_train = is_train;
+    p->is_train = is_train || mxc__ag_is_training();
     p->num_in = n_in;
     p->num_out = n_out;
     p->num_aux = n_aux;
@@ -247,6 +255,7 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
                             .num_resources = n_res,
                             .num_overwritten = n_out}; /* not the auxiliary states */
     MXC_TRY(mxc__nd_push(&op, (const mxc_ndarray *const *)inputs, n_in, all_out, n_out + n_aux));
+    MXC_TRY(mxc__ag_record(def, p->params, inputs, n_in, n_aux, all_out, n_out));
 
     for (int i = 0; i < n_out; i++) {
         if (i < n_visible)

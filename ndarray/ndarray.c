@@ -7,6 +7,8 @@
  */
 #include "ndarray/ndarray_impl.h"
 
+#include "ndarray/autograd_impl.h"
+
 #include "common/handle.h"
 
 #include <stddef.h>
@@ -43,6 +45,7 @@ static int chunk_create(size_t nbytes, mxc_context ctx, bool delay_alloc, struct
     struct nd_chunk *c = mxc__calloc(1, sizeof *c);
     MXC_CHECK(c != NULL, MXC_ENOMEM, "ndarray: out of memory");
     atomic_init(&c->refs, 1);
+    atomic_init(&c->ag_saved, 0);
     c->nbytes = nbytes;
     c->ctx = ctx;
     MXC_TRY(mxc_engine_get_default(&c->engine));
@@ -171,6 +174,7 @@ void mxc_nd_free(mxc_ndarray *a) {
     if (!mxc__handle_check_free(&nd_kind, a, __func__, "array"))
         return;
     struct nd_chunk *chunk = a->chunk;
+    mxc__ag_forget(a);
     mxc__handle_free(&nd_kind, a);
     chunk_unref(chunk);
 }
@@ -193,7 +197,14 @@ int mxc_nd_reshape(const mxc_ndarray *a, const mxc_shape *shape, mxc_ndarray **o
                           mxc__shape_str(shape, b2, sizeof b2),
                           (long long)mxc_shape_size(&a->shape), (long long)mxc_shape_size(shape));
     }
-    return view_create(a->chunk, shape, a->dtype, a->offset, out);
+    rc = view_create(a->chunk, shape, a->dtype, a->offset, out);
+    if (rc == MXC_OK)
+        rc = mxc__ag_record_view(a, *out, __func__);
+    if (rc != MXC_OK) {
+        mxc_nd_free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 /* Rows [begin, end) of the first axis; `drop_axis` removes it (for at). */
@@ -207,6 +218,9 @@ static int first_axis_view(const mxc_ndarray *a, int64_t begin, int64_t end, boo
         return rc;
     if (a->shape.ndim == 0)
         return mxc__error(MXC_EINVAL, "%s: the array has no axis to index", fn);
+    rc = mxc__ag_record_view(a, NULL, fn);
+    if (rc != MXC_OK)
+        return rc;
     int64_t rows = a->shape.dims[0];
     if (begin < 0 || end > rows || begin > end || (drop_axis && begin >= rows))
         return mxc__error(MXC_EINVAL,
@@ -291,7 +305,7 @@ static int closure_call(struct nd_closure *c, const mxc_run_ctx *rctx) {
     int n = c->num_inputs + c->num_outputs;
     for (int i = 0; i < n; i++) {
         struct nd_view *v = &c->views[i];
-        mxc_ndarray a = {ND_MAGIC, v->chunk, v->shape, v->dtype, v->offset};
+        mxc_ndarray a = {ND_MAGIC, v->chunk, v->shape, v->dtype, v->offset, NULL, 0};
         int rc = mxc__nd_tensor(&a, i >= c->num_inputs, &tensors[i]);
         if (rc != MXC_OK)
             return rc;
@@ -329,6 +343,13 @@ int mxc__nd_push(const struct mxc__nd_op *op, const mxc_ndarray *const *inputs, 
               MXC_EINTERNAL,
               "%s: %d inputs, %d outputs and %d resources (at most %d of each, one array at least)",
               op->name, num_inputs, num_outputs, op->num_resources, max);
+    /* what the autograd tape keeps for a backward must stay as it was recorded */
+    for (int i = 0; i < num_outputs; i++)
+        MXC_CHECK(atomic_load_explicit(&outputs[i]->chunk->ag_saved, memory_order_relaxed) == 0,
+                  MXC_EINVAL,
+                  "%s: output %d is an array a recorded operation keeps for its backward; run "
+                  "backward (or free the recorded results) before writing it",
+                  op->name, i);
     mxc_var *reads[2 * MXC__ND_MAX_OPERANDS], *writes[2 * MXC__ND_MAX_OPERANDS];
     int num_reads = num_inputs;
     struct mxc__resource *res[MXC__ND_MAX_OPERANDS];

@@ -29,6 +29,8 @@ struct nd_chunk {
     mxc_storage_block block; /* ptr NULL until allocated (delay-alloc) */
     size_t nbytes;
     mxc_context ctx;
+    atomic_int ag_saved; /* handles the autograd tape keeps for a backward: while any is
+                            held, no operation may write the chunk (ndarray/autograd.c) */
 };
 
 struct mxc_ndarray {
@@ -36,7 +38,9 @@ struct mxc_ndarray {
     struct nd_chunk *chunk;
     mxc_shape shape;
     int dtype;
-    size_t offset; /* bytes from the chunk's start */
+    size_t offset;           /* bytes from the chunk's start */
+    struct mxc__ag_node *ag; /* the tape node that made it (a reference), or NULL */
+    int ag_index;            /* which output of `ag` it is */
 };
 
 /* Everything a kernel receives. */

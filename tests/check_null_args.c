@@ -724,6 +724,54 @@ CALL(mxc_nd_list_free) {
     return MXC_OK;
 }
 
+/* autograd.h */
+CALL(mxc_autograd_set_recording) { return mxc_autograd_set_recording(0, NULL); }
+CALL(mxc_autograd_set_training) { return mxc_autograd_set_training(0, NULL); }
+CALL(mxc_autograd_mark_variables) {
+    mxc_ndarray *g = NULL;
+    CK_OK(mxc_nd_zeros(&SHAPE(2, 3), MXC_FLOAT32, mxc_cpu(), &g));
+    mxc_ndarray *v[] = {array()}, *gs[] = {g};
+    const int req[] = {MXC_GRAD_WRITE};
+    int rc = mxc_autograd_mark_variables(1, P(0, v), P(1, gs), P(2, req));
+    mxc_nd_free(g);
+    return rc;
+}
+/* y = x * x recorded from a marked x (2, 3) */
+static mxc_ndarray *recorded(void) {
+    mxc_ndarray *x = NULL, *g = NULL, *y = NULL;
+    CK_OK(mxc_nd_ones(&SHAPE(2, 3), MXC_FLOAT32, mxc_cpu(), &x));
+    CK_OK(mxc_nd_zeros(&SHAPE(2, 3), MXC_FLOAT32, mxc_cpu(), &g));
+    CK_OK(mxc_autograd_mark_variables(1, &x, &g, NULL));
+    CK_OK(mxc_autograd_set_recording(1, NULL));
+    CK_OK(mxc_nd_mul(x, x, &y));
+    CK_OK(mxc_autograd_set_recording(0, NULL));
+    mxc_nd_free(x);
+    mxc_nd_free(g);
+    return y;
+}
+CALL(mxc_autograd_backward) {
+    mxc_ndarray *h[] = {recorded()};
+    int rc = mxc_autograd_backward(1, P(0, h), P(1, (mxc_ndarray *[]){NULL}), 0);
+    mxc_nd_free(h[0]);
+    return rc;
+}
+CALL(mxc_autograd_grad) {
+    mxc_ndarray *x = NULL, *g = NULL, *y = NULL, *dx[1] = {NULL};
+    CK_OK(mxc_nd_ones(&SHAPE(2), MXC_FLOAT32, mxc_cpu(), &x));
+    CK_OK(mxc_nd_zeros(&SHAPE(2), MXC_FLOAT32, mxc_cpu(), &g));
+    CK_OK(mxc_autograd_mark_variables(1, &x, &g, NULL));
+    CK_OK(mxc_autograd_set_recording(1, NULL));
+    CK_OK(mxc_nd_mul(x, x, &y));
+    CK_OK(mxc_autograd_set_recording(0, NULL));
+    int rc =
+        mxc_autograd_grad(1, P(0, &y), P(1, (mxc_ndarray *[]){NULL}), 1, P(2, &x), 0, P(3, dx));
+    mxc_nd_free(dx[0]);
+    mxc_nd_free(y);
+    mxc_nd_free(x);
+    mxc_nd_free(g);
+    return rc;
+}
+
 /* networks.h */
 CALL(mxc_net_mlp) {
     mxc_symbol *s = NULL;
@@ -1028,6 +1076,12 @@ static const struct row rows[] = {
     ROW(mxc_nd_save, INV, INV, OK),
     ROW(mxc_nd_load, INV, INV, INV, INV),
     ROW(mxc_nd_list_free, OK),
+    /* autograd.h: prev NULL is not wanted; reqs NULL is all write; head_grads NULL ones */
+    ROW(mxc_autograd_set_recording, OK),
+    ROW(mxc_autograd_set_training, OK),
+    ROW(mxc_autograd_mark_variables, INV, INV, OK),
+    ROW(mxc_autograd_backward, INV, OK),
+    ROW(mxc_autograd_grad, INV, OK, INV, INV),
     /* networks.h */
     ROW(mxc_net_mlp, INV, INV, INV),
     ROW(mxc_net_lenet, INV),
@@ -1091,8 +1145,8 @@ END_TEST
 
 /* Every function of the public headers that takes a pointer has a row. */
 START_TEST(test_every_function_has_a_row) {
-    const char *headers[] = {"base",    "engine",   "executor", "io",      "kvstore", "model",
-                             "ndarray", "networks", "op",       "storage", "symbol"};
+    const char *headers[] = {"autograd", "base",    "engine",   "executor", "io",      "kvstore",
+                             "model",    "ndarray", "networks", "op",       "storage", "symbol"};
     int checked = 0;
     for (size_t h = 0; h < COUNT(headers); h++) {
         char path[256];

@@ -27,6 +27,11 @@
  * Every function taking an array returns MXC_EMISUSE for a handle that is NULL, freed
  * (stale) or not an array, naming the function and the argument (base.h).
  *
+ * Autograd (mxc/autograd.h): every function that writes an array (arithmetic outputs,
+ * fills, copies, random fills) returns MXC_EINVAL, writing nothing, when that array's
+ * memory is kept by a recorded operation for its backward, until a backward without
+ * retain_graph (or freeing the recorded results) lets it go.
+ *
  * Thread-safety: functions may be called from any thread; operations pushed from
  * several threads on the same arrays are ordered as the engine orders pushes.
  */
@@ -68,12 +73,15 @@ MXC_API int mxc_nd_ones(const mxc_shape *shape, int dtype, mxc_context ctx, mxc_
  * handle, e.g. a second free, is logged at MXC_LOG_ERROR and frees nothing (base.h). */
 MXC_API void mxc_nd_free(mxc_ndarray *array);
 
-/** A view of `array` with a new shape of the same number of elements. Returns MXC_OK,
- * MXC_EMISUSE (bad handle), MXC_EINVAL, MXC_ESHAPE (element counts differ), MXC_ENOMEM. */
+/** A view of `array` with a new shape of the same number of elements. While the thread
+ * records for autograd (mxc/autograd.h) and `array` is on the tape, the view is recorded
+ * as the Reshape operator, so gradients flow through it. Returns MXC_OK, MXC_EMISUSE (bad
+ * handle), MXC_EINVAL, MXC_ESHAPE (element counts differ), MXC_ENOMEM. */
 MXC_API int mxc_nd_reshape(const mxc_ndarray *array, const mxc_shape *shape, mxc_ndarray **out);
 
 /** A view of rows [begin, end) along the first axis. Returns MXC_OK, MXC_EMISUSE,
- * MXC_EINVAL (range outside [0, dims[0]], begin > end, ndim 0), MXC_ENOMEM. */
+ * MXC_EINVAL (range outside [0, dims[0]], begin > end, ndim 0, or `array` is on the
+ * autograd tape while the thread records: slices are not recorded), MXC_ENOMEM. */
 MXC_API int mxc_nd_slice(const mxc_ndarray *array, int64_t begin, int64_t end, mxc_ndarray **out);
 
 /** A view of row `index` along the first axis, with that axis removed (of a 1-D array:

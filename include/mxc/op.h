@@ -63,7 +63,12 @@ MXC_API int mxc_op_supports(const char *name, mxc_context ctx, int dtype);
  * place: any input of an element-wise operator (mxc_nd_add(a, b, &b)), otherwise the
  * input the operator declares in place (docs/operators.md, "In place"); any other
  * sharing, and two outputs sharing memory, is MXC_EINVAL (transpose(a, out = a) would
- * read what it had already overwritten). `is_train` selects training behaviour (Dropout drops, BatchNorm uses batch statistics).
+ * read what it had already overwritten). `is_train` selects training behaviour (Dropout
+ * drops, BatchNorm uses batch statistics); the thread's autograd training mode
+ * (mxc_autograd_set_training) turns it on too. While the thread records (mxc/autograd.h)
+ * and an argument is on the tape, the call is recorded for backward; writes that would make
+ * a recorded gradient wrong are MXC_EINVAL (autograd.h lists them), as is writing any array
+ * a recorded operation keeps for its backward.
  * Returns MXC_OK, MXC_EINVAL (unknown operator or parameter, wrong input count, an output
  * sharing memory it must not), MXC_EMISUSE
  * (bad handle), MXC_ESHAPE / MXC_ETYPE (inference failed, the message names the
