@@ -399,6 +399,10 @@ CALL(mxc_init_array) {
     mxc_init_config c = {.kind = MXC_INIT_UNIFORM, .scale = 1};
     return mxc_init_array(P(0, &c), P(1, "fc_weight"), P(2, array()));
 }
+CALL(mxc_init_array_hinted) {
+    mxc_init_config c = {.kind = MXC_INIT_UNIFORM, .scale = 1};
+    return mxc_init_array_hinted(P(0, &c), P(1, "fc_weight"), P(2, "zeros"), P(3, array()));
+}
 CALL(mxc_optimizer_create) {
     mxc_optimizer *o = NULL;
     mxc_optimizer_config c = {.kind = MXC_OPT_SGD, .lr = 0.1f};
@@ -521,6 +525,13 @@ CALL(mxc_model_load) {
     mxc_model_free(m);
     return rc == MXC_EIO ? MXC_OK : rc; /* valid arguments, but no such checkpoint */
 }
+CALL(mxc_model_load_params) {
+    mxc_model *m = NULL;
+    CK_OK(mxc_model_create(symbol(), &m));
+    int rc = mxc_model_load_params(P(0, m), P(1, "/nonexistent/params"));
+    mxc_model_free(m);
+    return rc == MXC_EIO ? MXC_OK : rc; /* valid arguments, but no such file */
+}
 CALL(mxc_model_load_latest) {
     mxc_model *m = NULL;
     int epoch = -1;
@@ -584,6 +595,18 @@ CALL(mxc_model_predict_on) {
     CK_OK(mxc_model_fit(m, iter(), NULL, fit_config(), NULL));
     int rc = mxc_model_predict_on(P(0, m), mxc_cpu(), P(1, iter()), P(2, &out));
     mxc_nd_free(out);
+    mxc_model_free(m);
+    return rc;
+}
+
+CALL(mxc_model_predict_outputs) {
+    mxc_ndarray **outs = NULL;
+    int num = 0;
+    mxc_model *m = NULL;
+    CK_OK(mxc_model_create(symbol(), &m));
+    CK_OK(mxc_model_fit(m, iter(), NULL, fit_config(), NULL));
+    int rc = mxc_model_predict_outputs(P(0, m), mxc_cpu(), P(1, iter()), P(2, &num), P(3, &outs));
+    mxc_nd_list_free((size_t)num, outs, NULL);
     mxc_model_free(m);
     return rc;
 }
@@ -1002,6 +1025,7 @@ static const struct row rows[] = {
     /* model.h: fit without an eval iterator or a result, progress without a user; a NULL
      * iterator given to fit, score or predict is MXC_EINVAL, a NULL metric "acc" */
     ROW(mxc_init_array, INV, INV, MIS),
+    ROW(mxc_init_array_hinted, INV, INV, OK, MIS), /* no hint: by the name */
     ROW(mxc_optimizer_create, INV, INV),
     ROW(mxc_optimizer_set_mult, MIS, INV),
     ROW(mxc_optimizer_update, MIS, INV, MIS, MIS),
@@ -1030,6 +1054,7 @@ static const struct row rows[] = {
     ROW(mxc_metric_free, OK),
     ROW(mxc_model_create, MIS, INV),
     ROW(mxc_model_load, INV, INV),
+    ROW(mxc_model_load_params, MIS, INV),
     ROW(mxc_model_load_latest, INV, INV, INV),
     ROW(mxc_model_save, MIS, INV),
     ROW(mxc_model_symbol, OK),
@@ -1042,6 +1067,7 @@ static const struct row rows[] = {
     ROW(mxc_model_predict, MIS, INV, INV),
     ROW(mxc_model_score_on, MIS, INV, OK, INV),
     ROW(mxc_model_predict_on, MIS, INV, INV),
+    ROW(mxc_model_predict_outputs, MIS, INV, INV, INV),
     /* ndarray.h: names NULL saves an unnamed list; list_free takes NULL lists */
     ROW(mxc_nd_create, INV, INV),
     ROW(mxc_nd_full, INV, INV),
