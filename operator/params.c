@@ -44,9 +44,9 @@ static bool parse_int64(const char *s, int64_t *out) {
     return true;
 }
 
-/* "(3, 3)", "[3,3]", "(3,)", "3", "()" -> tuple. */
-static bool parse_tuple(const char *s, mxc_shape *out) {
-    mxc_shape t = {0};
+/* "(3, 3)", "[3,3]", "(3,)", "3", "()" -> tuple of up to `max` values. */
+static bool parse_tuple(const char *s, int64_t *dims, int *ndim, int max) {
+    struct mxc__long_tuple t = {0};
     while (*s == ' ')
         s++;
     char close = *s == '(' ? ')' : *s == '[' ? ']' : '\0';
@@ -64,7 +64,7 @@ static bool parse_tuple(const char *s, mxc_shape *out) {
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
-        if (end == s || errno == ERANGE || t.ndim == MXC_MAX_NDIM)
+        if (end == s || errno == ERANGE || t.ndim == max)
             return false;
         t.dims[t.ndim++] = v;
         s = end;
@@ -81,7 +81,8 @@ static bool parse_tuple(const char *s, mxc_shape *out) {
         s++;
     if (*s != '\0')
         return false;
-    *out = t;
+    *ndim = t.ndim;
+    memcpy(dims, t.dims, (size_t)t.ndim * sizeof *dims);
     return true;
 }
 
@@ -156,10 +157,18 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, 
         if (!parse_bool(value, (bool *)f))
             goto bad;
         return MXC_OK;
-    case MXC__PARAM_TUPLE:
-        if (!parse_tuple(value, (mxc_shape *)f))
+    case MXC__PARAM_TUPLE: {
+        mxc_shape *t = f;
+        if (!parse_tuple(value, t->dims, &t->ndim, MXC_MAX_NDIM))
             goto bad;
         return MXC_OK;
+    }
+    case MXC__PARAM_LONG_TUPLE: {
+        struct mxc__long_tuple *t = f;
+        if (!parse_tuple(value, t->dims, &t->ndim, MXC__LONG_TUPLE_MAX))
+            goto bad;
+        return MXC_OK;
+    }
     case MXC__PARAM_ENUM:
     case MXC__PARAM_OPT_ENUM: {
         int k =
@@ -175,12 +184,12 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, 
     }
     }
 bad:
-    return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is not a valid %s", def->name, p->name,
-                      value,
-                      p->type == MXC__PARAM_TUPLE  ? "tuple such as (3, 3)"
-                      : p->type == MXC__PARAM_BOOL ? "boolean (True or False)"
-                      : p->type == MXC__PARAM_INT  ? "integer"
-                                                   : "number");
+    return mxc__error(
+        MXC_EINVAL, "%s: parameter %s='%s' is not a valid %s", def->name, p->name, value,
+        p->type == MXC__PARAM_TUPLE || p->type == MXC__PARAM_LONG_TUPLE ? "tuple such as (3, 3)"
+        : p->type == MXC__PARAM_BOOL                                    ? "boolean (True or False)"
+        : p->type == MXC__PARAM_INT                                     ? "integer"
+                                                                        : "number");
 out_of_bounds:
     return mxc__error(MXC_EINVAL, "%s: parameter %s=%s is outside [%g, %g]", def->name, p->name,
                       value, p->min, p->max);
@@ -247,6 +256,20 @@ static int format_number(char *buf, size_t size, double v, bool as_float) {
     return snprintf(buf, size, "%s", tmp);
 }
 
+/* "(3, 3)", "(3,)" (Python's one-element tuple), "()"; the length written, as
+ * mxc__shape_str writes shapes */
+static int format_tuple(char *buf, size_t size, const int64_t *dims, int ndim) {
+    if (ndim == 1)
+        return snprintf(buf, size, "(%lld,)", (long long)dims[0]);
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < ndim && used < size; i++)
+        used +=
+            (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)dims[i]);
+    if (used < size)
+        snprintf(buf + used, size - used, ")");
+    return (int)strlen(buf);
+}
+
 int mxc__op_format_param(const struct mxc__param *p, const void *params, char *buf, size_t size) {
     const void *f = cfield(params, p);
     switch (p->type) {
@@ -261,10 +284,11 @@ int mxc__op_format_param(const struct mxc__param *p, const void *params, char *b
     case MXC__PARAM_BOOL: return snprintf(buf, size, "%s", *(const bool *)f ? "True" : "False");
     case MXC__PARAM_TUPLE: {
         const mxc_shape *t = f;
-        if (t->ndim == 1) /* Python's one-element tuple */
-            return snprintf(buf, size, "(%lld,)", (long long)t->dims[0]);
-        mxc__shape_str(t, buf, size);
-        return (int)strlen(buf);
+        return format_tuple(buf, size, t->dims, t->ndim);
+    }
+    case MXC__PARAM_LONG_TUPLE: {
+        const struct mxc__long_tuple *t = f;
+        return format_tuple(buf, size, t->dims, t->ndim);
     }
     default: {
         int k = *(const int *)f;
