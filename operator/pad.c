@@ -63,6 +63,8 @@ static int pad_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *o
                   MXC_EINVAL, "Pad: axis %d of size %lld padded by (%lld, %lld) overflows", d,
                   (long long)s->dims[d], (long long)b, (long long)a);
     }
+    MXC_CHECK(mxc_shape_size(&o) >= 0, MXC_EINVAL, "Pad: the output %s has too many elements",
+              mxc__shape_str(&o, buf, sizeof buf));
     MXC_TRY(mxc__shape_assign(&out[0], &o, "Pad", "output"));
 fail:
     return rc;

@@ -91,8 +91,11 @@ static int up_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *ou
                       "0 has %lld",
                       op, i, (long long)s->dims[1], (long long)o.dims[1]);
         else
-            o.dims[1] += s->dims[1];
+            MXC_CHECK(mxc__mul_add(o.dims[1], s->dims[1], 1, &o.dims[1]), MXC_EINVAL,
+                      "%s: the inputs' channels overflow", op);
     }
+    MXC_CHECK(mxc_shape_size(&o) >= 0, MXC_EINVAL, "%s: the output %s has too many elements", op,
+              mxc__shape_str(&o, buf, sizeof buf));
     MXC_TRY(mxc__shape_assign(&out[0], &o, op, "output"));
 fail:
     return rc;

@@ -261,6 +261,20 @@ START_TEST(test_params) {
     ck_assert_int_eq(info.num_visible_outputs, -1); /* output_mean_var decides */
     ck_assert_int_eq(mxc_op_get_info("InstanceNorm", &info), MXC_OK);
     ck_assert_int_eq(info.num_visible_outputs, 1);
+
+    /* a 5-D pad_width (10 values, more than a shape holds) parses and prints back whole */
+    const struct mxc__op_def *pad = mxc__op_find("Pad");
+    _Alignas(16) unsigned char params[1024];
+    const char *const keys[] = {"pad_width"}, *const vals[] = {"(0,0,0,0,1,0,0,1,2,1)"};
+    ck_assert_int_eq(mxc__op_parse_params(pad, 1, keys, vals, params), MXC_OK);
+    char buf[128];
+    for (int i = 0; i < pad->num_params; i++)
+        if (strcmp(pad->params[i].name, "pad_width") == 0)
+            mxc__op_format_param(&pad->params[i], params, buf, sizeof buf);
+    ck_assert_str_eq(buf, "(0, 0, 0, 0, 1, 0, 0, 1, 2, 1)");
+    const char *const long_vals[] = {"(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)"};
+    expect_error(mxc__op_parse_params(pad, 1, keys, long_vals, params), MXC_EINVAL,
+                 NEEDLES("Pad", "pad_width", "tuple"));
 }
 END_TEST
 
@@ -353,6 +367,28 @@ START_TEST(test_bad_params) {
 }
 END_TEST
 
+/* Shape inference alone (no arrays): outputs whose element count overflows are errors. */
+static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out) {
+    const struct mxc__op_def *d = mxc__op_find(op);
+    _Alignas(16) unsigned char params[1024];
+    int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
+    return rc != MXC_OK ? rc : d->infer_shape(params, in, num_in, out, 1, NULL, 0);
+}
+
+START_TEST(test_huge_outputs) {
+    const int64_t g = (int64_t)1 << 31;
+    mxc_shape in[2] = {SHAPE(1, 1, g, g)}, out = {0};
+    expect_error(infer("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 2147483648, 2147483648, 0, 0)"),
+                       in, 1, &out),
+                 MXC_EINVAL, NEEDLES("Pad", "too many elements"));
+    out = (mxc_shape){0};
+    expect_error(infer("UpSampling",
+                       MXCT_KV("scale", "4", "sample_type", "nearest", "num_args", "1"), in, 1,
+                       &out),
+                 MXC_EINVAL, NEEDLES("UpSampling", "too many elements"));
+}
+END_TEST
+
 /* ---- Through the engine ---------------------------------------------------------------- */
 
 static struct mxct_tensor tensor_of(mxc_ndarray *a) {
@@ -406,6 +442,7 @@ static Suite *suite(void) {
     tc = tcase_create("params");
     tcase_add_test(tc, test_params);
     tcase_add_test(tc, test_bad_params);
+    tcase_add_test(tc, test_huge_outputs);
     tcase_add_test(tc, test_invoke);
     suite_add_tcase(s, tc);
     return s;
