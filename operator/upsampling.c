@@ -4,12 +4,19 @@
  * each input repeated into it by output size / its own size (which must divide), the
  * inputs' channels concatenated (multi_input_mode concat) or summed (sum, equal channels).
  * The indexing is operator/upsampling_math.h, shared with operator/upsampling_gpu.cu.
- * sample_type bilinear is, in MXNet, a Deconvolution with a weight input: not supported
- * here (MXC_ENOTSUP), use Deconvolution.
+ * sample_type bilinear is, as in MXNet, a Deconvolution of data with the input `weight`
+ * (num_filter, 1, k, k), k = 2 scale - scale % 2, stride scale, pad ceil((scale - 1) / 2),
+ * one group per channel, no bias: the kernels are Deconvolution's (operator/convolution.c),
+ * called with those parameters.
  */
+#include "operator/convolution.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
 #include "operator/upsampling_math.h"
+
+#include <string.h>
+
+extern const struct mxc__op_def mxc__op_Deconvolution;
 
 struct up_param {
     int scale;
@@ -28,8 +35,8 @@ static const char *const up_modes[] = {"concat", "sum", NULL};
 #define UP struct up_param
 static const struct mxc__param up_params[] = {
     MXC__P_INT(UP, scale, NULL, 1, 2147483647, "output size over the first input's size"),
-    MXC__P_INT(UP, num_filter, "0", 0, 2147483647, "bilinear only: channels (unused)"),
-    MXC__P_ENUM(UP, sample_type, NULL, up_types, "nearest (bilinear is not supported)"),
+    MXC__P_INT(UP, num_filter, "0", 0, 2147483647, "bilinear only: data's channels"),
+    MXC__P_ENUM(UP, sample_type, NULL, up_types, "nearest, or bilinear (with a weight input)"),
     MXC__P_ENUM(UP, multi_input_mode, "concat", up_modes,
                 "several inputs: concat their channels or sum them"),
     MXC__P_INT(UP, num_args, NULL, 1, MXC__MAX_OP_ARGS, "number of inputs"),
@@ -41,14 +48,52 @@ static const char *const arg_names[] = {"arg0",  "arg1",  "arg2",  "arg3", "arg4
                                         "arg6",  "arg7",  "arg8",  "arg9", "arg10", "arg11",
                                         "arg12", "arg13", "arg14", "arg15"};
 
+static const char *const bilinear_inputs[] = {"data", "weight"};
+
 static int up_inputs(const void *params, const char **names, int max) {
     const struct up_param *p = params;
+    if (p->sample_type == UP_BILINEAR) {
+        for (int i = 0; i < 2 && i < max; i++)
+            names[i] = bilinear_inputs[i];
+        return 2;
+    }
     for (int i = 0; i < p->num_args && i < max; i++)
         names[i] = arg_names[i];
     return p->num_args;
 }
 
 static const char *const up_outputs[] = {"output", NULL};
+
+/* The Deconvolution that bilinear UpSampling is (MXNet's GetDeconvolutionParam). */
+static struct conv_param bilinear_deconv(const struct up_param *p) {
+    struct conv_param d;
+    memset(&d, 0, sizeof d);
+    const int64_t s = p->scale, k = 2 * s - s % 2, pad = s / 2; /* s / 2 = ceil((s - 1) / 2) */
+    d.kernel = mxc_shape_make(2, (int64_t[]){k, k});
+    d.stride = mxc_shape_make(2, (int64_t[]){s, s});
+    d.pad = mxc_shape_make(2, (int64_t[]){pad, pad});
+    d.num_filter = d.num_group = p->num_filter;
+    d.workspace = p->workspace;
+    d.no_bias = true;
+    d.cudnn_tune = d.layout = -1;
+    return d;
+}
+
+/* data (N, C, H, W) with C = num_filter, weight (C, 1, k, k) -> (N, C, H scale, W scale) */
+static int bilinear_shape(const struct up_param *p, mxc_shape *in, mxc_shape *out) {
+    const char *op = "UpSampling";
+    char buf[128];
+    int rc = MXC_OK;
+    MXC_CHECK(p->num_filter >= 1, MXC_EINVAL,
+              "%s: sample_type bilinear needs num_filter, data's channels", op);
+    MXC_CHECK(in[0].ndim == 0 || (in[0].ndim == 4 && in[0].dims[1] == p->num_filter), MXC_EINVAL,
+              "%s: bilinear data must be (N, num_filter = %d, H, W), got %s", op, p->num_filter,
+              mxc__shape_str(&in[0], buf, sizeof buf));
+    const struct conv_param d = bilinear_deconv(p);
+    MXC_TRY(mxc__op_Deconvolution.infer_shape(&d, in, 2, out, 1, NULL, 0));
+fail:
+    return rc;
+}
 
 /* Output (N, C0 or sum of C, H0 * scale, W0 * scale) from known inputs; every input must
  * divide it evenly by one factor. */
@@ -59,10 +104,8 @@ static int up_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *ou
     char buf[128];
     int rc = MXC_OK;
     (void)num_out, (void)aux, (void)num_aux;
-    MXC_CHECK(p->sample_type == UP_NEAREST, MXC_ENOTSUP,
-              "%s: sample_type bilinear (MXNet's Deconvolution with a weight input) is not "
-              "supported; use Deconvolution",
-              op);
+    if (p->sample_type == UP_BILINEAR)
+        return bilinear_shape(p, in, out);
     for (int i = 0; i < num_in; i++)
         if (in[i].ndim == 0)
             return MXC_OK; /* nothing flows back to the inputs from the output */
@@ -115,9 +158,19 @@ static struct mxc__up_view up_view(const struct mxc__op_call *c, const struct mx
                                  o->dims[2], o->dims[3], off,        scale};
 }
 
+/* Runs Deconvolution's kernel `k` on the call, with bilinear UpSampling's deconvolution. */
+static int bilinear_run(const struct mxc__op_call *c, mxc__op_kernel k) {
+    const struct conv_param d = bilinear_deconv(c->params);
+    struct mxc__op_call dc = *c;
+    dc.params = &d;
+    return k(&dc);
+}
+
 /* Each input writes its channels (concat), or the first writes and the others add (sum). */
 static int up_forward(const struct mxc__op_call *c) {
     const struct up_param *p = c->params;
+    if (p->sample_type == UP_BILINEAR)
+        return bilinear_run(c, mxc__op_Deconvolution.forward_cpu);
     float *y = c->out_data[0].data;
     for (int k = 0; k < p->num_args && c->req[0] != MXC__REQ_NULL; k++) {
         const struct mxc__up_view v = up_view(c, c->in_data, &c->out_data[0].shape, k);
@@ -135,6 +188,8 @@ static int up_forward(const struct mxc__op_call *c) {
 
 static int up_backward(const struct mxc__op_call *c) {
     const struct up_param *p = c->params;
+    if (p->sample_type == UP_BILINEAR)
+        return bilinear_run(c, mxc__op_Deconvolution.backward_cpu);
     const float *dy = c->out_grad[0].data;
     for (int k = 0; k < p->num_args; k++) {
         if (c->req[k] == MXC__REQ_NULL)
@@ -158,6 +213,8 @@ int mxc__up_backward_gpu(const float *dy, float *dx, int64_t n, const struct mxc
 
 static int up_forward_gpu(const struct mxc__op_call *c) {
     const struct up_param *p = c->params;
+    if (p->sample_type == UP_BILINEAR)
+        return bilinear_run(c, mxc__op_Deconvolution.forward_gpu);
     int rc = MXC_OK;
     for (int k = 0; k < p->num_args && c->req[0] != MXC__REQ_NULL && rc == MXC_OK; k++) {
         const struct mxc__up_view v = up_view(c, c->in_data, &c->out_data[0].shape, k);
@@ -170,6 +227,8 @@ static int up_forward_gpu(const struct mxc__op_call *c) {
 
 static int up_backward_gpu(const struct mxc__op_call *c) {
     const struct up_param *p = c->params;
+    if (p->sample_type == UP_BILINEAR)
+        return bilinear_run(c, mxc__op_Deconvolution.backward_gpu);
     int rc = MXC_OK;
     for (int k = 0; k < p->num_args && rc == MXC_OK; k++) {
         if (c->req[k] == MXC__REQ_NULL)
@@ -184,14 +243,17 @@ static int up_backward_gpu(const struct mxc__op_call *c) {
 
 const struct mxc__op_def mxc__op_UpSampling = {
     .name = "UpSampling",
-    .description = "nearest-neighbour upsampling of one or more inputs, concatenated or summed",
+    .description = "nearest upsampling of inputs (concatenated or summed), or bilinear",
     .param_size = sizeof(struct up_param),
     .params = up_params,
     .num_params = (int)MXC_ARRAY_SIZE(up_params),
     .list_inputs = up_inputs,
     .outputs = up_outputs,
     .infer_shape = up_shape,
-    .backward_deps = MXC__DEP_OUT_GRAD,
+    /* bilinear: Deconvolution's needs (data and weight, temp space) */
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1},
     .forward_cpu = up_forward,
     .backward_cpu = up_backward,
     .forward_gpu = MXC__GPU(up_forward_gpu),

@@ -99,6 +99,13 @@ def main():
     save("upsampling_sum", "UpSampling",
          dict(scale=3, sample_type="nearest", num_args=2, multi_input_mode="sum"),
          [rand(rng, (2, 2, 1, 2)), rand(rng, (2, 2, 3, 6))])
+    # bilinear: a Deconvolution of data with the input weight (C, 1, k, k)
+    save("upsampling_bilinear_2", "UpSampling",
+         dict(scale=2, sample_type="bilinear", num_filter=3, num_args=1),
+         [rand(rng, (1, 3, 3, 4)), rand(rng, (3, 1, 4, 4))])
+    save("upsampling_bilinear_3", "UpSampling",
+         dict(scale=3, sample_type="bilinear", num_filter=2, num_args=1),
+         [rand(rng, (2, 2, 2, 3)), rand(rng, (2, 1, 5, 5))])
 
 
 if __name__ == "__main__":

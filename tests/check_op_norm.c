@@ -1,7 +1,7 @@
 /*
  * tests/check_op_norm.c — the normalisation and layer operators model-zoo networks need:
  * LayerNorm, InstanceNorm, GroupNorm, L2Normalization (operator/layer_norm.c), LRN (lrn.c),
- * SoftmaxActivation (softmax.c), Pad (pad.c) and nearest UpSampling (upsampling.c).
+ * SoftmaxActivation (softmax.c), Pad (pad.c) and UpSampling (upsampling.c).
  * Visible outputs (their shapes are the shape-inference reference) and input gradients
  * against MXNet 1.9.1 references (tests/data/ops/norm, made by scripts/gen_op_refs_norm.py);
  * finite-difference gradient checks with write and add-to requests, and the in-place runs
@@ -77,6 +77,16 @@ static const struct ref_case ref_cases[] = {
      2,
      1,
      {"scale", "3", "sample_type", "nearest", "num_args", "2", "multi_input_mode", "sum"}},
+    {"upsampling_bilinear_2",
+     "UpSampling",
+     2,
+     1,
+     {"scale", "2", "sample_type", "bilinear", "num_filter", "3", "num_args", "1"}},
+    {"upsampling_bilinear_3",
+     "UpSampling",
+     2,
+     1,
+     {"scale", "3", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"}},
 };
 
 static struct mxct_params split(const char *const *kv, const char **keys, const char **vals) {
@@ -197,6 +207,10 @@ static const struct grad_case grad_cases[] = {
      2,
      {SHAPE(2, 2, 1, 2), SHAPE(2, 2, 2, 4)},
      {"scale", "2", "sample_type", "nearest", "num_args", "2", "multi_input_mode", "sum"}},
+    {"UpSampling",
+     2,
+     {SHAPE(1, 2, 2, 3), SHAPE(2, 1, 4, 4)},
+     {"scale", "2", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"}},
 };
 
 START_TEST(test_gradients) {
@@ -353,9 +367,19 @@ START_TEST(test_bad_params) {
         "UpSampling",
         MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "2", "multi_input_mode", "sum"),
         2, u3, MXC_ESHAPE, NEEDLES("UpSampling", "equal channels", "3", "2"));
+    const mxc_shape b2[2] = {SHAPE(1, 2, 3, 3), SHAPE(2, 1, 4, 4)};
     expect_forward_error("UpSampling",
-                         MXCT_KV("scale", "2", "sample_type", "bilinear", "num_args", "1"), 1, p4,
-                         MXC_ENOTSUP, NEEDLES("UpSampling", "bilinear", "Deconvolution"));
+                         MXCT_KV("scale", "2", "sample_type", "bilinear", "num_args", "1"), 2, b2,
+                         MXC_EINVAL, NEEDLES("UpSampling", "bilinear", "num_filter"));
+    expect_forward_error(
+        "UpSampling",
+        MXCT_KV("scale", "2", "sample_type", "bilinear", "num_filter", "3", "num_args", "1"), 2, b2,
+        MXC_EINVAL, NEEDLES("UpSampling", "num_filter = 3", "(1, 2, 3, 3)"));
+    const mxc_shape b3[2] = {SHAPE(1, 2, 3, 3), SHAPE(2, 1, 3, 3)};
+    expect_forward_error(
+        "UpSampling",
+        MXCT_KV("scale", "2", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"), 2, b3,
+        MXC_ESHAPE, NEEDLES("weight", "(2, 1, 3, 3)", "(2, 1, 4, 4)"));
     expect_forward_error("UpSampling", MXCT_KV("sample_type", "nearest", "num_args", "1"), 1, p4,
                          MXC_EINVAL, NEEDLES("UpSampling", "scale"));
     expect_forward_error("UpSampling",
