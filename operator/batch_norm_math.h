@@ -27,16 +27,22 @@ static inline int bn_axis(const struct bn_param *p, int ndim) {
     return a >= 0 && a < ndim ? a : -1;
 }
 
-/* data seen as (outer, C, inner) */
-static inline void bn_dims(const struct bn_param *p, const mxc_shape *s, int64_t *outer,
-                           int64_t *ch, int64_t *inner) {
-    int a = bn_axis(p, s->ndim);
+/* A shape seen as (outer, C, inner) around axis `a` (0 <= a < ndim): also LayerNorm's
+ * and LRN's view of their data (operator/norm_math.h). */
+static inline void mxc__axis_split(const mxc_shape *s, int a, int64_t *outer, int64_t *ch,
+                                   int64_t *inner) {
     *outer = *inner = 1;
     for (int d = 0; d < a; d++)
         *outer *= s->dims[d];
     *ch = s->dims[a];
     for (int d = a + 1; d < s->ndim; d++)
         *inner *= s->dims[d];
+}
+
+/* data seen as (outer, C, inner) */
+static inline void bn_dims(const struct bn_param *p, const mxc_shape *s, int64_t *outer,
+                           int64_t *ch, int64_t *inner) {
+    mxc__axis_split(s, bn_axis(p, s->ndim), outer, ch, inner);
     /* an empty array has no rows to walk: (2^24, 3, 0) would loop 2^24 times per
      * channel over nothing */
     if (*outer == 0 || *inner == 0)

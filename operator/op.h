@@ -44,17 +44,25 @@ enum mxc__req { MXC__REQ_NULL = 0, MXC__REQ_WRITE, MXC__REQ_INPLACE, MXC__REQ_AD
 /* ---- Parameters -------------------------------------------------------------------- */
 
 enum mxc__param_type {
-    MXC__PARAM_INT,       /* int */
-    MXC__PARAM_FLOAT,     /* float */
-    MXC__PARAM_DOUBLE,    /* double */
-    MXC__PARAM_BOOL,      /* bool: True/False (also true/false/1/0) */
-    MXC__PARAM_ENUM,      /* int: index into `choices` */
-    MXC__PARAM_TUPLE,     /* mxc_shape: "(3, 3)", "3", "()" */
-    MXC__PARAM_OPT_FLOAT, /* struct mxc__opt_float: a number or None */
-    MXC__PARAM_OPT_ENUM,  /* int: index into `choices`, or -1 for None */
-    MXC__PARAM_OPT_INT,   /* struct mxc__opt_int: an integer or None */
-    MXC__PARAM_OPT_TUPLE, /* struct mxc__opt_tuple: None, or a tuple whose entries may be
-                             None: "(1, None, -2)" (slice's begin and end) */
+    MXC__PARAM_INT,        /* int */
+    MXC__PARAM_FLOAT,      /* float */
+    MXC__PARAM_DOUBLE,     /* double */
+    MXC__PARAM_BOOL,       /* bool: True/False (also true/false/1/0) */
+    MXC__PARAM_ENUM,       /* int: index into `choices` */
+    MXC__PARAM_TUPLE,      /* mxc_shape: "(3, 3)", "3", "()" */
+    MXC__PARAM_OPT_FLOAT,  /* struct mxc__opt_float: a number or None */
+    MXC__PARAM_OPT_ENUM,   /* int: index into `choices`, or -1 for None */
+    MXC__PARAM_OPT_INT,    /* struct mxc__opt_int: an integer or None */
+    MXC__PARAM_OPT_TUPLE,  /* struct mxc__opt_tuple: None, or a tuple whose entries may be
+                              None: "(1, None, -2)" (slice's begin and end) */
+    MXC__PARAM_LONG_TUPLE, /* struct mxc__long_tuple: a tuple longer than a shape (Pad's) */
+};
+
+/* A tuple of up to 16 integers: two per axis of a 5-D array and more (Pad's pad_width). */
+#define MXC__LONG_TUPLE_MAX 16
+struct mxc__long_tuple {
+    int ndim;
+    int64_t dims[MXC__LONG_TUPLE_MAX];
 };
 
 struct mxc__opt_float {
@@ -99,6 +107,8 @@ struct mxc__param {
 #define MXC__P_OPT_INT(st, f, def, lo, hi, doc) \
     MXC__P(MXC__PARAM_OPT_INT, st, f, def, lo, hi, NULL, doc)
 #define MXC__P_OPT_TUPLE(st, f, def, doc) MXC__P(MXC__PARAM_OPT_TUPLE, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_LONG_TUPLE(st, f, def, doc) \
+    MXC__P(MXC__PARAM_LONG_TUPLE, st, f, def, 1, 0, NULL, doc)
 
 /* The parameters of the `_<op>_scalar` operators and smooth_l1. */
 struct mxc__scalar_param {
@@ -228,7 +238,10 @@ struct mxc__op_def {
     const char *const *outputs;      /* NULL-terminated; NULL if list_outputs is set */
     mxc__list_names_fn list_outputs; /* variadic outputs (SliceChannel), all visible */
     int num_visible_outputs;         /* 0: all outputs are visible */
-    const char *const *aux;          /* NULL-terminated, or NULL */
+    /* visible outputs as a function of the parameters (LayerNorm's output_mean_var shows
+     * its mean and std); NULL: num_visible_outputs says */
+    int (*visible_outputs)(const void *params);
+    const char *const *aux; /* NULL-terminated, or NULL */
     mxc__infer_shape_fn infer_shape;
     mxc__infer_type_fn infer_type;
     /* backward */

@@ -92,6 +92,16 @@ MXC__OP(Activation)
 MXC__OP(LeakyReLU)
 MXC__OP(BatchNorm)
 MXC__OP(Dropout)
+/* normalisation and layers for model-zoo networks: operator/layer_norm.c, lrn.c, softmax.c
+ * (SoftmaxActivation), pad.c, upsampling.c */
+MXC__OP(LayerNorm)
+MXC__OP(InstanceNorm)
+MXC__OP(GroupNorm)
+MXC__OP(L2Normalization)
+MXC__OP(LRN)
+MXC__OP(SoftmaxActivation)
+MXC__OP(Pad)
+MXC__OP(UpSampling)
 /* end of activations */
 /* softmax and loss outputs: operator/softmax.c, regression.c */
 MXC__OP(softmax)

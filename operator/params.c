@@ -44,10 +44,10 @@ static bool parse_int64(const char *s, int64_t *out) {
     return true;
 }
 
-/* "(3, 3)", "[3,3]", "(3,)", "3", "()" -> tuple. With `none` given, entries may be None
- * ("(None, 2)"): they read as 0 with their bit set in *none. */
-static bool parse_tuple(const char *s, mxc_shape *out, unsigned *none) {
-    mxc_shape t = {0};
+/* "(3, 3)", "[3,3]", "(3,)", "3", "()" -> a tuple of up to `max` values. With `none`
+ * given, entries may be None ("(None, 2)"): they read as 0 with their bit set in *none. */
+static bool parse_tuple(const char *s, int64_t *dims, int *ndim, int max, unsigned *none) {
+    struct mxc__long_tuple t = {0};
     unsigned nones = 0;
     while (*s == ' ')
         s++;
@@ -66,11 +66,11 @@ static bool parse_tuple(const char *s, mxc_shape *out, unsigned *none) {
         char *end;
         errno = 0;
         long long v = strtoll(s, &end, 10);
-        if (none && end == s && strncmp(s, "None", 4) == 0 && t.ndim < MXC_MAX_NDIM) {
+        if (none && end == s && strncmp(s, "None", 4) == 0 && t.ndim < max && t.ndim < 32) {
             nones |= 1u << t.ndim;
             end = (char *)s + 4;
         }
-        if (end == s || errno == ERANGE || t.ndim == MXC_MAX_NDIM)
+        if (end == s || errno == ERANGE || t.ndim == max)
             return false;
         t.dims[t.ndim++] = v;
         s = end;
@@ -87,7 +87,8 @@ static bool parse_tuple(const char *s, mxc_shape *out, unsigned *none) {
         s++;
     if (*s != '\0')
         return false;
-    *out = t;
+    *ndim = t.ndim;
+    memcpy(dims, t.dims, (size_t)t.ndim * sizeof *dims);
     if (none)
         *none = nones;
     return true;
@@ -177,14 +178,23 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, 
         if (!parse_bool(value, (bool *)f))
             goto bad;
         return MXC_OK;
-    case MXC__PARAM_TUPLE:
-        if (!parse_tuple(value, (mxc_shape *)f, NULL))
+    case MXC__PARAM_TUPLE: {
+        mxc_shape *t = f;
+        if (!parse_tuple(value, t->dims, &t->ndim, MXC_MAX_NDIM, NULL))
             goto bad;
         return MXC_OK;
+    }
+    case MXC__PARAM_LONG_TUPLE: {
+        struct mxc__long_tuple *t = f;
+        if (!parse_tuple(value, t->dims, &t->ndim, MXC__LONG_TUPLE_MAX, NULL))
+            goto bad;
+        return MXC_OK;
+    }
     case MXC__PARAM_OPT_TUPLE: {
         struct mxc__opt_tuple *o = f;
         *o = (struct mxc__opt_tuple){.has_value = !is_none(value)};
-        if (o->has_value && !parse_tuple(value, &o->tuple, &o->none))
+        if (o->has_value &&
+            !parse_tuple(value, o->tuple.dims, &o->tuple.ndim, MXC_MAX_NDIM, &o->none))
             goto bad;
         return MXC_OK;
     }
@@ -203,14 +213,14 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, 
     }
     }
 bad:
-    return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is not a valid %s", def->name, p->name,
-                      value,
-                      p->type == MXC__PARAM_TUPLE       ? "tuple such as (3, 3)"
-                      : p->type == MXC__PARAM_OPT_TUPLE ? "tuple such as (3, None) or None"
-                      : p->type == MXC__PARAM_BOOL      ? "boolean (True or False)"
-                      : p->type == MXC__PARAM_INT       ? "integer"
-                      : p->type == MXC__PARAM_OPT_INT   ? "integer or None"
-                                                        : "number");
+    return mxc__error(
+        MXC_EINVAL, "%s: parameter %s='%s' is not a valid %s", def->name, p->name, value,
+        p->type == MXC__PARAM_TUPLE || p->type == MXC__PARAM_LONG_TUPLE ? "tuple such as (3, 3)"
+        : p->type == MXC__PARAM_OPT_TUPLE ? "tuple such as (3, None) or None"
+        : p->type == MXC__PARAM_BOOL      ? "boolean (True or False)"
+        : p->type == MXC__PARAM_INT       ? "integer"
+        : p->type == MXC__PARAM_OPT_INT   ? "integer or None"
+                                          : "number");
 out_of_bounds:
     return mxc__error(MXC_EINVAL, "%s: parameter %s=%s is outside [%g, %g]", def->name, p->name,
                       value, p->min, p->max);
@@ -277,21 +287,20 @@ static int format_number(char *buf, size_t size, double v, bool as_float) {
     return snprintf(buf, size, "%s", tmp);
 }
 
-/* None, or the tuple as Python prints it: "(1, None)", "(None,)", "()". */
-static int format_opt_tuple(const struct mxc__opt_tuple *o, char *buf, size_t size) {
-    if (!o->has_value)
-        return snprintf(buf, size, "None");
+/* The tuple as Python prints it: "(1, 2)", "(3,)", "()"; entries whose bit is set in
+ * `none` print as None. Returns the length it needed, as snprintf. */
+static int format_tuple(char *buf, size_t size, const int64_t *dims, int ndim, unsigned none) {
     size_t used = 0;
     char item[32];
-    for (int i = 0; i < o->tuple.ndim; i++) {
-        if (o->none & (1u << i))
+    for (int i = 0; i < ndim; i++) {
+        if (i < 32 && (none & (1u << i)))
             snprintf(item, sizeof item, "None");
         else
-            snprintf(item, sizeof item, "%lld", (long long)o->tuple.dims[i]);
+            snprintf(item, sizeof item, "%lld", (long long)dims[i]);
         used += (size_t)snprintf(buf + (used < size ? used : size), used < size ? size - used : 0,
                                  "%s%s", i ? ", " : "(", item);
     }
-    const char *close = o->tuple.ndim == 0 ? "()" : o->tuple.ndim == 1 ? ",)" : ")";
+    const char *close = ndim == 0 ? "()" : ndim == 1 ? ",)" : ")";
     used += (size_t)snprintf(buf + (used < size ? used : size), used < size ? size - used : 0, "%s",
                              close);
     return (int)used;
@@ -312,14 +321,19 @@ int mxc__op_format_param(const struct mxc__param *p, const void *params, char *b
         const struct mxc__opt_int *o = f;
         return o->has_value ? snprintf(buf, size, "%d", o->value) : snprintf(buf, size, "None");
     }
-    case MXC__PARAM_OPT_TUPLE: return format_opt_tuple(f, buf, size);
+    case MXC__PARAM_OPT_TUPLE: {
+        const struct mxc__opt_tuple *o = f;
+        return o->has_value ? format_tuple(buf, size, o->tuple.dims, o->tuple.ndim, o->none)
+                            : snprintf(buf, size, "None");
+    }
     case MXC__PARAM_BOOL: return snprintf(buf, size, "%s", *(const bool *)f ? "True" : "False");
     case MXC__PARAM_TUPLE: {
         const mxc_shape *t = f;
-        if (t->ndim == 1) /* Python's one-element tuple */
-            return snprintf(buf, size, "(%lld,)", (long long)t->dims[0]);
-        mxc__shape_str(t, buf, size);
-        return (int)strlen(buf);
+        return format_tuple(buf, size, t->dims, t->ndim, 0);
+    }
+    case MXC__PARAM_LONG_TUPLE: {
+        const struct mxc__long_tuple *t = f;
+        return format_tuple(buf, size, t->dims, t->ndim, 0);
     }
     default: {
         int k = *(const int *)f;

@@ -183,6 +183,8 @@ int mxc__op_num_outputs(const struct mxc__op_def *def, const void *params, const
 }
 
 int mxc__op_num_visible_outputs(const struct mxc__op_def *def, const void *params) {
+    if (def->visible_outputs)
+        return def->visible_outputs(params);
     return def->num_visible_outputs ? def->num_visible_outputs
                                     : mxc__op_num_outputs(def, params, NULL);
 }
@@ -204,7 +206,8 @@ static const char *type_name(const struct mxc__param *p) {
     case MXC__PARAM_FLOAT: return "float";
     case MXC__PARAM_DOUBLE: return "double";
     case MXC__PARAM_BOOL: return "boolean";
-    case MXC__PARAM_TUPLE: return "tuple of int";
+    case MXC__PARAM_TUPLE:
+    case MXC__PARAM_LONG_TUPLE: return "tuple of int";
     case MXC__PARAM_OPT_FLOAT: return "float or None";
     case MXC__PARAM_OPT_ENUM: return "enum or None";
     case MXC__PARAM_OPT_INT: return "int or None";
@@ -247,9 +250,9 @@ int mxc_op_get_info(const char *name, mxc_op_info *out) {
         .num_inputs = def->list_inputs ? -1 : count(def->inputs),
         .inputs = def->list_inputs ? NULL : def->inputs,
         .num_outputs = def->list_outputs ? -1 : count(def->outputs),
-        .num_visible_outputs = def->list_outputs          ? -1
-                               : def->num_visible_outputs ? def->num_visible_outputs
-                                                          : count(def->outputs),
+        .num_visible_outputs = def->list_outputs || def->visible_outputs ? -1
+                               : def->num_visible_outputs                ? def->num_visible_outputs
+                                                                         : count(def->outputs),
         .outputs = def->outputs,
         .num_aux = count(def->aux),
         .aux = def->aux,

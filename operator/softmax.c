@@ -178,22 +178,28 @@ static int softmax_fwd(const struct mxc__op_call *c, bool log_out) {
     return softmax_forward_req(c, outer, n, inner, temperature_of(p), log_out);
 }
 
-/* in: any shape; backward reads out_grad and the output (y). */
-static int softmax_bwd(const struct mxc__op_call *c, bool log_out) {
-    const struct softmax_param *p = c->params;
+/* Backward for a (outer, n, inner) view: reads out_grad and the output (y). */
+static int softmax_backward_view(const struct mxc__op_call *c, int64_t outer, int64_t n,
+                                 int64_t inner, float t, bool log_out) {
     int req = c->req[0];
     const struct mxc__tensor *y = &c->out_data[0];
     if (req == MXC__REQ_NULL || y->size == 0)
         return MXC_OK;
-    int64_t outer, n, inner;
-    axis_dims(p, &y->shape, &outer, &n, &inner);
     float *tmp;
     int rc = mxc__resource_temp(c->resources[0], (size_t)inner * sizeof(float), (void **)&tmp);
     if (rc != MXC_OK)
         return rc;
-    softmax_grad_block(y->data, c->out_grad[0].data, c->in_grad[0].data, outer, n, inner,
-                       temperature_of(p), log_out, req == MXC__REQ_ADD, tmp);
+    softmax_grad_block(y->data, c->out_grad[0].data, c->in_grad[0].data, outer, n, inner, t,
+                       log_out, req == MXC__REQ_ADD, tmp);
     return MXC_OK;
+}
+
+/* in: any shape */
+static int softmax_bwd(const struct mxc__op_call *c, bool log_out) {
+    const struct softmax_param *p = c->params;
+    int64_t outer, n, inner;
+    axis_dims(p, &c->out_data[0].shape, &outer, &n, &inner);
+    return softmax_backward_view(c, outer, n, inner, temperature_of(p), log_out);
 }
 
 #ifdef MXC_USE_CUDA
@@ -509,4 +515,96 @@ const struct mxc__op_def mxc__op_SoftmaxOutput = {
     .backward_cpu = so_backward,
     .forward_gpu = MXC__GPU(so_forward_gpu),
     .backward_gpu = MXC__GPU(so_backward_gpu),
+};
+
+/* ---- SoftmaxActivation ---------------------------------------------------------------- */
+
+/* MXNet's older softmax: over the channels of each position (mode channel, data (N, C, ...)
+ * with at least 3 axes), or, in mode instance, over the last axis of data flattened to 2-D
+ * (N * ... , last): what MXNet 1.9.1's forward computes (for 2-D data, each instance). Its
+ * backward for instance mode on data of more than 2 axes sums over axis 1 instead, which is
+ * not the gradient of that forward; mxc's is (the references cover 2-D instances only).
+ * The same kernels as softmax, on the (outer, n, inner) view the mode gives. */
+struct softmax_act_param {
+    int mode;
+};
+
+enum { SA_CHANNEL, SA_INSTANCE };
+static const char *const sa_modes[] = {"channel", "instance", NULL};
+static const struct mxc__param softmax_act_params[] = {
+    MXC__P_ENUM(struct softmax_act_param, mode, "instance", sa_modes,
+                "instance: over all but the first axis; channel: over axis 1"),
+};
+
+static int sa_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, int num_out,
+                    mxc_shape *aux, int num_aux) {
+    const struct softmax_act_param *p = params;
+    char buf[128];
+    int rc = MXC_OK;
+    (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    MXC_TRY(mxc__shape_assign(&in[0], &out[0], "SoftmaxActivation", "data"));
+    MXC_TRY(mxc__shape_assign(&out[0], &in[0], "SoftmaxActivation", "output"));
+    MXC_CHECK(p->mode != SA_CHANNEL || in[0].ndim == 0 || in[0].ndim >= 3, MXC_EINVAL,
+              "SoftmaxActivation: mode channel needs data of at least 3 dimensions, got %s",
+              mxc__shape_str(&in[0], buf, sizeof buf));
+fail:
+    return rc;
+}
+
+static void sa_dims(const struct mxc__op_call *c, const mxc_shape *s, int64_t *outer, int64_t *n,
+                    int64_t *inner) {
+    const struct softmax_act_param *p = c->params;
+    if (p->mode == SA_CHANNEL) {
+        axis_dims(&(struct softmax_param){.axis = 1}, s, outer, n, inner);
+        return;
+    }
+    axis_dims(&(struct softmax_param){.axis = -1}, s, outer, n, inner);
+}
+
+static int sa_forward(const struct mxc__op_call *c) {
+    int64_t outer, n, inner;
+    sa_dims(c, &c->in_data[0].shape, &outer, &n, &inner);
+    return softmax_forward_req(c, outer, n, inner, 1.0f, false);
+}
+
+static int sa_backward(const struct mxc__op_call *c) {
+    int64_t outer, n, inner;
+    sa_dims(c, &c->out_data[0].shape, &outer, &n, &inner);
+    return softmax_backward_view(c, outer, n, inner, 1.0f, false);
+}
+
+#ifdef MXC_USE_CUDA
+static int sa_forward_gpu(const struct mxc__op_call *c) {
+    int64_t outer, n, inner;
+    sa_dims(c, &c->in_data[0].shape, &outer, &n, &inner);
+    return mxc__softmax_gpu(c->in_data[0].data, c->out_data[0].data, outer, n, inner, 1.0f, false,
+                            c->req[0], c->rctx->stream);
+}
+
+static int sa_backward_gpu(const struct mxc__op_call *c) {
+    int64_t outer, n, inner;
+    sa_dims(c, &c->out_data[0].shape, &outer, &n, &inner);
+    return mxc__softmax_grad_gpu(c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
+                                 outer, n, inner, 1.0f, false, c->req[0], c->rctx->stream);
+}
+#endif
+
+const struct mxc__op_def mxc__op_SoftmaxActivation = {
+    .name = "SoftmaxActivation",
+    .description = "softmax over each instance or over the channels of each position",
+    .param_size = sizeof(struct softmax_act_param),
+    .params = softmax_act_params,
+    .num_params = (int)MXC_ARRAY_SIZE(softmax_act_params),
+    .inputs = data_inputs,
+    .outputs = output_outputs,
+    .infer_shape = sa_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_OUT_DATA,
+    .inplace = MXC__INPLACE(0, 0),
+    .backward_inplace = MXC__INPLACE(0, 0),
+    .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1},
+    .forward_cpu = sa_forward,
+    .backward_cpu = sa_backward,
+    .forward_gpu = MXC__GPU(sa_forward_gpu),
+    .backward_gpu = MXC__GPU(sa_backward_gpu),
 };

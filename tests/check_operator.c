@@ -400,6 +400,12 @@ static const struct inplace_case inplace_cases[] = {
     {"log_softmax", {NULL}, 1, 0, {{2, {3, 5}}}, -2, 2},
     /* labels of data's shape: probabilities */
     {"SoftmaxOutput", {NULL}, 2, 0, {{2, {4, 5}}, {2, {4, 5}}}, 0, 1},
+    /* normalisation (operator/layer_norm.c): data, gamma, beta */
+    {"LayerNorm", {"axis", "1"}, 3, 0, {{3, {2, 3, 4}}, {1, {3}}, {1, {3}}}, -1, 1},
+    {"InstanceNorm", {NULL}, 3, 0, {{3, {2, 3, 4}}, {1, {3}}, {1, {3}}}, -1, 1},
+    {"GroupNorm", {"num_groups", "2"}, 3, 0, {{3, {2, 4, 3}}, {1, {2}}, {1, {2}}}, -1, 1},
+    {"SoftmaxActivation", {"mode", "channel"}, 1, 0, {{3, {2, 3, 4}}}, -2, 2},
+    {"L2Normalization", {"mode", "channel"}, 1, 0, {{3, {2, 3, 4}}}, -1, 1},
     {"_copy", {NULL}, 1, 0, {{2, {3, 4}}}, -1, 1},
     {"squeeze", {NULL}, 1, 0, {{3, {3, 1, 4}}}, -1, 1},
     /* element-wise math, comparisons, logical (values in tests/check_op_math.c) */
@@ -652,14 +658,18 @@ END_TEST
 
 /* ---- Variadic operators at the ends of their count parameter ----------------------- */
 
-/* Each variadic operator and the parameter that sets its number of inputs or outputs. */
+/* Each variadic operator, the parameter that sets its number of inputs or outputs, and
+ * the other parameters it needs (key, value, ..., NULL). */
 static const struct {
     const char *op, *param;
+    const char *other[5];
 } variadic_cases[] = {
-    {"Concat", "num_args"},
-    {"ElementWiseSum", "num_args"},
-    {"SliceChannel", "num_outputs"},
-    {"stack", "num_args"},
+    {"Concat", "num_args", {NULL}},
+    {"ElementWiseSum", "num_args", {NULL}},
+    {"SliceChannel", "num_outputs", {NULL}},
+    {"stack", "num_args", {NULL}},
+    /* scale 1: the inputs' channels side by side */
+    {"UpSampling", "num_args", {"scale", "1", "sample_type", "nearest", NULL}},
 };
 
 /* A float32 array of `shape` holding base, base + 1, ... */
@@ -689,33 +699,39 @@ static void expect_values(mxc_ndarray *a, float (*want)(int64_t i, int k, int v)
 
 /* The cases below: v inputs (2, 1) holding 10 k + row, joined into (2, v) or stacked into
  * (v, 2, 1); v inputs (3) holding k + i, summed; one input (2, v) holding v row + column,
- * cut into v parts. */
+ * cut into v parts; v inputs (1, 1, 1, 1) holding k, upsampled into (1, v, 1, 1). */
 static float want_concat(int64_t i, int k, int v) { return (float)(10 * (i % v) + i / v); }
 static float want_stack(int64_t i, int k, int v) { return (float)(10 * (i / 2) + i % 2); }
 static float want_sum(int64_t i, int k, int v) { return (float)(v * (v - 1) / 2 + v * i); }
 static float want_part(int64_t i, int k, int v) { return (float)(v * i + k); }
 static float want_one(int64_t i, int k, int v) { return 1; }
+static float want_index(int64_t i, int k, int v) { return (float)i; }
 
 /* Runs case `c` with count `v` imperatively, then bound (forward and backward with head
  * gradients of ones: every input's gradient is ones). */
 static void run_variadic(int c, int v) {
     const char *op = variadic_cases[c].op;
     bool slice = strcmp(op, "SliceChannel") == 0, concat = strcmp(op, "Concat") == 0;
-    bool stack = strcmp(op, "stack") == 0;
+    bool stack = strcmp(op, "stack") == 0, up = strcmp(op, "UpSampling") == 0;
     float (*want)(int64_t, int, int) = slice    ? want_part
                                        : concat ? want_concat
                                        : stack  ? want_stack
+                                       : up     ? want_index
                                                 : want_sum;
     char count[16];
     snprintf(count, sizeof count, "%d", v);
-    const char *keys[] = {variadic_cases[c].param}, *vals[] = {count};
+    const char *keys[3] = {variadic_cases[c].param}, *vals[3] = {count};
+    int np = 1;
+    for (const char *const *o = variadic_cases[c].other; *o; o += 2, np++)
+        keys[np] = o[0], vals[np] = o[1];
     int n_in = slice ? 1 : v, n_out = slice ? v : 1;
     mxc_ndarray *in[MXC__MAX_OP_ARGS] = {NULL}, *out[MXC__MAX_OP_ARGS] = {NULL};
     for (int k = 0; k < n_in; k++)
         in[k] = slice             ? counting(SHAPE(2, v), 0)
                 : concat || stack ? counting(SHAPE(2, 1), 10.0f * k)
+                : up              ? counting(SHAPE(1, 1, 1, 1), (float)k)
                                   : counting(SHAPE(3), (float)k);
-    CK_OK(mxc_imperative_invoke(op, 1, keys, vals, n_in, in, n_out, out, 0));
+    CK_OK(mxc_imperative_invoke(op, np, keys, vals, n_in, in, n_out, out, 0));
     for (int k = 0; k < n_out; k++) {
         expect_values(out[k], want, k, v, op);
         mxc_nd_free(out[k]);
@@ -729,7 +745,7 @@ static void run_variadic(int c, int v) {
         CK_OK(mxc_nd_get_shape(in[k], &shapes[k]));
         CK_OK(mxc_symbol_variable(name, &vars[k]));
     }
-    CK_OK(mxc_symbol_create(op, 1, keys, vals, "v", n_in, NULL, vars, &sym));
+    CK_OK(mxc_symbol_create(op, np, keys, vals, "v", n_in, NULL, vars, &sym));
     mxc_executor *x = NULL;
     mxc_ndarray *grads[MXC__MAX_OP_ARGS] = {NULL}, *heads[MXC__MAX_OP_ARGS] = {NULL};
     for (int k = 0; k < n_in; k++)
@@ -997,6 +1013,30 @@ static const struct zero_case zero_cases[] = {
      {SHAPE(0, 3), SHAPE(0, 3)}},
     {"lamb_update_phase2", {"lr", "0.1"}, 2, {"weight", "g"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     UNARY("_sleep", "seconds", "0"),
+    UNARY("LayerNorm"),
+    {"InstanceNorm", {NULL}, 1, {"data"}, {SHAPE(0, 3, 2)}},
+    {"GroupNorm", {"num_groups", "2"}, 1, {"data"}, {SHAPE(0, 4, 2)}},
+    {"LRN", {"nsize", "3"}, 1, {"data"}, {SHAPE(0, 4, 2, 2)}},
+    UNARY("SoftmaxActivation"),
+    UNARY("L2Normalization"),
+    {"L2Normalization", {"mode", "spatial"}, 1, {"data"}, {SHAPE(0, 3, 2)}},
+    {"UpSampling",
+     {"scale", "2", "sample_type", "nearest", "num_args", "2"},
+     2,
+     {"arg0", "arg1"},
+     {SHAPE(0, 2, 2, 2), SHAPE(0, 1, 1, 1)}},
+    {"UpSampling",
+     {"scale", "2", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"},
+     1,
+     {"data"},
+     {SHAPE(0, 2, 3, 3)}},
+    {"Pad", {"pad_width", "(0, 0, 0, 0, 1, 1, 2, 0)"}, 1, {"data"}, {SHAPE(0, 2, 3, 3)}},
+    {"Pad",
+     {"mode", "edge", "pad_width", "(0, 0, 0, 0, 1, 1, 2, 0, 1, 1)"},
+     1,
+     {"data"},
+     {SHAPE(0, 1, 2, 3, 3)}},
+    {"SoftmaxActivation", {"mode", "channel"}, 1, {"data"}, {SHAPE(0, 3, 2)}},
 };
 
 /* Which arguments want a gradient: all, the first only, all but the first (as data in

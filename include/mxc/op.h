@@ -35,7 +35,8 @@ typedef struct mxc_op_info {
     const char *const *inputs;  /**< NULL-terminated; NULL for variadic operators */
     int num_outputs;            /**< all outputs, -1 when they depend on the parameters
                                     (SliceChannel); num_visible_outputs are returned to users */
-    int num_visible_outputs;    /**< -1 with num_outputs */
+    int num_visible_outputs;    /**< -1 with num_outputs, or when the parameters decide
+                                    (LayerNorm's output_mean_var) */
     const char *const *outputs; /**< NULL-terminated; NULL for variadic outputs */
     int num_aux;                /**< auxiliary states (BatchNorm's moving statistics) */
     const char *const *aux;

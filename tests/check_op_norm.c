@@ -1,0 +1,475 @@
+/*
+ * tests/check_op_norm.c — the normalisation and layer operators model-zoo networks need:
+ * LayerNorm, InstanceNorm, GroupNorm, L2Normalization (operator/layer_norm.c), LRN (lrn.c),
+ * SoftmaxActivation (softmax.c), Pad (pad.c) and UpSampling (upsampling.c).
+ * Visible outputs (their shapes are the shape-inference reference) and input gradients
+ * against MXNet 1.9.1 references (tests/data/ops/norm, made by scripts/gen_op_refs_norm.py);
+ * finite-difference gradient checks with write and add-to requests, and the in-place runs
+ * the harness adds to both; parameter defaults; bad parameters and shapes as error codes
+ * with messages; one run through mxc_imperative_invoke and the engine.
+ */
+#include "mxc/ndarray.h"
+#include "mxc/op.h"
+#include "operator/op.h"
+#include "tests/util/op_check.h"
+#include "tests/util/test_util.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_IO 4
+
+/* ---- Reference cases (parameters as in scripts/gen_op_refs_norm.py) ------------------ */
+
+struct ref_case {
+    const char *file; /* tests/data/ops/norm/<file>.params */
+    const char *op;
+    int num_in, num_out; /* inputs, visible outputs */
+    const char *kv[10];
+};
+
+static const struct ref_case ref_cases[] = {
+    {"layer_norm_last", "LayerNorm", 3, 1, {NULL}},
+    {"layer_norm_axis1",
+     "LayerNorm",
+     3,
+     3,
+     {"axis", "1", "eps", "1e-3", "output_mean_var", "True"}},
+    {"layer_norm_axis0", "LayerNorm", 3, 1, {"axis", "0"}},
+    {"instance_norm", "InstanceNorm", 3, 1, {NULL}},
+    {"instance_norm_3d", "InstanceNorm", 3, 1, {"eps", "1e-5"}},
+    {"group_norm", "GroupNorm", 3, 3, {"num_groups", "2", "output_mean_var", "True"}},
+    {"group_norm_one", "GroupNorm", 3, 1, {"eps", "1e-3"}},
+    {"lrn_3", "LRN", 1, 1, {"nsize", "3"}},
+    {"lrn_5", "LRN", 1, 1, {"nsize", "5", "alpha", "0.5", "beta", "0.5", "knorm", "1.5"}},
+    {"l2_instance", "L2Normalization", 1, 1, {NULL}},
+    {"l2_channel", "L2Normalization", 1, 1, {"mode", "channel"}},
+    {"l2_spatial", "L2Normalization", 1, 1, {"mode", "spatial", "eps", "1e-3"}},
+    {"softmax_act_instance", "SoftmaxActivation", 1, 1, {NULL}},
+    {"softmax_act_channel", "SoftmaxActivation", 1, 1, {"mode", "channel"}},
+    {"pad_constant",
+     "Pad",
+     1,
+     1,
+     {"mode", "constant", "pad_width", "(0, 0, 0, 0, 1, 2, 2, 1)", "constant_value", "0.5"}},
+    {"pad_edge", "Pad", 1, 1, {"mode", "edge", "pad_width", "(0, 0, 0, 0, 2, 1, 1, 3)"}},
+    {"pad_reflect", "Pad", 1, 1, {"mode", "reflect", "pad_width", "(0, 0, 0, 0, 2, 1, 1, 3)"}},
+    {"pad_constant_5d",
+     "Pad",
+     1,
+     1,
+     {"mode", "constant", "pad_width", "(0, 0, 0, 0, 1, 0, 0, 1, 2, 1)"}},
+    {"pad_edge_5d", "Pad", 1, 1, {"mode", "edge", "pad_width", "(0, 0, 0, 0, 1, 2, 2, 0, 1, 1)"}},
+    {"pad_reflect_5d",
+     "Pad",
+     1,
+     1,
+     {"mode", "reflect", "pad_width", "(0, 0, 0, 0, 1, 1, 2, 0, 1, 2)"}},
+    {"upsampling_2", "UpSampling", 1, 1, {"scale", "2", "sample_type", "nearest", "num_args", "1"}},
+    {"upsampling_concat",
+     "UpSampling",
+     2,
+     1,
+     {"scale", "2", "sample_type", "nearest", "num_args", "2"}},
+    {"upsampling_sum",
+     "UpSampling",
+     2,
+     1,
+     {"scale", "3", "sample_type", "nearest", "num_args", "2", "multi_input_mode", "sum"}},
+    {"upsampling_bilinear_2",
+     "UpSampling",
+     2,
+     1,
+     {"scale", "2", "sample_type", "bilinear", "num_filter", "3", "num_args", "1"}},
+    {"upsampling_bilinear_3",
+     "UpSampling",
+     2,
+     1,
+     {"scale", "3", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"}},
+};
+
+static struct mxct_params split(const char *const *kv, const char **keys, const char **vals) {
+    int n = 0;
+    for (; kv[2 * n]; n++) {
+        keys[n] = kv[2 * n];
+        vals[n] = kv[2 * n + 1];
+    }
+    return (struct mxct_params){n, keys, vals};
+}
+
+/* Loads the arrays `prefix`0 .. `prefix`{n-1} of the case's file. */
+static void load_all(const struct ref_case *c, const char *prefix, int n, struct mxct_tensor *t) {
+    char file[256], name[16];
+    snprintf(file, sizeof file, "ops/norm/%s.params", c->file);
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "%s%d", prefix, i);
+        t[i] = mxct_ref_load(file, name);
+    }
+}
+
+static void expect_shape(const mxc_shape *got, const mxc_shape *want, const char *what) {
+    char a[128], b[128];
+    bool same = got->ndim == want->ndim;
+    for (int i = 0; same && i < want->ndim; i++)
+        same = got->dims[i] == want->dims[i];
+    ck_assert_msg(same, "%s: got %s, expected %s", what, mxc__shape_str(got, a, sizeof a),
+                  mxc__shape_str(want, b, sizeof b));
+}
+
+/* Visible outputs: shapes and values. */
+START_TEST(test_forward_reference) {
+    const struct ref_case *c = &ref_cases[_i];
+    const char *keys[5], *vals[5];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_tensor in[MAX_IO], out[MAX_IO], want[MAX_IO];
+    char what[128];
+    load_all(c, "in", c->num_in, in);
+    load_all(c, "out", c->num_out, want);
+    int rc = mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    mxc_op_info info;
+    ck_assert_int_eq(mxc_op_get_info(c->op, &info), MXC_OK);
+    for (int k = 0; k < c->num_out; k++) {
+        snprintf(what, sizeof what, "%s output %d shape vs MXNet", c->file, k);
+        expect_shape(&out[k].shape, &want[k].shape, what);
+        snprintf(what, sizeof what, "%s output %d vs MXNet", c->file, k);
+        mxct_expect_close(&out[k], want[k].data, 1e-5, 2e-5, what);
+    }
+    mxct_tensors_free(out, info.num_outputs);
+    mxct_tensors_free(want, c->num_out);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* Input gradients for MXNet's head gradients (og0 ..., one per visible output). */
+START_TEST(test_backward_reference) {
+    const struct ref_case *c = &ref_cases[_i];
+    const char *keys[5], *vals[5];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_tensor in[MAX_IO], og[MAX_IO], grads[MAX_IO], want[MAX_IO];
+    char what[128];
+    load_all(c, "in", c->num_in, in);
+    load_all(c, "og", c->num_out, og);
+    load_all(c, "grad", c->num_in, want);
+    int rc = mxct_op_backward(c->op, kv, true, in, c->num_in, NULL, og, grads);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    for (int i = 0; i < c->num_in; i++) {
+        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
+        mxct_expect_close(&grads[i], want[i].data, 1e-4, 1e-5, what);
+    }
+    mxct_tensors_free(grads, c->num_in);
+    mxct_tensors_free(want, c->num_in);
+    mxct_tensors_free(og, c->num_out);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* ---- Finite differences ------------------------------------------------------------- */
+
+struct grad_case {
+    const char *op;
+    int num_in;
+    mxc_shape shapes[3];
+    const char *kv[10];
+};
+
+static const struct grad_case grad_cases[] = {
+    {"LayerNorm", 3, {SHAPE(3, 5), SHAPE(5), SHAPE(5)}, {NULL}},
+    {"LayerNorm", 3, {SHAPE(2, 3, 4), SHAPE(3), SHAPE(3)}, {"axis", "-2", "eps", "1e-2"}},
+    {"InstanceNorm", 3, {SHAPE(2, 3, 2, 3), SHAPE(3), SHAPE(3)}, {NULL}},
+    {"GroupNorm", 3, {SHAPE(2, 6, 3), SHAPE(3), SHAPE(3)}, {"num_groups", "3"}},
+    {"LRN", 1, {SHAPE(2, 5, 2, 3)}, {"nsize", "3", "alpha", "0.5"}},
+    {"LRN", 1, {SHAPE(1, 3, 2, 2)}, {"nsize", "5", "alpha", "1", "beta", "0.5", "knorm", "1"}},
+    {"L2Normalization", 1, {SHAPE(2, 3, 2)}, {NULL}},
+    {"L2Normalization", 1, {SHAPE(2, 3, 2, 2)}, {"mode", "channel"}},
+    {"L2Normalization", 1, {SHAPE(2, 3, 4)}, {"mode", "spatial"}},
+    {"SoftmaxActivation", 1, {SHAPE(2, 3, 2)}, {NULL}},
+    {"SoftmaxActivation", 1, {SHAPE(2, 3, 2, 2)}, {"mode", "channel"}},
+    {"Pad", 1, {SHAPE(1, 2, 3, 3)}, {"mode", "edge", "pad_width", "(0, 0, 0, 0, 3, 1, 0, 2)"}},
+    {"Pad",
+     1,
+     {SHAPE(1, 1, 3, 2, 3)},
+     {"mode", "reflect", "pad_width", "(0, 0, 0, 0, 2, 1, 1, 1, 2, 2)"}},
+    {"Pad",
+     1,
+     {SHAPE(2, 1, 2, 3)},
+     {"pad_width", "(0, 0, 0, 0, 1, 1, 1, 1)", "constant_value", "2"}},
+    {"UpSampling",
+     1,
+     {SHAPE(1, 2, 2, 3)},
+     {"scale", "2", "sample_type", "nearest", "num_args", "1"}},
+    {"UpSampling",
+     2,
+     {SHAPE(1, 2, 2, 2), SHAPE(1, 1, 1, 1)},
+     {"scale", "3", "sample_type", "nearest", "num_args", "2"}},
+    {"UpSampling",
+     2,
+     {SHAPE(2, 2, 1, 2), SHAPE(2, 2, 2, 4)},
+     {"scale", "2", "sample_type", "nearest", "num_args", "2", "multi_input_mode", "sum"}},
+    {"UpSampling",
+     2,
+     {SHAPE(1, 2, 2, 3), SHAPE(2, 1, 4, 4)},
+     {"scale", "2", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"}},
+};
+
+START_TEST(test_gradients) {
+    const struct grad_case *c = &grad_cases[_i];
+    const char *keys[4], *vals[4];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_tensor in[3];
+    for (int i = 0; i < c->num_in; i++)
+        in[i] = mxct_tensor_random(c->shapes[i], -1, 1, 30u + (unsigned)i);
+    mxct_op_gradcheck(c->op, kv, true, in, c->num_in, NULL, 0, 1e-2, 5e-2, 5e-3);
+    mxct_tensors_free(in, c->num_in);
+}
+END_TEST
+
+/* ---- Parameters and shapes ------------------------------------------------------------ */
+
+static void expect_error(int rc, int code, const char *const *needles) {
+    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
+                  mxc_last_error());
+    for (int i = 0; needles[i]; i++)
+        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
+                      mxc_last_error(), needles[i]);
+}
+
+#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+/* The default of parameter `key` of `op`, as MXNet spells it. */
+static void expect_default(const char *op, const char *key, const char *want) {
+    mxc_op_info info;
+    ck_assert_int_eq(mxc_op_get_info(op, &info), MXC_OK);
+    for (int i = 0; i < info.num_params; i++)
+        if (strcmp(info.params[i].name, key) == 0) {
+            ck_assert_msg(info.params[i].default_value != NULL, "%s.%s is required", op, key);
+            ck_assert_str_eq(info.params[i].default_value, want);
+            return;
+        }
+    ck_abort_msg("%s has no parameter %s", op, key);
+}
+
+START_TEST(test_params) {
+    expect_default("LayerNorm", "axis", "-1");
+    expect_default("LayerNorm", "eps", "1e-05");
+    expect_default("LayerNorm", "output_mean_var", "False");
+    expect_default("InstanceNorm", "eps", "0.001");
+    expect_default("GroupNorm", "num_groups", "1");
+    expect_default("GroupNorm", "eps", "1e-05");
+    expect_default("GroupNorm", "output_mean_var", "False");
+    expect_default("LRN", "alpha", "0.0001");
+    expect_default("LRN", "beta", "0.75");
+    expect_default("LRN", "knorm", "2");
+    expect_default("SoftmaxActivation", "mode", "instance");
+    expect_default("L2Normalization", "eps", "1e-10");
+    expect_default("L2Normalization", "mode", "instance");
+    expect_default("Pad", "mode", "constant");
+    expect_default("Pad", "constant_value", "0");
+    expect_default("UpSampling", "num_filter", "0");
+    expect_default("UpSampling", "multi_input_mode", "concat");
+    expect_default("UpSampling", "workspace", "512");
+    mxc_op_info info;
+    ck_assert_int_eq(mxc_op_get_info("LayerNorm", &info), MXC_OK);
+    ck_assert_int_eq(info.num_outputs, 3);
+    ck_assert_int_eq(info.num_visible_outputs, -1); /* output_mean_var decides */
+    ck_assert_int_eq(mxc_op_get_info("InstanceNorm", &info), MXC_OK);
+    ck_assert_int_eq(info.num_visible_outputs, 1);
+
+    /* a 5-D pad_width (10 values, more than a shape holds) parses and prints back whole */
+    const struct mxc__op_def *pad = mxc__op_find("Pad");
+    _Alignas(16) unsigned char params[1024];
+    const char *const keys[] = {"pad_width"}, *const vals[] = {"(0,0,0,0,1,0,0,1,2,1)"};
+    ck_assert_int_eq(mxc__op_parse_params(pad, 1, keys, vals, params), MXC_OK);
+    char buf[128];
+    for (int i = 0; i < pad->num_params; i++)
+        if (strcmp(pad->params[i].name, "pad_width") == 0)
+            mxc__op_format_param(&pad->params[i], params, buf, sizeof buf);
+    ck_assert_str_eq(buf, "(0, 0, 0, 0, 1, 0, 0, 1, 2, 1)");
+    const char *const long_vals[] = {"(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)"};
+    expect_error(mxc__op_parse_params(pad, 1, keys, long_vals, params), MXC_EINVAL,
+                 NEEDLES("Pad", "pad_width", "tuple"));
+}
+END_TEST
+
+/* Runs `op` forward on inputs of the given shapes and expects an error. */
+static void expect_forward_error(const char *op, struct mxct_params kv, int num_in,
+                                 const mxc_shape *shapes, int code, const char *const *needles) {
+    struct mxct_tensor in[MAX_IO], out[MAX_IO];
+    for (int i = 0; i < num_in; i++)
+        in[i] = mxct_tensor_random(shapes[i], -1, 1, 5u + (unsigned)i);
+    expect_error(mxct_op_forward(op, kv, true, in, num_in, NULL, out), code, needles);
+    mxct_tensors_free(in, num_in);
+}
+
+START_TEST(test_bad_params) {
+    const mxc_shape ln[3] = {SHAPE(2, 3), SHAPE(3), SHAPE(3)};
+    const mxc_shape gn[3] = {SHAPE(2, 6, 2), SHAPE(4), SHAPE(4)};
+    expect_forward_error("LayerNorm", MXCT_KV("axis", "2"), 3, ln, MXC_EINVAL,
+                         NEEDLES("LayerNorm", "axis 2", "(2, 3)"));
+    expect_forward_error("LayerNorm", MXCT_KV("axis", "-3"), 3, ln, MXC_EINVAL,
+                         NEEDLES("LayerNorm", "axis -3"));
+    expect_forward_error("LayerNorm", MXCT_KV("axes", "1"), 3, ln, MXC_EINVAL,
+                         NEEDLES("axes", "axis"));
+    expect_forward_error("LayerNorm", MXCT_KV("output_mean_var", "maybe"), 3, ln, MXC_EINVAL,
+                         NEEDLES("output_mean_var"));
+    const mxc_shape ln_gamma[3] = {SHAPE(2, 3), SHAPE(2), SHAPE(3)};
+    expect_forward_error("LayerNorm", MXCT_NO_PARAMS, 3, ln_gamma, MXC_ESHAPE,
+                         NEEDLES("LayerNorm", "gamma", "(2)", "(3)"));
+    expect_forward_error("GroupNorm", MXCT_KV("num_groups", "4"), 3, gn, MXC_EINVAL,
+                         NEEDLES("GroupNorm", "6 channels", "num_groups 4"));
+    expect_forward_error("GroupNorm", MXCT_KV("num_groups", "0"), 3, gn, MXC_EINVAL,
+                         NEEDLES("GroupNorm", "num_groups"));
+    const mxc_shape gn2[3] = {SHAPE(2, 4), SHAPE(1), SHAPE(1)};
+    expect_forward_error("GroupNorm", MXCT_NO_PARAMS, 3, gn2, MXC_EINVAL,
+                         NEEDLES("GroupNorm", "at least 3 dimensions", "(2, 4)"));
+    const mxc_shape in1[3] = {SHAPE(5), SHAPE(5), SHAPE(5)};
+    expect_forward_error("InstanceNorm", MXCT_NO_PARAMS, 3, in1, MXC_EINVAL,
+                         NEEDLES("InstanceNorm", "at least 2 dimensions"));
+    const mxc_shape x4[1] = {SHAPE(1, 3, 2, 2)}, x3[1] = {SHAPE(3, 2, 2)};
+    expect_forward_error("LRN", MXCT_NO_PARAMS, 1, x4, MXC_EINVAL, NEEDLES("LRN", "nsize"));
+    expect_forward_error("LRN", MXCT_KV("nsize", "4"), 1, x4, MXC_EINVAL,
+                         NEEDLES("LRN", "nsize must be odd", "4"));
+    expect_forward_error("LRN", MXCT_KV("nsize", "0"), 1, x4, MXC_EINVAL, NEEDLES("nsize"));
+    expect_forward_error("LRN", MXCT_KV("nsize", "3"), 1, x3, MXC_EINVAL,
+                         NEEDLES("LRN", "4-D", "(3, 2, 2)"));
+    const mxc_shape x2[1] = {SHAPE(3, 4)};
+    expect_forward_error("SoftmaxActivation", MXCT_KV("mode", "channel"), 1, x2, MXC_EINVAL,
+                         NEEDLES("SoftmaxActivation", "at least 3 dimensions", "(3, 4)"));
+    expect_forward_error("SoftmaxActivation", MXCT_KV("mode", "spatial"), 1, x2, MXC_EINVAL,
+                         NEEDLES("mode", "instance", "channel"));
+    expect_forward_error("L2Normalization", MXCT_KV("mode", "spatial"), 1, x2, MXC_EINVAL,
+                         NEEDLES("L2Normalization", "spatial", "at least 3", "(3, 4)"));
+    expect_forward_error("L2Normalization", MXCT_KV("mode", "pixel"), 1, x2, MXC_EINVAL,
+                         NEEDLES("mode", "instance", "channel", "spatial"));
+    const mxc_shape p4[1] = {SHAPE(1, 2, 3, 3)};
+    expect_forward_error("Pad", MXCT_NO_PARAMS, 1, p4, MXC_EINVAL, NEEDLES("Pad", "pad_width"));
+    expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 1, 1)"), 1, p4, MXC_EINVAL,
+                         NEEDLES("Pad", "6 values", "needs 8"));
+    expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 1, 0, 1, 1, 1, 1)"), 1, p4, MXC_EINVAL,
+                         NEEDLES("Pad", "axis 1", "cannot be padded"));
+    expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, -1, 1, 1, 1)"), 1, p4,
+                         MXC_EINVAL, NEEDLES("Pad", "negative"));
+    expect_forward_error("Pad", MXCT_KV("mode", "reflect", "pad_width", "(0, 0, 0, 0, 3, 0, 0, 0)"),
+                         1, p4, MXC_EINVAL, NEEDLES("Pad", "reflect", "size 3"));
+    expect_forward_error("Pad", MXCT_KV("mode", "wrap", "pad_width", "(0, 0, 0, 0, 1, 0, 0, 0)"), 1,
+                         p4, MXC_EINVAL, NEEDLES("mode", "reflect"));
+    expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 1, 1)"), 1, x2, MXC_EINVAL,
+                         NEEDLES("Pad", "4-D or 5-D", "(3, 4)"));
+    expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 0, 0, 0, 9223372036854775807)"),
+                         1, p4, MXC_EINVAL, NEEDLES("Pad", "overflows"));
+    const mxc_shape u2[2] = {SHAPE(1, 2, 4, 4), SHAPE(1, 3, 3, 2)};
+    expect_forward_error("UpSampling",
+                         MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "2"), 2, u2,
+                         MXC_ESHAPE, NEEDLES("UpSampling", "input 1", "(1, 3, 3, 2)", "8 x 8"));
+    const mxc_shape u3[2] = {SHAPE(1, 2, 4, 4), SHAPE(1, 3, 2, 2)};
+    expect_forward_error(
+        "UpSampling",
+        MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "2", "multi_input_mode", "sum"),
+        2, u3, MXC_ESHAPE, NEEDLES("UpSampling", "equal channels", "3", "2"));
+    const mxc_shape b2[2] = {SHAPE(1, 2, 3, 3), SHAPE(2, 1, 4, 4)};
+    expect_forward_error("UpSampling",
+                         MXCT_KV("scale", "2", "sample_type", "bilinear", "num_args", "1"), 2, b2,
+                         MXC_EINVAL, NEEDLES("UpSampling", "bilinear", "num_filter"));
+    expect_forward_error(
+        "UpSampling",
+        MXCT_KV("scale", "2", "sample_type", "bilinear", "num_filter", "3", "num_args", "1"), 2, b2,
+        MXC_EINVAL, NEEDLES("UpSampling", "num_filter = 3", "(1, 2, 3, 3)"));
+    const mxc_shape b3[2] = {SHAPE(1, 2, 3, 3), SHAPE(2, 1, 3, 3)};
+    expect_forward_error(
+        "UpSampling",
+        MXCT_KV("scale", "2", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"), 2, b3,
+        MXC_ESHAPE, NEEDLES("weight", "(2, 1, 3, 3)", "(2, 1, 4, 4)"));
+    expect_forward_error("UpSampling", MXCT_KV("sample_type", "nearest", "num_args", "1"), 1, p4,
+                         MXC_EINVAL, NEEDLES("UpSampling", "scale"));
+    expect_forward_error("UpSampling",
+                         MXCT_KV("scale", "0", "sample_type", "nearest", "num_args", "1"), 1, p4,
+                         MXC_EINVAL, NEEDLES("UpSampling", "scale"));
+    expect_forward_error("UpSampling",
+                         MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "1"), 1, x3,
+                         MXC_EINVAL, NEEDLES("UpSampling", "4-D", "(3, 2, 2)"));
+}
+END_TEST
+
+/* Shape inference alone (no arrays): outputs whose element count overflows are errors. */
+static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out) {
+    const struct mxc__op_def *d = mxc__op_find(op);
+    _Alignas(16) unsigned char params[1024];
+    int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
+    return rc != MXC_OK ? rc : d->infer_shape(params, in, num_in, out, 1, NULL, 0);
+}
+
+START_TEST(test_huge_outputs) {
+    const int64_t g = (int64_t)1 << 31;
+    mxc_shape in[2] = {SHAPE(1, 1, g, g)}, out = {0};
+    expect_error(infer("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 2147483648, 2147483648, 0, 0)"),
+                       in, 1, &out),
+                 MXC_EINVAL, NEEDLES("Pad", "too many elements"));
+    out = (mxc_shape){0};
+    expect_error(infer("UpSampling",
+                       MXCT_KV("scale", "4", "sample_type", "nearest", "num_args", "1"), in, 1,
+                       &out),
+                 MXC_EINVAL, NEEDLES("UpSampling", "too many elements"));
+}
+END_TEST
+
+/* ---- Through the engine ---------------------------------------------------------------- */
+
+static struct mxct_tensor tensor_of(mxc_ndarray *a) {
+    mxc_shape s;
+    ck_assert_int_eq(mxc_nd_get_shape(a, &s), MXC_OK);
+    struct mxct_tensor t = mxct_tensor_from(s, NULL);
+    ck_assert_int_eq(mxc_nd_sync_copy_to_cpu(a, t.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
+                     MXC_OK);
+    return t;
+}
+
+/* LayerNorm with output_mean_var through mxc_imperative_invoke: three arrays come back. */
+START_TEST(test_invoke) {
+    const struct ref_case *c = &ref_cases[1];
+    const char *keys[5], *vals[5];
+    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_tensor in[3], want[3];
+    load_all(c, "in", 3, in);
+    load_all(c, "out", 3, want);
+    mxc_ndarray *arrays[3], *out[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 3; i++)
+        arrays[i] = mxct_array_of(&in[i]);
+    int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, 3, arrays, 3, out, 1);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
+    for (int k = 0; k < 3; k++) {
+        struct mxct_tensor got = tensor_of(out[k]);
+        expect_shape(&got.shape, &want[k].shape, "through mxc_imperative_invoke");
+        mxct_expect_close(&got, want[k].data, 1e-5, 2e-5, "through mxc_imperative_invoke");
+        mxct_tensors_free(&got, 1);
+        mxc_nd_free(out[k]);
+    }
+    for (int i = 0; i < 3; i++)
+        mxc_nd_free(arrays[i]);
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+    mxct_tensors_free(in, 3);
+    mxct_tensors_free(want, 3);
+}
+END_TEST
+
+static Suite *suite(void) {
+    Suite *s = suite_create("op_norm");
+    TCase *tc = tcase_create("reference");
+    tcase_set_timeout(tc, mxct_timeout(20));
+    tcase_add_loop_test(tc, test_forward_reference, 0, (int)MXC_ARRAY_SIZE(ref_cases));
+    tcase_add_loop_test(tc, test_backward_reference, 0, (int)MXC_ARRAY_SIZE(ref_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gradients");
+    tcase_set_timeout(tc, mxct_timeout(30));
+    tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("params");
+    tcase_add_test(tc, test_params);
+    tcase_add_test(tc, test_bad_params);
+    tcase_add_test(tc, test_huge_outputs);
+    tcase_add_test(tc, test_invoke);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return mxct_run_suite(suite()); }
