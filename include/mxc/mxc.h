@@ -16,5 +16,6 @@
 #include "mxc/networks.h"
 #include "mxc/model.h"
 #include "mxc/io.h"
+#include "mxc/recordio.h"
 
 #endif /* MXC_MXC_H */
