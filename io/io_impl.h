@@ -44,4 +44,24 @@ int mxc__io_table_source(const char *name, float *data, float *label, int64_t nu
                          const mxc_shape *data_shape, const mxc_shape *label_shape,
                          struct mxc__io_source *out);
 
+/* ---- Images (image.c) -------------------------------------------------------------- */
+
+/* A decoded image: height x width pixels of 3 bytes (R, G, B), rows top to bottom. The
+ * buffer is reused by the next decode into the same struct; zero-initialise the struct
+ * and free it with mxc__image_free. */
+struct mxc__image {
+    uint8_t *data;
+    size_t cap;
+    int height, width;
+};
+
+/* Decodes a JPEG (grayscale, RGB, CMYK, YCCK; baseline or progressive) or a PNG (any
+ * color type and depth), told apart by their signatures, into `img` as MXNet's OpenCV
+ * imdecode gives it in RGB. `what` names the image in messages ("record 7 of 'a.rec'").
+ * Returns MXC_OK, MXC_EFORMAT (not JPEG or PNG, corrupt or truncated data, an empty or
+ * huge image: the message names `what` and the library's reason), MXC_ENOMEM. */
+int mxc__image_decode(const char *what, const void *bytes, size_t size, struct mxc__image *img);
+
+void mxc__image_free(struct mxc__image *img);
+
 #endif /* MXC_IO_IMPL_H */
