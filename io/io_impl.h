@@ -10,6 +10,7 @@
 #define MXC_IO_IMPL_H
 
 #include "mxc/io.h"
+#include "mxc/recordio.h"
 
 #include <stdint.h>
 
@@ -26,6 +27,15 @@ struct mxc__io_source {
      * error set. */
     int (*read)(void *impl, int64_t index, float *data, float *label);
     void (*free)(void *impl); /* frees impl; may be NULL */
+    /* Optional, used instead of `read` when set: writes the `n` samples `index[0..n)` of a
+     * batch to consecutive rows of `data` and `label` (NULL without labels). Sample i sits
+     * at position `first + i` of epoch `epoch`'s order (positions past the part's end are
+     * padding), so a source can draw random numbers from where the sample is rather than
+     * from timing. Runs on the prefetch thread, never concurrently with itself. */
+    int (*read_batch)(void *impl, int64_t epoch, int64_t first, const int64_t *index, int64_t n,
+                      float *data, float *label);
+    /* Optional: samples skipped so far (mxc_data_iter_num_skipped); any thread. */
+    int64_t (*skipped)(void *impl);
 };
 
 /* Makes an iterator that takes over `src` (freed on failure too) and starts its
@@ -43,6 +53,18 @@ int mxc__data_iter_check(const mxc_data_iter *it, const char *fn, const char *wh
 int mxc__io_table_source(const char *name, float *data, float *label, int64_t num_samples,
                          const mxc_shape *data_shape, const mxc_shape *label_shape,
                          struct mxc__io_source *out);
+
+/* The iterators' random numbers (iter.c): the next splitmix64 value of `state`, and a
+ * value uniform in [0, n), n > 0, without modulo bias. */
+uint64_t mxc__io_splitmix64(uint64_t *state);
+uint64_t mxc__io_below(uint64_t *state, uint64_t n);
+
+/* ---- RecordIO (recordio.c) ------------------------------------------------------------ */
+
+/* Steps a reader over its next record, checking the part headers but reading no payload:
+ * *offset receives where the record starts. Returns 1, 0 at the end, or the errors of
+ * mxc_recordio_read. */
+int mxc__recordio_skip(mxc_recordio *r, uint64_t *offset);
 
 /* ---- Images (image.c) -------------------------------------------------------------- */
 

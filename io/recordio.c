@@ -257,8 +257,9 @@ static int reserve(mxc_recordio *r, size_t need) {
     return MXC_OK;
 }
 
-/* Reads the record at r->pos into r->buf; 1, 0 at the end, or an error. */
-static int read_record(mxc_recordio *r, size_t *size) {
+/* Reads the record at r->pos into r->buf (`keep`) or only checks its part headers and
+ * steps over it; 1, 0 at the end, or an error. */
+static int next_record(mxc_recordio *r, bool keep, size_t *size) {
     int rc = MXC_OK;
     uint64_t pos = r->pos, start = r->pos;
     size_t have = 0;
@@ -291,21 +292,29 @@ static int read_record(mxc_recordio *r, size_t *size) {
         MXC_CHECK(have + len + (more ? 4 : 0) <= MXC_RECORDIO_MAX_RECORD, MXC_EFORMAT,
                   "RecordIO: '%s': the record at byte %" PRIu64 " exceeds %zu bytes", r->path,
                   start, MXC_RECORDIO_MAX_RECORD);
-        MXC_TRY(reserve(r, have + (size_t)padded + 4));
-        if (padded)
-            MXC_TRY(read_at(r, pos + 8, r->buf + have, (size_t)padded));
-        have += len;
+        if (keep) {
+            MXC_TRY(reserve(r, have + (size_t)padded + 4));
+            if (padded)
+                MXC_TRY(read_at(r, pos + 8, r->buf + have, (size_t)padded));
+            if (more) /* the writer cut the record at a magic word */
+                put_le32(r->buf + have + len, RECORDIO_MAGIC);
+        }
+        have += len + (more ? 4 : 0);
         pos += 8 + padded;
         if (!more)
             break;
-        put_le32(r->buf + have, RECORDIO_MAGIC); /* the writer cut the record at a magic word */
-        have += 4;
     }
     r->pos = pos;
     *size = have;
     return 1;
 fail:
     return rc;
+}
+
+int mxc__recordio_skip(mxc_recordio *r, uint64_t *offset) {
+    size_t size;
+    *offset = r->pos;
+    return next_record(r, false, &size);
 }
 
 int mxc_recordio_read(mxc_recordio *r, const void **data, size_t *size) {
@@ -316,7 +325,7 @@ int mxc_recordio_read(mxc_recordio *r, const void **data, size_t *size) {
         *size = 0;
     MXC_TRY(check_handle(r, __func__, 0));
     MXC_CHECK(data && size, MXC_EINVAL, "%s: %s is NULL", __func__, data ? "size" : "data");
-    rc = read_record(r, size);
+    rc = next_record(r, true, size);
     if (rc == 1)
         *data = r->buf ? r->buf : (const unsigned char *)"";
 fail:

@@ -96,6 +96,7 @@ CASES = [
                             mean_b=103.53, std_r=58.395, std_g=57.12, std_b=57.375,
                             scale=0.5)),
     ("resize", "images", dict(data_shape=(3, 12, 14), batch_size=4, resize=16)),
+    ("upscale", "images", dict(data_shape=(3, 10, 12), batch_size=3, resize=25)),
     ("vector", "vector", dict(data_shape=(3, 20, 24), batch_size=3, label_width=3)),
 ]
 

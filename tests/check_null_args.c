@@ -377,6 +377,18 @@ CALL(mxc_data_iter_create_array) {
     mxc_data_iter_free(it);
     return rc;
 }
+TAKES_NULL(mxc_image_record_params_init)
+CALL(mxc_data_iter_create_image_record) {
+    mxc_image_record_params ip;
+    mxc_image_record_params_init(&ip);
+    ip.path_imgrec = "tests/data/io/rec/images.rec";
+    ip.data_shape[0] = 3;
+    ip.data_shape[1] = ip.data_shape[2] = 16;
+    mxc_data_iter *it = NULL;
+    int rc = mxc_data_iter_create_image_record(P(0, &ip), P(1, iter_params()), P(2, &it));
+    mxc_data_iter_free(it);
+    return rc;
+}
 CALL(mxc_data_iter_next) { return mxc_data_iter_next(NULL); }
 CALL(mxc_data_iter_reset) { return mxc_data_iter_reset(NULL); }
 CALL(mxc_data_iter_data) { return AS(mxc_data_iter_data(NULL) == NULL); }
@@ -392,6 +404,7 @@ CALL(mxc_data_iter_provide_label) {
 }
 CALL(mxc_data_iter_num_samples) { return AS(mxc_data_iter_num_samples(NULL) == -1); }
 CALL(mxc_data_iter_num_batches) { return AS(mxc_data_iter_num_batches(NULL) == -1); }
+CALL(mxc_data_iter_num_skipped) { return AS(mxc_data_iter_num_skipped(NULL) == -1); }
 TAKES_NULL(mxc_data_iter_free)
 
 /* model.h */
@@ -941,6 +954,8 @@ static const struct row rows[] = {
     ROW(mxc_data_iter_create_fashion_mnist, MXC_EIO, INV, INV),
     ROW(mxc_data_iter_create_csv, INV, INV, OK, OK, INV, INV),
     ROW(mxc_data_iter_create_array, INV, OK, INV, INV),
+    ROW(mxc_image_record_params_init, OK),
+    ROW(mxc_data_iter_create_image_record, INV, INV, INV),
     ROW(mxc_data_iter_next, MIS),
     ROW(mxc_data_iter_reset, MIS),
     ROW(mxc_data_iter_data, OK),
@@ -950,6 +965,7 @@ static const struct row rows[] = {
     ROW(mxc_data_iter_provide_label, MIS, INV),
     ROW(mxc_data_iter_num_samples, OK),
     ROW(mxc_data_iter_num_batches, OK),
+    ROW(mxc_data_iter_num_skipped, OK),
     ROW(mxc_data_iter_free, OK),
     /* model.h: fit without an eval iterator or a result, progress without a user; a NULL
      * iterator given to fit, score or predict is MXC_EINVAL, a NULL metric "acc" */

@@ -5,7 +5,7 @@
  * for the same records; image record headers with scalar and vector labels unpacked and
  * packed again byte for byte; a file truncated at every length and corrupted at every
  * byte never crashes (run under AddressSanitizer too) and fails with MXC_EFORMAT naming
- * the offset; malformed indexes; misuse.
+ * the offset; malformed indexes; misuse; every allocation failing in turn.
  *
  * Run from the repository root, or point MXC_TEST_DATA at tests/data.
  */
@@ -14,6 +14,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,6 +496,49 @@ START_TEST(misuse) {
 }
 END_TEST
 
+/* Every allocation of open (with an index), reading and writing failing in turn: a clean
+ * MXC_ENOMEM and nothing leaked. */
+START_TEST(alloc_failure_sweep) {
+    const char *fork = getenv("CK_FORK");
+    if (fork && strcmp(fork, "no") == 0) {
+        printf("check_recordio: skipping alloc_failure_sweep: needs Check's fork mode\n");
+        return;
+    }
+    static struct mxct_alloc_counts counts;
+    mxct_alloc_install(&counts); /* the first mxc call of this process */
+    char *out = mxct_temp_file("mxc-oom-");
+    long before = 0, n;
+    for (n = -1; n < 1000; n++) {
+        if (n == 0)
+            before = atomic_load(&counts.live); /* after a warm-up run (handle slabs) */
+        mxct_alloc_fail_after(&counts, n);
+        mxc_recordio *r = NULL, *w = NULL;
+        int rc = mxc_recordio_open(rec_path(0, "images.rec"), rec_path(1, "images.idx"), 0, &r);
+        if (rc == MXC_OK)
+            rc = mxc_recordio_open(out, NULL, 1, &w);
+        const void *data;
+        size_t size;
+        while (rc == MXC_OK && (rc = mxc_recordio_read(r, &data, &size)) == 1)
+            rc = mxc_recordio_write(w, data, size);
+        mxct_alloc_fail_after(&counts, -1);
+        mxc_recordio_close(r);
+        mxc_recordio_close(w);
+        if (rc == 0 && n >= 0)
+            break;
+        if (n >= 0) {
+            ck_assert_msg(rc == MXC_ENOMEM, "allocation %ld: %s: %s", n, mxc_err_name(rc),
+                          mxc_last_error());
+            ck_assert_int_eq(atomic_load(&counts.live), before);
+        }
+    }
+    ck_assert_msg(n > 0 && n < 1000, "no allocation failure was met (n = %ld)", n);
+    ck_assert_int_eq(atomic_load(&counts.live), before);
+    assert_same_file(out, rec_path(0, "images.rec"));
+    remove(out);
+    free(out);
+}
+END_TEST
+
 static Suite *recordio_suite(void) {
     Suite *s = suite_create("recordio");
     TCase *tc = tcase_create("recordio");
@@ -507,6 +551,7 @@ static Suite *recordio_suite(void) {
     tcase_add_test(tc, lying_lengths);
     tcase_add_test(tc, bad_index);
     tcase_add_test(tc, misuse);
+    tcase_add_test(tc, alloc_failure_sweep);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,415 @@
+/*
+ * tests/check_image_iter.c — the image record iterator (mxc_data_iter_create_image_record):
+ * its batches equal MXNet 1.9.1's ImageRecordIter output on the committed records
+ * (tests/data/io/rec/iter.params, scripts/gen_rec_fixtures.py: centre crops, mean / std /
+ * scale, resize, label vectors; every value exact, resize included), with 1 and 3
+ * decoding threads and with and without the index; corrupt images are skipped and
+ * counted; a label count other than label_width and a damaged file are errors; bad
+ * options are refused; random crops are uniform over the valid positions and mirroring
+ * happens half the time, the same for a seed whatever the threads.
+ *
+ * Run from the repository root, or point MXC_TEST_DATA at tests/data.
+ */
+#include "mxc/io.h"
+#include "mxc/recordio.h"
+#include "tests/util/op_check.h"
+#include "tests/util/test_util.h"
+
+#include <check.h>
+#include <math.h>
+#include <png.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *rec_path(int slot, const char *name) {
+    static char paths[2][512];
+    const char *dir = getenv("MXC_TEST_DATA");
+    snprintf(paths[slot], sizeof paths[slot], "%s/io/rec/%s", dir && *dir ? dir : "tests/data",
+             name);
+    return paths[slot];
+}
+
+/* CASES of scripts/gen_rec_fixtures.py. */
+struct mx_case {
+    const char *name, *rec;
+    int64_t c, h, w, batch;
+    int label_width, resize;
+    float mean[3], std[3], scale;
+    int batches;
+};
+static const struct mx_case cases[] = {
+    {"center", "images", 3, 16, 16, 4, 1, -1, {0, 0, 0}, {1, 1, 1}, 1, 3},
+    {"norm",
+     "images",
+     3,
+     18,
+     20,
+     5,
+     1,
+     -1,
+     {123.68f, 116.28f, 103.53f},
+     {58.395f, 57.12f, 57.375f},
+     0.5f,
+     2},
+    {"resize", "images", 3, 12, 14, 4, 1, 16, {0, 0, 0}, {1, 1, 1}, 1, 3},
+    {"upscale", "images", 3, 10, 12, 3, 1, 25, {0, 0, 0}, {1, 1, 1}, 1, 3},
+    {"vector", "vector", 3, 20, 24, 3, 3, -1, {0, 0, 0}, {1, 1, 1}, 1, 2},
+};
+#define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
+
+static mxc_data_iter *open_case(const struct mx_case *k, int threads, bool with_idx) {
+    char rec[64], idx[64];
+    snprintf(rec, sizeof rec, "%s.rec", k->rec);
+    snprintf(idx, sizeof idx, "%s.idx", k->rec);
+    mxc_image_record_params ip;
+    mxc_image_record_params_init(&ip);
+    ip.path_imgrec = rec_path(0, rec);
+    ip.path_imgidx = with_idx ? rec_path(1, idx) : NULL;
+    ip.data_shape[0] = k->c;
+    ip.data_shape[1] = k->h;
+    ip.data_shape[2] = k->w;
+    ip.label_width = k->label_width;
+    ip.resize = k->resize;
+    ip.mean_r = k->mean[0], ip.mean_g = k->mean[1], ip.mean_b = k->mean[2];
+    ip.std_r = k->std[0], ip.std_g = k->std[1], ip.std_b = k->std[2];
+    ip.scale = k->scale;
+    ip.preprocess_threads = threads;
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = k->batch;
+    mxc_data_iter *it;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    return it;
+}
+
+static float *copy_out(mxc_ndarray *a, int64_t *n) {
+    mxc_shape s;
+    CK_OK(mxc_nd_get_shape(a, &s));
+    *n = mxc_shape_size(&s);
+    float *v = malloc((size_t)*n * sizeof(float));
+    CK_OK(mxc_nd_sync_copy_to_cpu(a, v, (size_t)*n * sizeof(float)));
+    return v;
+}
+
+/* Every case, threads 1 and 3 (loop index / 2), index or scan (loop index % 2). */
+START_TEST(matches_mxnet) {
+    int threads = _i / 2 ? 3 : 1;
+    bool with_idx = _i % 2;
+    for (int c = 0; c < NUM_CASES; c++) {
+        const struct mx_case *k = &cases[c];
+        mxc_data_iter *it = open_case(k, threads, with_idx);
+        ck_assert_int_eq(mxc_data_iter_num_batches(it), k->batches);
+        int b = 0, rc;
+        while ((rc = mxc_data_iter_next(it)) == 1) {
+            char name[64];
+            snprintf(name, sizeof name, "%s_data%d", k->name, b);
+            struct mxct_tensor ref = mxct_ref_load("io/rec/iter.params", name);
+            int64_t n;
+            float *got = copy_out(mxc_data_iter_data(it), &n);
+            ck_assert_int_eq(n, mxc_shape_size(&ref.shape));
+            for (int64_t i = 0; i < n; i++) {
+                ck_assert_msg(got[i] == ref.data[i], "%s batch %d value %lld: %.9g vs MXNet's %.9g",
+                              k->name, b, (long long)i, got[i], ref.data[i]);
+            }
+            free(got);
+            mxct_tensors_free(&ref, 1);
+
+            snprintf(name, sizeof name, "%s_label%d", k->name, b);
+            ref = mxct_ref_load("io/rec/iter.params", name);
+            got = copy_out(mxc_data_iter_label(it), &n);
+            ck_assert_int_eq(n, mxc_shape_size(&ref.shape));
+            mxc_shape ls;
+            CK_OK(mxc_nd_get_shape(mxc_data_iter_label(it), &ls));
+            ck_assert_int_eq(ls.ndim, ref.shape.ndim);
+            for (int64_t i = 0; i < n; i++)
+                ck_assert_float_eq(got[i], ref.data[i]);
+            free(got);
+            mxct_tensors_free(&ref, 1);
+
+            snprintf(name, sizeof name, "%s_pad%d", k->name, b);
+            ref = mxct_ref_load("io/rec/iter.params", name);
+            ck_assert_int_eq(mxc_data_iter_pad(it), (int64_t)ref.data[0]);
+            mxct_tensors_free(&ref, 1);
+            b++;
+        }
+        ck_assert_msg(rc == 0, "%s: %s", k->name, mxc_last_error());
+        ck_assert_int_eq(b, k->batches);
+        ck_assert_int_eq(mxc_data_iter_num_skipped(it), 0);
+        mxc_data_iter_free(it);
+    }
+}
+END_TEST
+
+/* ---- Records made here ------------------------------------------------------------- */
+
+/* A PNG of a w x h RGB image whose pixel (x, y) is (6x, 8y, 100); a new buffer. */
+static void *make_png(int w, int h, size_t *size) {
+    uint8_t *px = malloc((size_t)w * h * 3);
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            uint8_t *p = px + ((size_t)y * w + x) * 3;
+            p[0] = (uint8_t)(6 * x);
+            p[1] = (uint8_t)(8 * y);
+            p[2] = 100;
+        }
+    png_image img;
+    memset(&img, 0, sizeof img);
+    img.version = PNG_IMAGE_VERSION;
+    img.width = (png_uint_32)w;
+    img.height = (png_uint_32)h;
+    img.format = PNG_FORMAT_RGB;
+    png_alloc_size_t n = 0;
+    ck_assert(png_image_write_to_memory(&img, NULL, &n, 0, px, 0, NULL));
+    void *out = malloc(n);
+    ck_assert(png_image_write_to_memory(&img, out, &n, 0, px, 0, NULL));
+    free(px);
+    *size = n;
+    return out;
+}
+
+/* Writes image records: `n` records of `image` (label = index), record `bad` (if >= 0)
+ * with its image cut in half; returns a new temp path. */
+static char *write_rec(const void *image, size_t size, int n, int bad, int num_labels) {
+    char *path = mxct_temp_file("mxc-img-");
+    mxc_recordio *w;
+    CK_OK(mxc_recordio_open(path, NULL, 1, &w));
+    size_t cap = size + 64 + 4 * (size_t)num_labels;
+    void *buf = malloc(cap);
+    for (int i = 0; i < n; i++) {
+        mxc_image_record h = {.label = (float)i, .id = (uint64_t)i};
+        float labels[4] = {(float)i, (float)i, (float)i, (float)i};
+        size_t got;
+        CK_OK(mxc_recordio_pack_image(&h, labels, (uint32_t)num_labels, image,
+                                      i == bad ? size / 2 : size, buf, cap, &got));
+        CK_OK(mxc_recordio_write(w, buf, got));
+    }
+    free(buf);
+    CK_OK(mxc_recordio_close(w));
+    return path;
+}
+
+static mxc_image_record_params image_params(const char *path, int h, int w) {
+    mxc_image_record_params ip;
+    mxc_image_record_params_init(&ip);
+    ip.path_imgrec = path;
+    ip.data_shape[0] = 3;
+    ip.data_shape[1] = h;
+    ip.data_shape[2] = w;
+    return ip;
+}
+
+static mxc_data_iter_params batch_params(int64_t batch) {
+    mxc_data_iter_params p;
+    mxc_data_iter_params_init(&p);
+    p.batch_size = batch;
+    return p;
+}
+
+START_TEST(corrupt_records_skipped) {
+    size_t size;
+    void *png = make_png(12, 10, &size);
+    char *path = write_rec(png, size, 3, 1, 0);
+    mxc_image_record_params ip = image_params(path, 10, 12);
+    ip.preprocess_threads = 2;
+    mxc_data_iter_params p = batch_params(3);
+    mxc_data_iter *it;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    ck_assert_int_eq(mxc_data_iter_next(it), 1);
+    int64_t n;
+    float *labels = copy_out(mxc_data_iter_label(it), &n);
+    ck_assert_int_eq(n, 3);
+    /* record 1 does not decode: its row holds record 2, the next that does */
+    ck_assert_float_eq(labels[0], 0);
+    ck_assert_float_eq(labels[1], 2);
+    ck_assert_float_eq(labels[2], 2);
+    free(labels);
+    float *data = copy_out(mxc_data_iter_data(it), &n);
+    ck_assert_float_eq(data[1], 6); /* pixel (1, 0), red */
+    free(data);
+    ck_assert_int_eq(mxc_data_iter_num_skipped(it), 1);
+    ck_assert_int_eq(mxc_data_iter_next(it), 0);
+    mxc_data_iter_free(it);
+    remove(path);
+    free(path);
+    free(png);
+}
+END_TEST
+
+START_TEST(errors) {
+    size_t size;
+    void *png = make_png(12, 10, &size);
+    /* label vectors of 2 with label_width 1 */
+    char *path = write_rec(png, size, 2, -1, 2);
+    mxc_image_record_params ip = image_params(path, 10, 12);
+    mxc_data_iter_params p = batch_params(2);
+    mxc_data_iter *it;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    ck_assert_int_eq(mxc_data_iter_next(it), MXC_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "holds 2 labels, label_width is 1"));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), path));
+    mxc_data_iter_free(it);
+    ip.label_width = 2;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    ck_assert_int_eq(mxc_data_iter_next(it), 1);
+    mxc_shape ls;
+    CK_OK(mxc_data_iter_provide_label(it, &ls));
+    ck_assert_int_eq(ls.ndim, 2);
+    ck_assert_int_eq(ls.dims[1], 2);
+    mxc_data_iter_free(it);
+
+    /* an image smaller than the crop is skipped like a corrupt one; all of them: error */
+    ip = image_params(path, 11, 12);
+    ip.label_width = 2;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    ck_assert_int_eq(mxc_data_iter_next(it), MXC_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "no record"));
+    ck_assert_int_ge(mxc_data_iter_num_skipped(it), 2); /* each sample tried both */
+    mxc_data_iter_free(it);
+
+    /* bad options */
+    mxc_image_record_params q = image_params(path, 10, 12);
+    q.data_shape[0] = 1;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_ENOTSUP);
+    q = image_params(path, 0, 12);
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    q = image_params(path, 10, 12);
+    q.label_width = 0;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    q = image_params(path, 10, 12);
+    q.resize = 0;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "resize is 0"));
+    q = image_params(path, 10, 12);
+    q.preprocess_threads = 0;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    q = image_params(path, 10, 12);
+    q.std_g = 0;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "std_g"));
+    q = image_params(NULL, 10, 12);
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    ck_assert_int_eq(mxc_data_iter_create_image_record(NULL, &p, &it), MXC_EINVAL);
+    q = image_params("/nonexistent.rec", 10, 12);
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EIO);
+    p.batch_size = 0;
+    q = image_params(path, 10, 12);
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    p.batch_size = 2;
+
+    /* a damaged file: refused at creation with the offset */
+    size_t n;
+    char *whole = mxct_read_file(path, &n);
+    FILE *f = fopen(path, "wb");
+    fwrite(whole, 1, n - 3, f);
+    fclose(f);
+    free(whole);
+    ip = image_params(path, 10, 12);
+    ip.label_width = 2;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&ip, &p, &it), MXC_EFORMAT);
+    ck_assert_ptr_null(it);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "at byte"));
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "mxc_data_iter_create_image_record"));
+
+    remove(path);
+    free(path);
+    free(png);
+}
+END_TEST
+
+/* ---- Random crops and mirrors ------------------------------------------------------ */
+
+/* The crop offsets (x0, y0) and mirror flag of each row of a batch of (3, 10, 10) crops of
+ * make_png images: red is 6x, green 8y. */
+static void crop_of(const float *sample, int *x0, int *y0, bool *mirrored) {
+    float first = sample[0], last = sample[9];
+    *mirrored = last < first;
+    *x0 = (int)lrintf((*mirrored ? last : first) / 6);
+    *y0 = (int)lrintf(sample[100] / 8);
+}
+
+/* The crops of `epochs` epochs of 50 records, with `threads` threads: counts per offset. */
+static void draw_crops(int threads, uint64_t seed, int epochs, int *xs, int *ys, int *mirrors,
+                       int *trace, int trace_len) {
+    size_t size;
+    void *png = make_png(40, 30, &size);
+    char *path = write_rec(png, size, 50, -1, 0);
+    mxc_image_record_params ip = image_params(path, 10, 10);
+    ip.rand_crop = 1;
+    ip.rand_mirror = 1;
+    ip.preprocess_threads = threads;
+    mxc_data_iter_params p = batch_params(10);
+    p.seed = seed;
+    mxc_data_iter *it;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    int t = 0;
+    for (int e = 0; e < epochs; e++) {
+        while (mxc_data_iter_next(it) == 1) {
+            int64_t n;
+            float *d = copy_out(mxc_data_iter_data(it), &n);
+            for (int r = 0; r < 10; r++) {
+                int x0, y0;
+                bool m;
+                crop_of(d + r * 300, &x0, &y0, &m);
+                ck_assert(x0 >= 0 && x0 <= 30 && y0 >= 0 && y0 <= 20);
+                /* the crop is the image's: green 8 * (y0 + i) down the rows */
+                ck_assert_float_eq(d[r * 300 + 100 + 90], 8.0f * (float)(y0 + 9));
+                xs[x0]++;
+                ys[y0]++;
+                *mirrors += m;
+                if (t < trace_len)
+                    trace[t++] = x0 * 1000 + y0 * 10 + m;
+            }
+            free(d);
+        }
+        CK_OK(mxc_data_iter_reset(it));
+    }
+    mxc_data_iter_free(it);
+    remove(path);
+    free(path);
+    free(png);
+}
+
+START_TEST(random_crop_and_mirror) {
+    int xs[31] = {0}, ys[21] = {0}, mirrors = 0, trace1[100], trace3[100];
+    int epochs = 40; /* 2,000 draws */
+    draw_crops(1, 7, epochs, xs, ys, &mirrors, trace1, 100);
+    int draws = epochs * 50;
+    /* uniform over [0, 30] and [0, 20]: chi-square well below its 0.1% tail */
+    double chi_x = 0, chi_y = 0, ex = draws / 31.0, ey = draws / 21.0;
+    for (int i = 0; i <= 30; i++)
+        chi_x += (xs[i] - ex) * (xs[i] - ex) / ex;
+    for (int i = 0; i <= 20; i++)
+        chi_y += (ys[i] - ey) * (ys[i] - ey) / ey;
+    ck_assert_msg(chi_x < 59.7, "x offsets: chi-square %g (30 degrees of freedom)", chi_x);
+    ck_assert_msg(chi_y < 45.3, "y offsets: chi-square %g (20 degrees of freedom)", chi_y);
+    ck_assert_int_gt(xs[0], 0);
+    ck_assert_int_gt(xs[30], 0);
+    ck_assert_int_gt(ys[20], 0);
+    /* mirror rate 0.5: within 4 standard deviations (sqrt(2000) / 2 = 22) */
+    ck_assert_msg(abs(mirrors - draws / 2) < 90, "%d mirrored of %d", mirrors, draws);
+
+    /* the same seed with 3 threads: the same crops; another seed: others */
+    int xs3[31] = {0}, ys3[21] = {0}, m3 = 0;
+    draw_crops(3, 7, 2, xs3, ys3, &m3, trace3, 100);
+    ck_assert_mem_eq(trace1, trace3, sizeof trace1);
+    memset(xs3, 0, sizeof xs3);
+    memset(ys3, 0, sizeof ys3);
+    draw_crops(1, 8, 2, xs3, ys3, &m3, trace3, 100);
+    ck_assert(memcmp(trace1, trace3, sizeof trace1) != 0);
+}
+END_TEST
+
+static Suite *image_iter_suite(void) {
+    Suite *s = suite_create("image_iter");
+    TCase *tc = tcase_create("image_iter");
+    tcase_set_timeout(tc, mxct_timeout(60));
+    tcase_add_loop_test(tc, matches_mxnet, 0, 4);
+    tcase_add_test(tc, corrupt_records_skipped);
+    tcase_add_test(tc, errors);
+    tcase_add_test(tc, random_crop_and_mirror);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return mxct_run_suite(image_iter_suite()); }
