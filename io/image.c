@@ -30,19 +30,15 @@ void mxc__image_free(struct mxc__image *img) {
     memset(img, 0, sizeof *img);
 }
 
-/* Sizes img for height x width RGB pixels, reusing its buffer. */
-static int image_reserve(struct mxc__image *img, const char *what, uint32_t height,
-                         uint32_t width) {
-    if (height == 0 || width == 0 || (uint64_t)height * width > MAX_IMAGE_BYTES / 3)
-        return mxc__error(
-            MXC_EFORMAT, "image decode: %s: a %" PRIu32 " x %" PRIu32 " image (at most %zu pixels)",
-            what, height, width, MAX_IMAGE_BYTES / 3);
-    size_t need = (size_t)height * width * 3;
+int mxc__image_reserve(struct mxc__image *img, const char *what, int64_t height, int64_t width) {
+    if (height <= 0 || width <= 0 || height * width > (int64_t)(MAX_IMAGE_BYTES / 3))
+        return mxc__error(MXC_EFORMAT, "%s: a %" PRId64 " x %" PRId64 " image (at most %zu pixels)",
+                          what, height, width, MAX_IMAGE_BYTES / 3);
+    size_t need = (size_t)(height * width * 3);
     if (need > img->cap) {
         uint8_t *grown = mxc__realloc(img->data, need);
         if (!grown)
-            return mxc__error(MXC_ENOMEM, "image decode: %s: out of memory for %zu bytes", what,
-                              need);
+            return mxc__error(MXC_ENOMEM, "%s: out of memory for %zu bytes", what, need);
         img->data = grown;
         img->cap = need;
     }
@@ -106,7 +102,7 @@ static int decode_jpeg(const char *what, const uint8_t *bytes, size_t size,
     bool is_cmyk = cinfo.num_components == 4;
     cinfo.out_color_space = is_cmyk ? JCS_CMYK : JCS_RGB;
     jpeg_start_decompress(&cinfo);
-    rc = image_reserve(img, what, cinfo.output_height, cinfo.output_width);
+    rc = mxc__image_reserve(img, what, cinfo.output_height, cinfo.output_width);
     if (rc != MXC_OK)
         goto done;
     if (is_cmyk) {
@@ -192,7 +188,7 @@ static int decode_png(const char *what, const uint8_t *bytes, size_t size, struc
     png_read_update_info(png, info);
     if (png_get_rowbytes(png, info) != (size_t)width * 3)
         png_error(png, "unexpected row size after the transforms");
-    rc = image_reserve(img, what, height, width);
+    rc = mxc__image_reserve(img, what, height, width);
     if (rc != MXC_OK)
         goto done;
     rows = mxc__malloc((size_t)height * sizeof *rows);

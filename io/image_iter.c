@@ -32,7 +32,7 @@ struct image_source;
 struct worker {
     struct image_source *src;
     mxc_recordio *rec; /* its own handle on the .rec file */
-    struct mxc__image img, resized;
+    struct mxc__image img, resized, warped;
     mxc__thread thread;
     bool started;
 };
@@ -45,6 +45,7 @@ struct image_source {
     int64_t height, width; /* of a sample */
     float mean[3], mult[3];
     uint64_t seed;
+    bool affine; /* random scale or aspect ratio */
     int num_workers;
     struct worker *workers;
     _Atomic int64_t skipped;
@@ -120,6 +121,110 @@ static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out,
     }
 }
 
+/* Uniform in [0, 1). */
+static float uniform(uint64_t *state) {
+    return (float)(mxc__io_splitmix64(state) >> 40) * (1.0f / 16777216.0f);
+}
+
+/* MXNet's random scale and aspect ratio (image_aug_default.cc, without rotation and
+ * shear): the canvas is (scale * rows, scale * cols), truncated; the content is scaled by
+ * hs across and ws down about the centre; bilinear, white outside the image. OpenCV's
+ * warpAffine quantises positions to 1/32 pixel; this does not, so pixels may differ from
+ * MXNet's by a level or two (the draws are not MXNet's anyway). */
+static int scale_aspect(struct worker *w, const struct mxc__image *in, uint64_t *state,
+                        const char *what) {
+    const mxc_image_record_params *p = &w->src->p;
+    float scale =
+        uniform(state) * (p->max_random_scale - p->min_random_scale) + p->min_random_scale;
+    float ratio = uniform(state) * p->max_aspect_ratio * 2 - p->max_aspect_ratio + 1;
+    float hs = 2 * scale / (1 + ratio), ws = ratio * hs;
+    float new_w = scale * (float)in->width, new_h = scale * (float)in->height;
+    float tx = (new_w - hs * (float)in->width) / 2, ty = (new_h - ws * (float)in->height) / 2;
+    int rc = mxc__image_reserve(&w->warped, what, (int64_t)new_h, (int64_t)new_w);
+    if (rc != MXC_OK)
+        return rc;
+    struct mxc__image *out = &w->warped;
+    for (int y = 0; y < out->height; y++) {
+        float sy = ((float)y - ty) / ws;
+        int y0 = (int)floorf(sy);
+        float fy = sy - (float)y0;
+        for (int x = 0; x < out->width; x++) {
+            float sx = ((float)x - tx) / hs;
+            int x0 = (int)floorf(sx);
+            float fx = sx - (float)x0;
+            for (int c = 0; c < 3; c++) {
+                float v = 0;
+                for (int k = 0; k < 4; k++) {
+                    int xi = x0 + (k & 1), yi = y0 + (k >> 1);
+                    float wgt = ((k & 1) ? fx : 1 - fx) * ((k >> 1) ? fy : 1 - fy);
+                    bool inside = xi >= 0 && yi >= 0 && xi < in->width && yi < in->height;
+                    v += wgt * (inside ? in->data[((size_t)yi * in->width + xi) * 3 + c] : 255);
+                }
+                long r = lrintf(v);
+                out->data[((size_t)y * out->width + x) * 3 + c] = (uint8_t)(r < 0     ? 0
+                                                                            : r > 255 ? 255
+                                                                                      : r);
+            }
+        }
+    }
+    return MXC_OK;
+}
+
+static uint8_t to_byte(float v) {
+    long r = lrintf(v);
+    return (uint8_t)(r < 0 ? 0 : r > 255 ? 255 : r);
+}
+
+/* Adds (dh, ds, dl) to a pixel's 8-bit hue (0..180), saturation and lightness (0..255),
+ * clamping each, through OpenCV's RGB <-> HLS conversions as MXNet's augmenter does. */
+static void jitter_hls(const uint8_t in[3], const int delta[3], uint8_t out[3]) {
+    float r = in[0] / 255.0f, g = in[1] / 255.0f, b = in[2] / 255.0f;
+    float vmax = fmaxf(r, fmaxf(g, b)), vmin = fminf(r, fminf(g, b));
+    float diff = vmax - vmin, l = (vmax + vmin) * 0.5f, h = 0, s = 0;
+    if (diff > 1.1920929e-7f) { /* FLT_EPSILON */
+        s = l < 0.5f ? diff / (vmax + vmin) : diff / (2 - vmax - vmin);
+        diff = 60.0f / diff;
+        if (vmax == r)
+            h = (g - b) * diff;
+        else if (vmax == g)
+            h = (b - r) * diff + 120.0f;
+        else
+            h = (r - g) * diff + 240.0f;
+        if (h < 0)
+            h += 360.0f;
+    }
+    /* 8-bit HLS as OpenCV stores it, shifted and clamped as MXNet does */
+    int hls[3] = {to_byte(h * 0.5f), to_byte(l * 255.0f), to_byte(s * 255.0f)};
+    static const int limit[3] = {180, 255, 255};
+    for (int k = 0; k < 3; k++) {
+        int v = hls[k] + delta[k];
+        hls[k] = v < 0 ? 0 : v > limit[k] ? limit[k] : v;
+    }
+    h = (float)hls[0];
+    l = hls[1] * (1.0f / 255.0f);
+    s = hls[2] * (1.0f / 255.0f);
+    float rgb[3];
+    if (s == 0) {
+        rgb[0] = rgb[1] = rgb[2] = l;
+    } else {
+        static const int sector_data[6][3] = {{1, 3, 0}, {1, 0, 2}, {3, 0, 1},
+                                              {0, 2, 1}, {0, 1, 3}, {2, 1, 0}};
+        float p2 = l <= 0.5f ? l * (1 + s) : l + s - l * s, p1 = 2 * l - p2;
+        h *= 6.0f / 180.0f;
+        while (h >= 6)
+            h -= 6;
+        int sector = (int)floorf(h);
+        h -= (float)sector;
+        float tab[4] = {p2, p1, p1 + (p2 - p1) * (1 - h), p1 + (p2 - p1) * h};
+        /* sector_data gives (b, g, r) */
+        rgb[2] = tab[sector_data[sector][0]];
+        rgb[1] = tab[sector_data[sector][1]];
+        rgb[0] = tab[sector_data[sector][2]];
+    }
+    for (int c = 0; c < 3; c++)
+        out[c] = to_byte(rgb[c] * 255.0f);
+}
+
 /* Resizes the shorter side of w->img to `resize` (MXNet's integer arithmetic) into
  * w->resized. */
 static int resize_shorter(struct worker *w, int resize, const char *what) {
@@ -135,18 +240,7 @@ static int resize_shorter(struct worker *w, int resize, const char *what) {
     int rc = MXC_OK;
     int *xofs = NULL, *rows = NULL;
     short *alpha = NULL;
-    MXC_CHECK(nh > 0 && nw > 0 && nh * nw <= ((int64_t)1 << 28) / 3, MXC_EFORMAT,
-              "%s: a %d x %d image resized to %" PRId64 " x %" PRId64, what, in->height, in->width,
-              nh, nw);
-    size_t need = (size_t)(nh * nw * 3);
-    if (need > w->resized.cap) {
-        uint8_t *grown = mxc__realloc(w->resized.data, need);
-        MXC_CHECK(grown != NULL, MXC_ENOMEM, "%s: out of memory resizing", what);
-        w->resized.data = grown;
-        w->resized.cap = need;
-    }
-    w->resized.height = (int)nh;
-    w->resized.width = (int)nw;
+    MXC_TRY(mxc__image_reserve(&w->resized, what, nh, nw));
     xofs = mxc__malloc((size_t)nw * sizeof *xofs);
     alpha = mxc__malloc((size_t)nw * sizeof *alpha);
     rows = mxc__malloc((size_t)nw * 3 * 2 * sizeof *rows);
@@ -183,12 +277,25 @@ static void write_sample(const struct image_source *s, const struct mxc__image *
         x0 /= 2;
     }
     bool mirror = s->p.rand_mirror && (mxc__io_splitmix64(state) >> 63);
+    const mxc_image_record_params *p = &s->p;
+    bool hls = p->random_h || p->random_s || p->random_l;
+    int delta[3] = {0, 0, 0}; /* h, l, s: MXNet's draws, truncated toward zero */
+    if (hls) {
+        delta[0] = (int)(uniform(state) * (float)p->random_h * 2 - (float)p->random_h);
+        delta[2] = (int)(uniform(state) * (float)p->random_s * 2 - (float)p->random_s);
+        delta[1] = (int)(uniform(state) * (float)p->random_l * 2 - (float)p->random_l);
+    }
     for (int64_t i = 0; i < H; i++) {
         const uint8_t *row = img->data + ((size_t)(y0 + i) * img->width + (size_t)x0) * 3;
         for (int64_t j = 0; j < W; j++) {
             int64_t oj = mirror ? W - 1 - j : j;
+            uint8_t px[3];
+            if (hls)
+                jitter_hls(row + j * 3, delta, px);
+            else
+                memcpy(px, row + j * 3, 3);
             for (int c = 0; c < 3; c++)
-                out[(c * H + i) * W + oj] = ((float)row[j * 3 + c] - s->mean[c]) * s->mult[c];
+                out[(c * H + i) * W + oj] = ((float)px[c] - s->mean[c]) * s->mult[c];
         }
     }
 }
@@ -226,6 +333,11 @@ static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, 
             rc = resize_shorter(w, s->p.resize, what);
             img = &w->resized;
         }
+        uint64_t state = sample_state(s, epoch, pos);
+        if (rc == MXC_OK && s->affine) {
+            rc = scale_aspect(w, img, &state, what);
+            img = &w->warped;
+        }
         if (rc == MXC_OK && (img->height < s->height || img->width < s->width))
             rc =
                 mxc__error(MXC_EFORMAT,
@@ -238,7 +350,6 @@ static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, 
             mxc__log(MXC_LOG_WARN, "image record iterator: skipping %s", mxc_last_error());
             continue;
         }
-        uint64_t state = sample_state(s, epoch, pos);
         write_sample(s, img, &state, data);
         if (label) {
             if (h.flag)
@@ -346,6 +457,7 @@ static void source_free(void *impl) {
         mxc_recordio_close(w->rec);
         mxc__image_free(&w->img);
         mxc__image_free(&w->resized);
+        mxc__image_free(&w->warped);
     }
     mxc__free(s->workers);
     mxc__free(s->offsets);
@@ -367,6 +479,7 @@ void mxc_image_record_params_init(mxc_image_record_params *params) {
     params->std_r = params->std_g = params->std_b = 1;
     params->scale = 1;
     params->preprocess_threads = 4;
+    params->max_random_scale = params->min_random_scale = 1;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -443,6 +556,20 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
     MXC_CHECK(p->preprocess_threads >= 1 && p->preprocess_threads <= MAX_THREADS, MXC_EINVAL,
               "%s: preprocess_threads is %d, must be in [1, %d]", __func__, p->preprocess_threads,
               MAX_THREADS);
+    MXC_CHECK(p->min_random_scale > 0 && p->min_random_scale <= p->max_random_scale &&
+                  p->max_random_scale <= 16,
+              MXC_EINVAL,
+              "%s: min_random_scale %g and max_random_scale %g must satisfy 0 < min <= max <= 16",
+              __func__, (double)p->min_random_scale, (double)p->max_random_scale);
+    MXC_CHECK(p->max_aspect_ratio >= 0 && p->max_aspect_ratio < 1, MXC_EINVAL,
+              "%s: max_aspect_ratio is %g, must be in [0, 1)", __func__,
+              (double)p->max_aspect_ratio);
+    MXC_CHECK(p->random_h >= 0 && p->random_h <= 180 && p->random_s >= 0 && p->random_s <= 255 &&
+                  p->random_l >= 0 && p->random_l <= 255,
+              MXC_EINVAL,
+              "%s: random_h %d, random_s %d, random_l %d must be in [0, 180], "
+              "[0, 255], [0, 255]",
+              __func__, p->random_h, p->random_s, p->random_l);
     const float stds[3] = {p->std_r, p->std_g, p->std_b};
     for (int c = 0; c < 3; c++)
         MXC_CHECK(stds[c] > 0, MXC_EINVAL, "%s: std_%c is %g, must be > 0", __func__, "rgb"[c],
@@ -461,6 +588,7 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
     s->height = p->data_shape[1];
     s->width = p->data_shape[2];
     s->seed = params->seed;
+    s->affine = p->min_random_scale != 1 || p->max_random_scale != 1 || p->max_aspect_ratio != 0;
     const float means[3] = {p->mean_r, p->mean_g, p->mean_b};
     for (int c = 0; c < 3; c++) {
         s->mean[c] = means[c];

@@ -86,4 +86,8 @@ int mxc__image_decode(const char *what, const void *bytes, size_t size, struct m
 
 void mxc__image_free(struct mxc__image *img);
 
+/* Sizes `img` for height x width pixels, reusing its buffer. Returns MXC_OK, MXC_EFORMAT
+ * (an empty image or one over 2^28 bytes: the message starts with `what`), MXC_ENOMEM. */
+int mxc__image_reserve(struct mxc__image *img, const char *what, int64_t height, int64_t width);
+
 #endif /* MXC_IO_IMPL_H */

@@ -143,15 +143,16 @@ END_TEST
 
 /* ---- Records made here ------------------------------------------------------------- */
 
-/* A PNG of a w x h RGB image whose pixel (x, y) is (6x, 8y, 100); a new buffer. */
-static void *make_png(int w, int h, size_t *size) {
+/* A PNG of a w x h RGB image whose pixel (x, y) is (6x, 8y, 100), or with `gray`
+ * (100 + 2x) in every channel; a new buffer. */
+static void *make_png_of(int w, int h, bool gray, size_t *size) {
     uint8_t *px = malloc((size_t)w * h * 3);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
             uint8_t *p = px + ((size_t)y * w + x) * 3;
-            p[0] = (uint8_t)(6 * x);
-            p[1] = (uint8_t)(8 * y);
-            p[2] = 100;
+            p[0] = (uint8_t)(gray ? 100 + 2 * x : 6 * x);
+            p[1] = (uint8_t)(gray ? 100 + 2 * x : 8 * y);
+            p[2] = (uint8_t)(gray ? 100 + 2 * x : 100);
         }
     png_image img;
     memset(&img, 0, sizeof img);
@@ -167,6 +168,8 @@ static void *make_png(int w, int h, size_t *size) {
     *size = n;
     return out;
 }
+
+static void *make_png(int w, int h, size_t *size) { return make_png_of(w, h, false, size); }
 
 /* Writes image records: `n` records of `image` (label = index), record `bad` (if >= 0)
  * with its image cut in half; returns a new temp path. */
@@ -400,6 +403,144 @@ START_TEST(random_crop_and_mirror) {
 }
 END_TEST
 
+/* ---- Scale, aspect ratio, colour --------------------------------------------------- */
+
+/* Runs `epochs` epochs over 40 records of a 40 x 30 image (make_png_of) with the options
+ * `set` adds, centre crops of (3, 10, 10); calls `each` per sample. */
+static void draw_samples(bool gray, void (*set)(mxc_image_record_params *), int epochs,
+                         void (*each)(const float *sample, void *user), void *user) {
+    size_t size;
+    void *png = make_png_of(40, 30, gray, &size);
+    char *path = write_rec(png, size, 40, -1, 0);
+    mxc_image_record_params ip = image_params(path, 10, 10);
+    ip.preprocess_threads = 2;
+    set(&ip);
+    mxc_data_iter_params p = batch_params(10);
+    p.seed = 11;
+    mxc_data_iter *it;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    for (int e = 0; e < epochs; e++) {
+        int rc;
+        while ((rc = mxc_data_iter_next(it)) == 1) {
+            int64_t n;
+            float *d = copy_out(mxc_data_iter_data(it), &n);
+            for (int r = 0; r < 10; r++)
+                each(d + r * 300, user);
+            free(d);
+        }
+        ck_assert_msg(rc == 0, "%s", mxc_last_error());
+        CK_OK(mxc_data_iter_reset(it));
+    }
+    ck_assert_int_eq(mxc_data_iter_num_skipped(it), 0);
+    mxc_data_iter_free(it);
+    remove(path);
+    free(path);
+    free(png);
+}
+
+struct stats {
+    int n, bins[5];
+    double sum, min, max, sum2;
+};
+
+static void add(struct stats *st, double v, double lo, double hi) {
+    if (st->n == 0)
+        st->min = st->max = v;
+    st->n++;
+    st->sum += v;
+    st->min = v < st->min ? v : st->min;
+    st->max = v > st->max ? v : st->max;
+    int b = (int)((v - lo) / (hi - lo) * 5);
+    st->bins[b < 0 ? 0 : b > 4 ? 4 : b]++;
+}
+
+/* The content's horizontal and vertical scale in a centre crop: red rises 6 and green 8
+ * per source pixel. */
+static double across(const float *x) { return 6.0 * 9 / (x[9] - x[0]); }
+static double down(const float *x) { return 8.0 * 9 / (x[100 + 90] - x[100]); }
+
+static void set_scale(mxc_image_record_params *ip) {
+    ip->min_random_scale = 0.5f;
+    ip->max_random_scale = 1.0f;
+}
+static void each_scale(const float *x, void *user) {
+    struct stats *st = user;
+    double hs = across(x), ws = down(x);
+    ck_assert_msg(fabs(hs - ws) < 0.08, "scales %g across, %g down", hs, ws);
+    add(st, hs, 0.5, 1.0);
+}
+
+static void set_aspect(mxc_image_record_params *ip) { ip->max_aspect_ratio = 0.4f; }
+static void each_aspect(const float *x, void *user) {
+    struct stats *st = user;
+    double hs = across(x), ws = down(x), ratio = ws / hs;
+    /* hs = 2 / (1 + ratio): the area's scale stays 1 */
+    ck_assert_msg(fabs(hs * (1 + ratio) / 2 - 1) < 0.06, "hs %g, ratio %g", hs, ratio);
+    add(st, ratio, 0.6, 1.4);
+}
+
+/* Scales uniform in [0.5, 1], aspect ratios in [0.6, 1.4] (MXNet's definitions). */
+START_TEST(random_scale_and_aspect) {
+    struct stats st = {0};
+    draw_samples(false, set_scale, 10, each_scale, &st);
+    ck_assert_int_eq(st.n, 400);
+    ck_assert_msg(st.min > 0.47 && st.max < 1.04, "scales in [%g, %g]", st.min, st.max);
+    ck_assert_msg(fabs(st.sum / st.n - 0.75) < 0.03, "mean scale %g", st.sum / st.n);
+    for (int b = 0; b < 5; b++)
+        ck_assert_msg(st.bins[b] > 40, "scale bin %d: %d of 400", b, st.bins[b]);
+
+    memset(&st, 0, sizeof st);
+    draw_samples(false, set_aspect, 10, each_aspect, &st);
+    ck_assert_msg(st.min > 0.57 && st.max < 1.45, "ratios in [%g, %g]", st.min, st.max);
+    ck_assert_msg(fabs(st.sum / st.n - 1.0) < 0.04, "mean ratio %g", st.sum / st.n);
+    for (int b = 0; b < 5; b++)
+        ck_assert_msg(st.bins[b] > 40, "ratio bin %d: %d of 400", b, st.bins[b]);
+}
+END_TEST
+
+static void set_l(mxc_image_record_params *ip) { ip->random_l = 40; }
+/* Gray (100 + 2x): lightness moves every pixel by the same dl in [-39, 39], stays gray. */
+static void each_l(const float *x, void *user) {
+    struct stats *st = user;
+    double dl = x[0] - (100 + 2 * 15); /* the centre crop starts at column 15 */
+    for (int i = 0; i < 100; i++) {
+        ck_assert_float_eq(x[i], x[100 + i]);
+        ck_assert_float_eq(x[i], x[200 + i]);
+        ck_assert_float_eq(x[i] - (float)(100 + 2 * (15 + i % 10)), (float)dl);
+    }
+    add(st, dl, -40, 40);
+}
+
+static void set_h(mxc_image_record_params *ip) { ip->random_h = 30; }
+/* Hue moves, lightness ((max + min) / 2) stays within a level or two of the source's. */
+static void each_h(const float *x, void *user) {
+    struct stats *st = user;
+    int changed = 0;
+    for (int i = 0; i < 100; i++) {
+        float src[3] = {6.0f * (15 + i % 10), 8.0f * (10 + i / 10), 100};
+        float r = x[i], g = x[100 + i], b = x[200 + i];
+        float l_out = (fmaxf(r, fmaxf(g, b)) + fminf(r, fminf(g, b))) / 2;
+        float l_in =
+            (fmaxf(src[0], fmaxf(src[1], src[2])) + fminf(src[0], fminf(src[1], src[2]))) / 2;
+        ck_assert_msg(fabsf(l_out - l_in) <= 2.5f, "lightness %g -> %g", l_in, l_out);
+        changed += r != src[0] || g != src[1] || b != src[2];
+    }
+    add(st, changed, 0, 100);
+}
+
+START_TEST(random_hls) {
+    struct stats st = {0};
+    draw_samples(true, set_l, 5, each_l, &st);
+    ck_assert_msg(st.min >= -39 && st.max <= 39, "dl in [%g, %g]", st.min, st.max);
+    ck_assert_msg(st.min < -30 && st.max > 30, "dl in [%g, %g]", st.min, st.max);
+    ck_assert_msg(fabs(st.sum / st.n) < 5, "mean dl %g", st.sum / st.n);
+
+    memset(&st, 0, sizeof st);
+    draw_samples(false, set_h, 2, each_h, &st);
+    ck_assert_msg(st.sum / st.n > 50, "on average %g of 100 pixels changed", st.sum / st.n);
+}
+END_TEST
+
 static Suite *image_iter_suite(void) {
     Suite *s = suite_create("image_iter");
     TCase *tc = tcase_create("image_iter");
@@ -408,6 +549,8 @@ static Suite *image_iter_suite(void) {
     tcase_add_test(tc, corrupt_records_skipped);
     tcase_add_test(tc, errors);
     tcase_add_test(tc, random_crop_and_mirror);
+    tcase_add_test(tc, random_scale_and_aspect);
+    tcase_add_test(tc, random_hls);
     suite_add_tcase(s, tc);
     return s;
 }

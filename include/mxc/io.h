@@ -158,6 +158,15 @@ typedef struct mxc_image_record_params {
     float std_r, std_g, std_b;    /**< then divided by; default 1 */
     float scale;                  /**< then multiplied by; default 1 */
     int preprocess_threads;       /**< threads decoding a batch, 1..64; default 4 */
+    /** After resize, scale the image by s drawn uniformly from [min, max] (default 1, 1:
+     * off) and stretch its content's aspect (width / height) by r from
+     * [1 - max_aspect_ratio, 1 + max_aspect_ratio] (default 0: off) as MXNet does: the
+     * canvas becomes (s * height, s * width), the content is scaled by 2s / (1 + r)
+     * across and r times that down, centred, the rest filled with white (255). */
+    float max_random_scale, min_random_scale, max_aspect_ratio;
+    /** After the crop, add to hue (0..180, OpenCV's 8-bit HLS), saturation and lightness
+     * (0..255) integers drawn from [-random_h, random_h] etc., clamped; default 0: off. */
+    int random_h, random_s, random_l;
 } mxc_image_record_params;
 
 /** Fills `params` with the defaults listed above (path_imgrec NULL and data_shape zero: the
@@ -166,11 +175,13 @@ MXC_API void mxc_image_record_params_init(mxc_image_record_params *params);
 
 /** Creates an iterator over a RecordIO file of images as MXNet's ImageRecordIter: each
  * record an IRHeader with its label(s) and a JPEG or PNG (mxc/recordio.h). A sample is
- * decoded to RGB, its shorter side resized to `resize` (bilinear) when set, cropped to
+ * decoded to RGB, its shorter side resized to `resize` (bilinear) when set, randomly
+ * scaled and stretched when asked (max/min_random_scale, max_aspect_ratio), cropped to
  * data_shape's height x width (at the centre, or at a uniformly random position with
- * rand_crop), mirrored with rand_mirror, and written as float32 (C, H, W) with
- * (pixel - mean) * (scale / std) per channel — MXNet's formula, so values match
- * bit for bit without resize (within one pixel level with it). Labels: the header's label
+ * rand_crop), mirrored with rand_mirror, shifted in hue, saturation and lightness with
+ * random_h/s/l, and written as float32 (C, H, W) with
+ * (pixel - mean) * (scale / std) per channel — MXNet's formula; without the random
+ * augmentations values match MXNet's bit for bit (docs/io.md). Labels: the header's label
  * (label_width 1, batch labels (batch_size,)) or its label vector (label_width n,
  * (batch_size, n)). Random draws come from `params->seed`, the epoch and the sample's
  * position in the epoch, so they do not depend on the threads.
