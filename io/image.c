@@ -8,6 +8,8 @@
  * gray and palettes expanded, no gamma correction — and tests/check_image.c compares the
  * pixels with MXNet's on the same files.
  *
+ * JPEG encoding (mxc__image_encode_jpeg) serves im2rec (im2rec.c).
+ *
  * Both libraries report fatal errors through a callback that must not return; it longjmps
  * back here, and everything that must be freed after it lives outside the jump's scope.
  */
@@ -18,7 +20,9 @@
 #include <jpeglib.h>
 #include <png.h>
 #include <inttypes.h>
+#include <math.h>
 #include <setjmp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Largest decoded image accepted: 2^28 bytes (about 9,400 x 9,400 RGB pixels), far above
@@ -127,6 +131,44 @@ done:
     return rc;
 }
 
+int mxc__image_encode_jpeg(const struct mxc__image *img, int quality, const char *what,
+                           unsigned char **out, unsigned long *size) {
+    struct jpeg_compress_struct cinfo;
+    struct jpeg_fail fail;
+    volatile int rc = MXC_OK;
+    *out = NULL;
+    *size = 0;
+    cinfo.err = jpeg_std_error(&fail.mgr);
+    fail.mgr.error_exit = jpeg_fatal;
+    fail.mgr.emit_message = jpeg_warn;
+    if (setjmp(fail.jump)) {
+        rc = mxc__error(MXC_ENOMEM, "%s: JPEG encoding failed: %s", what, fail.message);
+        goto done;
+    }
+    jpeg_create_compress(&cinfo);
+    jpeg_mem_dest(&cinfo, out, size);
+    cinfo.image_width = (JDIMENSION)img->width;
+    cinfo.image_height = (JDIMENSION)img->height;
+    cinfo.input_components = 3;
+    cinfo.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&cinfo);
+    jpeg_set_quality(&cinfo, quality, TRUE);
+    jpeg_start_compress(&cinfo, TRUE);
+    while (cinfo.next_scanline < cinfo.image_height) {
+        JSAMPROW row = img->data + (size_t)cinfo.next_scanline * (size_t)img->width * 3;
+        jpeg_write_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_compress(&cinfo);
+done:
+    jpeg_destroy_compress(&cinfo);
+    if (rc != MXC_OK) {
+        free(*out);
+        *out = NULL;
+        *size = 0;
+    }
+    return rc;
+}
+
 /* ---- PNG --------------------------------------------------------------------------- */
 
 struct png_source {
@@ -202,6 +244,90 @@ static int decode_png(const char *what, const uint8_t *bytes, size_t size, struc
     png_read_end(png, NULL);
 done:
     png_destroy_read_struct(png ? &png : NULL, info ? &info : NULL, NULL);
+    mxc__free(rows);
+    return rc;
+}
+
+/* ---- Resize ------------------------------------------------------------------------ */
+
+/* Bilinear resize of an RGB image as OpenCV's cv::resize(INTER_LINEAR) on 8-bit data:
+ * source coordinates (d + 0.5) * scale - 0.5 clamped to the edges, weights in 11-bit fixed
+ * point, rows combined as its vector code does (a value may differ from OpenCV's scalar
+ * tail by one level). */
+static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out, int *xofs,
+                            short *alpha, int *row0, int *row1) {
+    enum { BITS = 11, ONE = 1 << BITS };
+    int sw = in->width, sh = in->height, dw = out->width, dh = out->height;
+    double scale_x = 1.0 / ((double)dw / sw), scale_y = 1.0 / ((double)dh / sh);
+    for (int dx = 0; dx < dw; dx++) {
+        float fx = (float)((dx + 0.5) * scale_x - 0.5);
+        int sx = (int)floorf(fx);
+        fx -= (float)sx;
+        if (sx < 0)
+            fx = 0, sx = 0;
+        if (sx >= sw - 1)
+            fx = 0, sx = sw - 1;
+        xofs[dx] = sx;
+        alpha[dx] = (short)lrintf((1.f - fx) * ONE);
+    }
+    int *rows[2] = {row0, row1};
+    int row_len = dw * 3;
+    for (int dy = 0; dy < dh; dy++) {
+        float fy = (float)((dy + 0.5) * scale_y - 0.5);
+        int sy = (int)floorf(fy);
+        fy -= (float)sy;
+        if (sy < 0)
+            fy = 0, sy = 0;
+        if (sy >= sh - 1)
+            fy = 0, sy = sh - 1;
+        int b0 = (short)lrintf((1.f - fy) * ONE), b1 = ONE - b0;
+        for (int k = 0; k < 2; k++) {
+            int y = sy + k < sh ? sy + k : sh - 1;
+            const uint8_t *s = in->data + (size_t)y * sw * 3;
+            int *d = rows[k];
+            for (int dx = 0; dx < dw; dx++) {
+                int sx = xofs[dx], a0 = alpha[dx], a1 = ONE - a0;
+                int sx1 = sx + 1 < sw ? sx + 1 : sx;
+                for (int c = 0; c < 3; c++)
+                    d[dx * 3 + c] = s[sx * 3 + c] * a0 + s[sx1 * 3 + c] * a1;
+            }
+        }
+        uint8_t *o = out->data + (size_t)dy * row_len;
+        int simd = row_len & ~7; /* OpenCV's vector loop covers blocks of 8 */
+        for (int x = 0; x < row_len; x++) {
+            int v;
+            if (x < simd)
+                v = (((b0 * (row0[x] >> 4)) >> 16) + ((b1 * (row1[x] >> 4)) >> 16) + 2) >> 2;
+            else
+                v = (b0 * row0[x] + b1 * row1[x] + (1 << (2 * BITS - 1))) >> (2 * BITS);
+            o[x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    }
+}
+
+int mxc__image_resize_shorter(const struct mxc__image *in, int size, struct mxc__image *out,
+                              const char *what) {
+    int resize = size;
+    int64_t nh, nw;
+    if (in->height > in->width) {
+        nh = (int64_t)resize * in->height / in->width;
+        nw = resize;
+    } else {
+        nh = resize;
+        nw = (int64_t)resize * in->width / in->height;
+    }
+    int rc = MXC_OK;
+    int *xofs = NULL, *rows = NULL;
+    short *alpha = NULL;
+    MXC_TRY(mxc__image_reserve(out, what, nh, nw));
+    xofs = mxc__malloc((size_t)nw * sizeof *xofs);
+    alpha = mxc__malloc((size_t)nw * sizeof *alpha);
+    rows = mxc__malloc((size_t)nw * 3 * 2 * sizeof *rows);
+    MXC_CHECK(xofs && alpha && rows, MXC_ENOMEM, "%s: out of memory resizing", what);
+    resize_bilinear(in, out, xofs, alpha, rows, rows + nw * 3);
+fail:
+    mxc__free(xofs);
+    mxc__free(alpha);
     mxc__free(rows);
     return rc;
 }

@@ -66,61 +66,6 @@ struct image_source {
 
 /* ---- One sample ---------------------------------------------------------------------- */
 
-/* Bilinear resize of an RGB image as OpenCV's cv::resize(INTER_LINEAR) on 8-bit data:
- * source coordinates (d + 0.5) * scale - 0.5 clamped to the edges, weights in 11-bit fixed
- * point, rows combined as its vector code does (a value may differ from OpenCV's scalar
- * tail by one level). */
-static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out, int *xofs,
-                            short *alpha, int *row0, int *row1) {
-    enum { BITS = 11, ONE = 1 << BITS };
-    int sw = in->width, sh = in->height, dw = out->width, dh = out->height;
-    double scale_x = 1.0 / ((double)dw / sw), scale_y = 1.0 / ((double)dh / sh);
-    for (int dx = 0; dx < dw; dx++) {
-        float fx = (float)((dx + 0.5) * scale_x - 0.5);
-        int sx = (int)floorf(fx);
-        fx -= (float)sx;
-        if (sx < 0)
-            fx = 0, sx = 0;
-        if (sx >= sw - 1)
-            fx = 0, sx = sw - 1;
-        xofs[dx] = sx;
-        alpha[dx] = (short)lrintf((1.f - fx) * ONE);
-    }
-    int *rows[2] = {row0, row1};
-    int row_len = dw * 3;
-    for (int dy = 0; dy < dh; dy++) {
-        float fy = (float)((dy + 0.5) * scale_y - 0.5);
-        int sy = (int)floorf(fy);
-        fy -= (float)sy;
-        if (sy < 0)
-            fy = 0, sy = 0;
-        if (sy >= sh - 1)
-            fy = 0, sy = sh - 1;
-        int b0 = (short)lrintf((1.f - fy) * ONE), b1 = ONE - b0;
-        for (int k = 0; k < 2; k++) {
-            int y = sy + k < sh ? sy + k : sh - 1;
-            const uint8_t *s = in->data + (size_t)y * sw * 3;
-            int *d = rows[k];
-            for (int dx = 0; dx < dw; dx++) {
-                int sx = xofs[dx], a0 = alpha[dx], a1 = ONE - a0;
-                int sx1 = sx + 1 < sw ? sx + 1 : sx;
-                for (int c = 0; c < 3; c++)
-                    d[dx * 3 + c] = s[sx * 3 + c] * a0 + s[sx1 * 3 + c] * a1;
-            }
-        }
-        uint8_t *o = out->data + (size_t)dy * row_len;
-        int simd = row_len & ~7; /* OpenCV's vector loop covers blocks of 8 */
-        for (int x = 0; x < row_len; x++) {
-            int v;
-            if (x < simd)
-                v = (((b0 * (row0[x] >> 4)) >> 16) + ((b1 * (row1[x] >> 4)) >> 16) + 2) >> 2;
-            else
-                v = (b0 * row0[x] + b1 * row1[x] + (1 << (2 * BITS - 1))) >> (2 * BITS);
-            o[x] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-        }
-    }
-}
-
 /* Uniform in [0, 1). */
 static float uniform(uint64_t *state) {
     return (float)(mxc__io_splitmix64(state) >> 40) * (1.0f / 16777216.0f);
@@ -225,34 +170,6 @@ static void jitter_hls(const uint8_t in[3], const int delta[3], uint8_t out[3]) 
         out[c] = to_byte(rgb[c] * 255.0f);
 }
 
-/* Resizes the shorter side of w->img to `resize` (MXNet's integer arithmetic) into
- * w->resized. */
-static int resize_shorter(struct worker *w, int resize, const char *what) {
-    const struct mxc__image *in = &w->img;
-    int64_t nh, nw;
-    if (in->height > in->width) {
-        nh = (int64_t)resize * in->height / in->width;
-        nw = resize;
-    } else {
-        nh = resize;
-        nw = (int64_t)resize * in->width / in->height;
-    }
-    int rc = MXC_OK;
-    int *xofs = NULL, *rows = NULL;
-    short *alpha = NULL;
-    MXC_TRY(mxc__image_reserve(&w->resized, what, nh, nw));
-    xofs = mxc__malloc((size_t)nw * sizeof *xofs);
-    alpha = mxc__malloc((size_t)nw * sizeof *alpha);
-    rows = mxc__malloc((size_t)nw * 3 * 2 * sizeof *rows);
-    MXC_CHECK(xofs && alpha && rows, MXC_ENOMEM, "%s: out of memory resizing", what);
-    resize_bilinear(in, &w->resized, xofs, alpha, rows, rows + nw * 3);
-fail:
-    mxc__free(xofs);
-    mxc__free(alpha);
-    mxc__free(rows);
-    return rc;
-}
-
 /* The random state of the sample at `pos` of `epoch`. */
 static uint64_t sample_state(const struct image_source *s, int64_t epoch, int64_t pos) {
     uint64_t state = s->seed ^ 0x696d6167652d696full;
@@ -330,7 +247,7 @@ static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, 
         }
         const struct mxc__image *img = &w->img;
         if (rc == MXC_OK && s->p.resize > 0) {
-            rc = resize_shorter(w, s->p.resize, what);
+            rc = mxc__image_resize_shorter(&w->img, s->p.resize, &w->resized, what);
             img = &w->resized;
         }
         uint64_t state = sample_state(s, epoch, pos);

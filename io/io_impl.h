@@ -86,6 +86,19 @@ int mxc__image_decode(const char *what, const void *bytes, size_t size, struct m
 
 void mxc__image_free(struct mxc__image *img);
 
+/* Resizes `in` so that its shorter side is `size` (the longer one `size * long / short`,
+ * MXNet's integer arithmetic), bilinearly as OpenCV's cv::resize(INTER_LINEAR) does on 8-bit
+ * images, into `out` (not `in`). Returns MXC_OK, MXC_EFORMAT (a result too large),
+ * MXC_ENOMEM; messages start with `what`. */
+int mxc__image_resize_shorter(const struct mxc__image *in, int size, struct mxc__image *out,
+                              const char *what);
+
+/* Encodes `img` as a baseline JPEG of `quality` (1..100, 4:2:0, libjpeg's defaults) into a
+ * buffer libjpeg allocates: *out (release it with free(), not mxc__free) of *size bytes.
+ * Returns MXC_OK or MXC_ENOMEM (libjpeg failed; its message, after `what`). */
+int mxc__image_encode_jpeg(const struct mxc__image *img, int quality, const char *what,
+                           unsigned char **out, unsigned long *size);
+
 /* Sizes `img` for height x width pixels, reusing its buffer. Returns MXC_OK, MXC_EFORMAT
  * (an empty image or one over 2^28 bytes: the message starts with `what`), MXC_ENOMEM. */
 int mxc__image_reserve(struct mxc__image *img, const char *what, int64_t height, int64_t width);

@@ -6,21 +6,28 @@
  * decoding threads and with and without the index; corrupt images are skipped and
  * counted; a label count other than label_width and a damaged file are errors; bad
  * options are refused; random crops are uniform over the valid positions and mirroring
- * happens half the time, the same for a seed whatever the threads.
+ * happens half the time, the same for a seed whatever the threads; scale, aspect and colour
+ * draws follow their definitions; im2rec turns class folders into a list and records
+ * (the files' bytes, or resized and re-encoded, the same with any number of threads).
  *
  * Run from the repository root, or point MXC_TEST_DATA at tests/data.
  */
 #include "mxc/io.h"
 #include "mxc/recordio.h"
+#include "io/io_impl.h"
 #include "tests/util/op_check.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
+#include <libgen.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *rec_path(int slot, const char *name) {
     static char paths[2][512];
@@ -541,6 +548,234 @@ START_TEST(random_hls) {
 }
 END_TEST
 
+/* ---- im2rec ------------------------------------------------------------------------ */
+
+static void put_file(const char *dir, const char *name, const void *bytes, size_t n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(bytes, 1, n, f), n);
+    fclose(f);
+}
+
+static char *sub(const char *dir, const char *name) {
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(path, "%s/%s", dir, name);
+    return path;
+}
+
+/* The records of a .rec file: keys, labels and image sizes as read back. */
+static int read_back(const char *rec, const char *idx, int64_t *keys, float *labels, int *shorter) {
+    mxc_recordio *r;
+    CK_OK(mxc_recordio_open(rec, idx, 0, &r));
+    const int64_t *k;
+    size_t n;
+    CK_OK(mxc_recordio_keys(r, &k, &n));
+    const void *data, *image;
+    size_t size, image_size;
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = k[i];
+        ck_assert_int_eq(mxc_recordio_read(r, &data, &size), 1);
+        mxc_image_record h;
+        CK_OK(mxc_recordio_unpack_image(data, size, &h, &image, &image_size));
+        ck_assert_int_eq(h.flag, 0);
+        ck_assert_uint_eq(h.id, (uint64_t)k[i]);
+        labels[i] = h.label;
+        struct mxc__image img = {0};
+        shorter[i] = -1;
+        if (mxc__image_decode("r", image, image_size, &img) == MXC_OK)
+            shorter[i] = img.height < img.width ? img.height : img.width;
+        mxc__image_free(&img);
+    }
+    CK_OK(mxc_recordio_close(r));
+    return (int)n;
+}
+
+START_TEST(im2rec_folders) {
+    char *root = mxct_temp_dir("mxc-im2rec-");
+    char *cat = sub(root, "cat"), *dog = sub(root, "dog"), *hidden = sub(root, ".hidden");
+    ck_assert_int_eq(mkdir(cat, 0755), 0);
+    ck_assert_int_eq(mkdir(dog, 0755), 0);
+    ck_assert_int_eq(mkdir(hidden, 0755), 0);
+    size_t n1, n2;
+    void *a = make_png(20, 12, &n1), *b = make_png_of(16, 30, true, &n2);
+    put_file(cat, "b.png", b, n2);
+    put_file(cat, "a.png", a, n1);
+    put_file(cat, "notes.txt", "x", 1);
+    put_file(dog, "x.PNG", a, n1);
+    put_file(dog, "y.jpg", "not a jpeg", 10);
+    put_file(hidden, "z.png", a, n1);
+
+    char *lst = sub(root, "all.lst"), *rec = sub(root, "all.rec"), *idx = sub(root, "all.idx");
+    int64_t count;
+    CK_OK(mxc_im2rec_make_list(root, lst, 0, 0, &count));
+    ck_assert_int_eq(count, 4);
+    char *text = mxct_read_file(lst, NULL);
+    ck_assert_str_eq(text, "0\t0.000000\tcat/a.png\n1\t0.000000\tcat/b.png\n"
+                           "2\t1.000000\tdog/x.PNG\n3\t1.000000\tdog/y.jpg\n");
+    free(text);
+
+    /* the files' bytes as they are: the broken one too */
+    mxc_im2rec_params ip;
+    mxc_im2rec_params_init(&ip);
+    ck_assert_int_eq(ip.quality, 95);
+    CK_OK(mxc_im2rec(lst, root, rec, idx, &ip, &count));
+    ck_assert_int_eq(count, 4);
+    int64_t keys[8];
+    float labels[8];
+    int shorter[8];
+    ck_assert_int_eq(read_back(rec, idx, keys, labels, shorter), 4);
+    static const float want_labels[] = {0, 0, 1, 1};
+    static const int want_shorter[] = {12, 16, 12, -1};
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(keys[i], i);
+        ck_assert_float_eq(labels[i], want_labels[i]);
+        ck_assert_int_eq(shorter[i], want_shorter[i]);
+    }
+    mxc_recordio *r;
+    CK_OK(mxc_recordio_open(rec, idx, 0, &r));
+    const void *data, *image;
+    size_t size, image_size;
+    CK_OK(mxc_recordio_seek(r, 1));
+    ck_assert_int_eq(mxc_recordio_read(r, &data, &size), 1);
+    mxc_image_record h;
+    CK_OK(mxc_recordio_unpack_image(data, size, &h, &image, &image_size));
+    ck_assert_uint_eq(image_size, n2);
+    ck_assert_mem_eq(image, b, n2);
+    CK_OK(mxc_recordio_close(r));
+
+    /* resized and re-encoded, on 3 threads: the broken file skipped; 1 thread: same bytes */
+    ip.resize = 8;
+    ip.quality = 90;
+    ip.num_threads = 3;
+    CK_OK(mxc_im2rec(lst, root, rec, idx, &ip, &count));
+    ck_assert_int_eq(count, 3);
+    ck_assert_int_eq(read_back(rec, idx, keys, labels, shorter), 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(shorter[i], 8);
+    size_t len3, len1;
+    char *three = mxct_read_file(rec, &len3);
+    ip.num_threads = 1;
+    CK_OK(mxc_im2rec(lst, root, rec, idx, &ip, &count));
+    char *one = mxct_read_file(rec, &len1);
+    ck_assert_uint_eq(len1, len3);
+    ck_assert_mem_eq(one, three, len1);
+    free(one);
+    free(three);
+
+    /* the iterator reads it */
+    mxc_image_record_params rp = image_params(rec, 8, 8);
+    rp.path_imgidx = idx;
+    mxc_data_iter_params p = batch_params(3);
+    mxc_data_iter *it;
+    CK_OK(mxc_data_iter_create_image_record(&rp, &p, &it));
+    ck_assert_int_eq(mxc_data_iter_next(it), 1);
+    mxc_data_iter_free(it);
+
+    /* shuffled lists: a permutation, the same for a seed */
+    CK_OK(mxc_im2rec_make_list(root, lst, 1, 5, &count));
+    char *s1 = mxct_read_file(lst, NULL);
+    CK_OK(mxc_im2rec_make_list(root, lst, 1, 5, &count));
+    char *s2 = mxct_read_file(lst, NULL);
+    ck_assert_str_eq(s1, s2);
+    ck_assert_ptr_nonnull(strstr(s1, "2\t1.000000\tdog/x.PNG\n"));
+    free(s1);
+    free(s2);
+
+    /* errors */
+    put_file(root, "bad.lst", "0\t0.0\n", 6);
+    char *bad = sub(root, "bad.lst");
+    ck_assert_int_eq(mxc_im2rec(bad, root, rec, idx, &ip, &count), MXC_EFORMAT);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "bad.lst':1"));
+    ip.quality = 0;
+    ck_assert_int_eq(mxc_im2rec(lst, root, rec, idx, &ip, &count), MXC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "mxc_im2rec: quality is 0"));
+    ck_assert_int_eq(mxc_im2rec(NULL, root, rec, idx, &ip, &count), MXC_EINVAL);
+    ck_assert_int_eq(mxc_im2rec_make_list(cat, lst, 0, 0, &count), MXC_EFORMAT);
+    ck_assert_int_eq(mxc_im2rec_make_list("/nonexistent", lst, 0, 0, &count), MXC_EIO);
+    ck_assert_int_eq(mxc_im2rec_make_list(NULL, lst, 0, 0, &count), MXC_EINVAL);
+
+    const char *all[] = {"cat/a.png",     "cat/b.png", "cat/notes.txt", "dog/x.PNG", "dog/y.jpg",
+                         ".hidden/z.png", "all.lst",   "all.rec",       "all.idx",   "bad.lst"};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        char *f = sub(root, all[i]);
+        remove(f);
+        free(f);
+    }
+    rmdir(cat);
+    rmdir(dog);
+    rmdir(hidden);
+    rmdir(root);
+    free(bad);
+    free(lst);
+    free(rec);
+    free(idx);
+    free(cat);
+    free(dog);
+    free(hidden);
+    free(root);
+    free(a);
+    free(b);
+}
+END_TEST
+
+/* `mxc im2rec` and `mxc train --data rec:` as a user runs them (the mxc binary beside this
+ * test). */
+static char mxc_bin[4096];
+
+static int run_mxc(const char *args, char *out, size_t cap) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s 2>&1", mxc_bin, args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+START_TEST(im2rec_and_train_commands) {
+    if (access(mxc_bin, X_OK) != 0) {
+        printf("check_image_iter: skipping the command test: no %s (make tools)\n", mxc_bin);
+        return;
+    }
+    char *root = mxct_temp_dir("mxc-cli-rec-");
+    size_t n;
+    void *png = make_png(32, 30, &n);
+    for (int c = 0; c < 2; c++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/class%d", root, c);
+        ck_assert_int_eq(mkdir(dir, 0755), 0);
+        for (int i = 0; i < 10; i++) {
+            char name[32];
+            snprintf(name, sizeof name, "%d.png", i);
+            put_file(dir, name, png, n);
+        }
+    }
+    static char out[1 << 16];
+    char args[4096];
+    snprintf(args, sizeof args, "im2rec %s/data %s --resize 28 --threads 2", root, root);
+    ck_assert_msg(run_mxc(args, out, sizeof out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "packed 20 images"));
+    snprintf(args, sizeof args,
+             "train --network mlp --data rec:%s/data.rec,%s/data.rec --data-shape 3,28,28 "
+             "--epochs 1 --batch-size 5 --frequent 0 --json --prefix %s/mlp",
+             root, root, root);
+    ck_assert_msg(run_mxc(args, out, sizeof out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "\"test_accuracy\""));
+    /* usage errors */
+    ck_assert_int_eq(run_mxc("im2rec --resize 3", out, sizeof out), 2);
+    snprintf(args, sizeof args, "train --network mlp --data rec:%s/data.rec --data-shape 3,28",
+             root);
+    ck_assert_int_eq(run_mxc(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "rm -rf '%s'", root);
+    ck_assert_int_eq(system(args), 0);
+    free(root);
+    free(png);
+}
+END_TEST
+
 static Suite *image_iter_suite(void) {
     Suite *s = suite_create("image_iter");
     TCase *tc = tcase_create("image_iter");
@@ -551,8 +786,18 @@ static Suite *image_iter_suite(void) {
     tcase_add_test(tc, random_crop_and_mirror);
     tcase_add_test(tc, random_scale_and_aspect);
     tcase_add_test(tc, random_hls);
+    tcase_add_test(tc, im2rec_folders);
+    tcase_add_test(tc, im2rec_and_train_commands);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void) { return mxct_run_suite(image_iter_suite()); }
+int main(void) {
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+        self[len] = '\0';
+        snprintf(mxc_bin, sizeof mxc_bin, "%s/mxc", dirname(self));
+    }
+    return mxct_run_suite(image_iter_suite());
+}

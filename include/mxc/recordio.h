@@ -131,6 +131,43 @@ MXC_API int mxc_recordio_pack_image(const mxc_image_record *hdr, const float *la
                                     uint32_t num_labels, const void *image, size_t image_size,
                                     void *out, size_t capacity, size_t *size);
 
+/* ---- im2rec ------------------------------------------------------------------------ */
+
+/** Options of mxc_im2rec (MXNet's tools/im2rec.py). Initialise with
+ * mxc_im2rec_params_init; fields are only ever added at the end. */
+typedef struct mxc_im2rec_params {
+    int resize;      /**< > 0: decode, resize the shorter side to this (bilinear) and re-encode
+                          as JPEG; default 0: store each file's bytes unchanged */
+    int quality;     /**< JPEG quality when re-encoding, 1..100; default 95 (im2rec.py's) */
+    int num_threads; /**< threads reading and encoding, 1..64; default 1 */
+} mxc_im2rec_params;
+
+/** Fills `params` with the defaults above. NULL is ignored. Thread-safe. */
+MXC_API void mxc_im2rec_params_init(mxc_im2rec_params *params);
+
+/** Writes the image list `list_path` (MXNet's .lst: "index<TAB>label<TAB>path" lines, the
+ * label printed as "%f", the path relative to `root`) of the image files (.jpg, .jpeg,
+ * .png, any case) in the sub-folders of `root`: the sub-folders sorted by name are classes
+ * 0, 1, ...; files sorted by name within each. Indexes count in that order; with `shuffle`
+ * the lines are written in a permutation drawn from `seed` (indexes stay with their
+ * files). Hidden entries (starting with '.') are ignored. `*count` (may be NULL) receives
+ * the number of images. Returns MXC_OK, MXC_EINVAL (NULL root or list_path), MXC_EIO (a
+ * folder cannot be read or the list written, with the path), MXC_EFORMAT (no image found),
+ * MXC_ENOMEM. Thread-safe. */
+MXC_API int mxc_im2rec_make_list(const char *root, const char *list_path, int shuffle,
+                                 uint64_t seed, int64_t *count);
+
+/** Packs the images of the list `list_path` (lines "index<TAB>label[<TAB>label...]<TAB>path",
+ * paths relative to `root`) into the RecordIO file `rec_path` with its index `idx_path`, in
+ * the list's order: one image record per line (mxc_recordio_pack_image: id = index, one
+ * label as the header's label, several as a label vector), keyed by index, as im2rec.py
+ * does. A file that cannot be read or (with resize) decoded is skipped with a warning naming
+ * it. `*count` (may be NULL) receives the number of records written. Returns MXC_OK,
+ * MXC_EINVAL (NULL paths or params, bad params), MXC_EIO, MXC_EFORMAT (a malformed list
+ * line: path:line; no image packed), MXC_ENOMEM. Thread-safe. */
+MXC_API int mxc_im2rec(const char *list_path, const char *root, const char *rec_path,
+                       const char *idx_path, const mxc_im2rec_params *params, int64_t *count);
+
 #ifdef __cplusplus
 }
 #endif
