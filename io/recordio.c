@@ -401,6 +401,8 @@ static int write_part(mxc_recordio *r, uint32_t cflag, const unsigned char *p, s
 /* dmlc-core's RecordIOWriter::WriteRecord, byte for byte. */
 static int write_record(mxc_recordio *r, const unsigned char *data, size_t size) {
     int rc = MXC_OK;
+    if (!data) /* size 0: no pointer arithmetic on NULL below */
+        data = (const unsigned char *)"";
     size_t done = 0; /* payload bytes written (the magic words cut out included) */
     for (size_t i = 0; i + 4 <= size; i += 4) {
         if (get_le32(data + i) != RECORDIO_MAGIC)
