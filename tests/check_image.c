@@ -4,7 +4,7 @@
  * tests/data/io/rec/images.rec decode to exactly the pixels MXNet 1.9.1's imdecode gives
  * (decoded.params, scripts/gen_rec_fixtures.py); truncated, damaged and foreign data is
  * MXC_EFORMAT naming the image, never a crash (run under AddressSanitizer too), with every
- * byte of a JPEG and a PNG damaged in turn.
+ * byte of a JPEG and a PNG damaged in turn; every allocation failing in turn.
  *
  * Run from the repository root, or point MXC_TEST_DATA at tests/data.
  */
@@ -15,6 +15,7 @@
 #include "tests/util/test_util.h"
 
 #include <check.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,47 @@ START_TEST(damaged_everywhere) {
 }
 END_TEST
 
+/* Every allocation of decoding (JPEG and PNG), resizing and encoding failing in turn: a
+ * clean MXC_ENOMEM and nothing leaked. */
+START_TEST(alloc_failure_sweep) {
+    const char *fork = getenv("CK_FORK");
+    if (fork && strcmp(fork, "no") == 0) {
+        printf("check_image: skipping alloc_failure_sweep: needs Check's fork mode\n");
+        return;
+    }
+    static struct mxct_alloc_counts counts;
+    size_t jsize, psize;
+    mxct_alloc_install(&counts); /* the first mxc call of this process */
+    uint8_t *jpeg = image_bytes(4, &jsize), *png = image_bytes(8, &psize); /* CMYK, palette */
+    long before = atomic_load(&counts.live), n;
+    for (n = 0; n < 100; n++) {
+        mxct_alloc_fail_after(&counts, n);
+        struct mxc__image a = {0}, b = {0};
+        unsigned char *out = NULL;
+        unsigned long out_size = 0;
+        int rc = mxc__image_decode("jpeg", jpeg, jsize, &a);
+        if (rc == MXC_OK)
+            rc = mxc__image_decode("png", png, psize, &b);
+        if (rc == MXC_OK)
+            rc = mxc__image_resize_shorter(&a, 30, &b, "resize");
+        if (rc == MXC_OK)
+            rc = mxc__image_encode_jpeg(&b, 90, "encode", &out, &out_size);
+        mxct_alloc_fail_after(&counts, -1);
+        free(out);
+        mxc__image_free(&a);
+        mxc__image_free(&b);
+        ck_assert_int_eq(atomic_load(&counts.live), before);
+        if (rc == MXC_OK)
+            break;
+        ck_assert_msg(rc == MXC_ENOMEM, "allocation %ld: %s: %s", n, mxc_err_name(rc),
+                      mxc_last_error());
+    }
+    ck_assert_msg(n > 0 && n < 100, "no allocation failure was met (n = %ld)", n);
+    free(jpeg);
+    free(png);
+}
+END_TEST
+
 static Suite *image_suite(void) {
     Suite *s = suite_create("image");
     TCase *tc = tcase_create("image");
@@ -153,6 +195,7 @@ static Suite *image_suite(void) {
     tcase_add_loop_test(tc, decode_like_mxnet, 0, NUM_IMAGES);
     tcase_add_test(tc, bad_images);
     tcase_add_test(tc, damaged_everywhere);
+    tcase_add_test(tc, alloc_failure_sweep);
     suite_add_tcase(s, tc);
     return s;
 }
