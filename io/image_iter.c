@@ -404,8 +404,8 @@ static int cmp_u64(const void *a, const void *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The records' offsets in file order: the index's (sorted, duplicates dropped), or a scan
- * of the record headers. */
+/* The records' offsets in file order: the index lines' (sorted, repeated offsets dropped),
+ * or a scan of the record headers. */
 static int locate_records(struct image_source *s, mxc_recordio *r) {
     int rc = MXC_OK;
     const int64_t *keys;
@@ -414,10 +414,8 @@ static int locate_records(struct image_source *s, mxc_recordio *r) {
     if (s->p.path_imgidx) {
         s->offsets = mxc__malloc((nkeys ? nkeys : 1) * sizeof *s->offsets);
         MXC_CHECK(s->offsets != NULL, MXC_ENOMEM, "out of memory for %zu records", nkeys);
-        for (size_t i = 0; i < nkeys; i++) {
-            MXC_TRY(mxc_recordio_seek(r, keys[i]));
-            s->offsets[i] = (uint64_t)mxc_recordio_tell(r);
-        }
+        /* every line's record, as MXNet's indexed reader takes them (keys do not matter) */
+        mxc__recordio_index_offsets(r, s->offsets);
         qsort(s->offsets, nkeys, sizeof *s->offsets, cmp_u64);
         size_t n = 0;
         for (size_t i = 0; i < nkeys; i++)

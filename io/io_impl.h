@@ -66,6 +66,10 @@ uint64_t mxc__io_below(uint64_t *state, uint64_t n);
  * mxc_recordio_read. */
 int mxc__recordio_skip(mxc_recordio *r, uint64_t *offset);
 
+/* The offsets of all the index's lines (mxc_recordio_keys' count of them, in no particular
+ * order; a key given twice contributes both) into `offsets`. */
+void mxc__recordio_index_offsets(const mxc_recordio *r, uint64_t *offsets);
+
 /* ---- Images (image.c) -------------------------------------------------------------- */
 
 /* A decoded image: height x width pixels of 3 bytes (R, G, B), rows top to bottom. The

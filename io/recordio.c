@@ -311,6 +311,11 @@ fail:
     return rc;
 }
 
+void mxc__recordio_index_offsets(const mxc_recordio *r, uint64_t *offsets) {
+    for (size_t i = 0; i < r->num_keys; i++)
+        offsets[i] = r->sorted[i].offset;
+}
+
 int mxc__recordio_skip(mxc_recordio *r, uint64_t *offset) {
     size_t size;
     *offset = r->pos;

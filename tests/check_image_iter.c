@@ -246,6 +246,43 @@ START_TEST(corrupt_records_skipped) {
 }
 END_TEST
 
+/* An index whose key 0 appears twice: the iterator reads every line's record. */
+START_TEST(index_with_repeated_keys) {
+    size_t size;
+    void *png = make_png(12, 10, &size);
+    char *rec = mxct_temp_file("mxc-img-"), *idx = mxct_temp_file("mxc-idx-");
+    mxc_recordio *w;
+    CK_OK(mxc_recordio_open(rec, idx, 1, &w));
+    size_t cap = size + 64, got;
+    void *buf = malloc(cap);
+    for (int i = 0; i < 3; i++) {
+        mxc_image_record h = {.label = (float)i};
+        CK_OK(mxc_recordio_pack_image(&h, NULL, 0, png, size, buf, cap, &got));
+        CK_OK(mxc_recordio_write_idx(w, i == 2, buf, got));
+    }
+    CK_OK(mxc_recordio_close(w));
+    mxc_image_record_params ip = image_params(rec, 10, 12);
+    ip.path_imgidx = idx;
+    mxc_data_iter_params p = batch_params(3);
+    mxc_data_iter *it;
+    CK_OK(mxc_data_iter_create_image_record(&ip, &p, &it));
+    ck_assert_int_eq(mxc_data_iter_num_samples(it), 3);
+    ck_assert_int_eq(mxc_data_iter_next(it), 1);
+    int64_t n;
+    float *labels = copy_out(mxc_data_iter_label(it), &n);
+    for (int i = 0; i < 3; i++)
+        ck_assert_float_eq(labels[i], (float)i);
+    free(labels);
+    mxc_data_iter_free(it);
+    free(buf);
+    remove(rec);
+    remove(idx);
+    free(rec);
+    free(idx);
+    free(png);
+}
+END_TEST
+
 START_TEST(errors) {
     size_t size;
     void *png = make_png(12, 10, &size);
@@ -783,6 +820,7 @@ static Suite *image_iter_suite(void) {
     tcase_add_loop_test(tc, matches_mxnet, 0, 4);
     tcase_add_test(tc, corrupt_records_skipped);
     tcase_add_test(tc, errors);
+    tcase_add_test(tc, index_with_repeated_keys);
     tcase_add_test(tc, random_crop_and_mirror);
     tcase_add_test(tc, random_scale_and_aspect);
     tcase_add_test(tc, random_hls);
