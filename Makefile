@@ -45,7 +45,8 @@ NVCC    ?= $(CUDA_HOME)/bin/nvcc
 CSTD    := -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS  := $(CSTD) $(WARN) -fPIC -pthread -Iinclude -I. -MMD -MP
-LDLIBS  := -pthread -lm -lopenblas -lz
+# libjpeg-turbo and libpng decode the images of RecordIO files (io/image.c)
+LDLIBS  := -pthread -lm -lopenblas -lz -ljpeg -lpng
 
 # -O3 and -fno-trapping-math let the element-wise selects vectorise (GCC 12 leaves them
 # branchy scalar loops at -O2); -ffp-contract=fast lets the x86-64-v3 clones of the hot

@@ -6,6 +6,7 @@
 #include "common/common.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,9 @@
 
 static mxc_log_fn log_fn;
 static void *log_user;
-static int log_min_level = -1; /* -1: not yet read from MXC_LOG_LEVEL */
+/* -1: not yet read from MXC_LOG_LEVEL. Atomic: threads that log for the first time at
+ * once (an iterator's decoding threads) all read it, and may all set it to the same value. */
+static _Atomic int log_min_level = -1;
 
 static int level_from_env(void) {
     const char *v = getenv("MXC_LOG_LEVEL");
@@ -30,13 +33,18 @@ static int level_from_env(void) {
 void mxc_set_log(mxc_log_fn fn, void *user, int min_level) {
     log_fn = fn;
     log_user = user;
-    log_min_level = min_level < MXC_LOG_DEBUG ? MXC_LOG_DEBUG : min_level;
+    atomic_store_explicit(&log_min_level, min_level < MXC_LOG_DEBUG ? MXC_LOG_DEBUG : min_level,
+                          memory_order_relaxed);
 }
 
 bool mxc__log_enabled(int level) {
-    if (log_min_level < 0)
-        log_min_level = level_from_env();
-    return level >= log_min_level;
+    int min = atomic_load_explicit(&log_min_level, memory_order_relaxed);
+    if (min < 0) {
+        int unset = -1, env = level_from_env();
+        /* a level mxc_set_log stored meanwhile wins */
+        min = atomic_compare_exchange_strong(&log_min_level, &unset, env) ? env : unset;
+    }
+    return level >= min;
 }
 
 void mxc__log(int level, const char *fmt, ...) {

@@ -59,6 +59,7 @@ struct mxc_data_iter {
     /* Prefetch thread only. */
     float *stage_data, *stage_label;
     int64_t *perm;
+    int64_t *batch_index; /* the samples of the batch being filled */
 
     /* Shared, under `lock`. */
     mxc__mutex lock;
@@ -86,18 +87,17 @@ static mxc__handle_kind iter_kind =
 
 /* ---- Permutations ------------------------------------------------------------------ */
 
-static uint64_t splitmix64(uint64_t *state) {
+uint64_t mxc__io_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-/* Uniform in [0, n), n > 0, without modulo bias. */
-static uint64_t below(uint64_t *state, uint64_t n) {
+uint64_t mxc__io_below(uint64_t *state, uint64_t n) {
     uint64_t threshold = (0 - n) % n;
     for (;;) {
-        uint64_t r = splitmix64(state);
+        uint64_t r = mxc__io_splitmix64(state);
         if (r >= threshold)
             return r % n;
     }
@@ -111,10 +111,10 @@ static void epoch_order(const mxc_data_iter *it, int64_t epoch, int64_t *perm) {
     if (!it->params.shuffle)
         return;
     uint64_t state = it->params.seed ^ 0x6d78632d696f0000ull;
-    (void)splitmix64(&state);
+    (void)mxc__io_splitmix64(&state);
     state ^= (uint64_t)epoch * 0xd1b54a32d192ed03ull;
     for (int64_t i = it->part_count - 1; i > 0; i--) {
-        int64_t j = (int64_t)below(&state, (uint64_t)i + 1);
+        int64_t j = (int64_t)mxc__io_below(&state, (uint64_t)i + 1);
         int64_t t = perm[i];
         perm[i] = perm[j];
         perm[j] = t;
@@ -123,9 +123,9 @@ static void epoch_order(const mxc_data_iter *it, int64_t epoch, int64_t *perm) {
 
 /* ---- Prefetch thread --------------------------------------------------------------- */
 
-/* Fills slot `s` with batch `b` of the order `perm`; writes the padding count. */
-static int fill_slot(mxc_data_iter *it, const int64_t *perm, int64_t b, struct slot *s,
-                     int64_t *pad) {
+/* Fills slot `s` with batch `b` of epoch `epoch`'s order `perm`; writes the padding count. */
+static int fill_slot(mxc_data_iter *it, int64_t epoch, const int64_t *perm, int64_t b,
+                     struct slot *s, int64_t *pad) {
     int rc = MXC_OK;
     int64_t bs = it->params.batch_size;
     *pad = 0;
@@ -135,10 +135,16 @@ static int fill_slot(mxc_data_iter *it, const int64_t *perm, int64_t b, struct s
             (*pad)++;
             pos %= it->part_count; /* wrap around; several times if the part is tiny */
         }
+        it->batch_index[i] = it->part_begin + perm[pos];
+        if (it->src.read_batch)
+            continue;
         float *label = it->stage_label ? it->stage_label + i * it->label_elems : NULL;
-        MXC_TRY(it->src.read(it->src.impl, it->part_begin + perm[pos],
-                             it->stage_data + i * it->data_elems, label));
+        MXC_TRY(it->src.read(it->src.impl, it->batch_index[i], it->stage_data + i * it->data_elems,
+                             label));
     }
+    if (it->src.read_batch)
+        MXC_TRY(it->src.read_batch(it->src.impl, epoch, b * bs, it->batch_index, bs, it->stage_data,
+                                   it->stage_label));
     /* The reuse rule: the copies are engine writes, so they run after every operation
      * pushed on the buffer before, and overwrite it whole: a failure the consumer left on
      * it goes too. */
@@ -194,7 +200,7 @@ static void *prefetch_main(void *arg) {
             mxc__mutex_unlock(&it->lock);
 
             int64_t pad = 0;
-            int rc = fill_slot(it, it->perm, b, &it->slots[slot], &pad);
+            int rc = fill_slot(it, epoch, it->perm, b, &it->slots[slot], &pad);
 
             mxc__mutex_lock(&it->lock);
             bool current = !it->stop && it->want_epoch == epoch;
@@ -324,6 +330,7 @@ static void iter_destroy(mxc_data_iter *it) {
     mxc__free(it->stage_data);
     mxc__free(it->stage_label);
     mxc__free(it->perm);
+    mxc__free(it->batch_index);
     if (it->src.free)
         it->src.free(it->src.impl);
     mxc__cond_destroy(&it->producer_cv);
@@ -403,12 +410,13 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
     it->stage_data = mxc__malloc(bs * (size_t)it->data_elems * sizeof(float));
     it->stage_label = labels ? mxc__malloc(bs * (size_t)it->label_elems * sizeof(float)) : NULL;
     it->perm = mxc__malloc((size_t)it->part_count * sizeof(int64_t));
+    it->batch_index = mxc__malloc(bs * sizeof(int64_t));
     it->num_slots = p->prefetch + 1;
     it->slots = mxc__calloc((size_t)it->num_slots, sizeof *it->slots);
     it->free_slots = mxc__malloc((size_t)it->num_slots * sizeof(int));
     it->ready = mxc__calloc((size_t)it->num_slots + 1, sizeof *it->ready);
-    MXC_CHECK(it->stage_data && (!labels || it->stage_label) && it->perm && it->slots &&
-                  it->free_slots && it->ready,
+    MXC_CHECK(it->stage_data && (!labels || it->stage_label) && it->perm && it->batch_index &&
+                  it->slots && it->free_slots && it->ready,
               MXC_ENOMEM, "%s iterator: out of memory for batch buffers", name);
     for (int i = 0; i < it->num_slots; i++) {
         MXC_TRY(mxc_nd_create(&it->batch_data_shape, MXC_FLOAT32, p->ctx, 0, &it->slots[i].data));
@@ -594,6 +602,12 @@ int64_t mxc_data_iter_num_samples(const mxc_data_iter *it) {
 
 int64_t mxc_data_iter_num_batches(const mxc_data_iter *it) {
     return live(it, __func__) ? it->num_batches : -1;
+}
+
+int64_t mxc_data_iter_num_skipped(const mxc_data_iter *it) {
+    if (!live(it, __func__))
+        return -1;
+    return it->src.skipped ? it->src.skipped(it->src.impl) : 0;
 }
 
 void mxc_data_iter_free(mxc_data_iter *it) {

@@ -9,6 +9,8 @@
 set -euo pipefail
 
 packages=(check libsubunit-dev libopenblas-dev zlib1g-dev pkg-config dataset-fashion-mnist)
+# JPEG and PNG decoding for RecordIO image files (io/image.c)
+packages+=(libjpeg62-turbo-dev libpng-dev)
 # `make check`'s clang build: the compiler and its sanitizer runtimes (which the fuzz
 # targets use too, with libFuzzer); libomp for the benchmarks' OpenMP baselines when they
 # are built with CC=clang.

@@ -181,6 +181,38 @@ static const char *temp_dir(void) {
     return dir;
 }
 
+/* recordio.h: a folder ROOT holding c/x.png (any bytes: listing and packing without resize
+ * never decode), removed with the row's temporaries; returns ROOT. */
+static const char *image_folder(void) {
+    const char *root = temp_dir();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/c", root);
+    ck_assert_int_eq(mkdir(path, 0700), 0);
+    temps[num_temps++] = strdup(path);
+    snprintf(path, sizeof path, "%s/c/x.png", root);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("png", f);
+    fclose(f);
+    temps[num_temps++] = strdup(path);
+    return root;
+}
+
+static mxc_recordio *reader(void) { /* tests/data/io/rec/plain.rec with its index */
+    static mxc_recordio *r;
+    if (r == NULL)
+        CK_OK(
+            mxc_recordio_open("tests/data/io/rec/plain.rec", "tests/data/io/rec/plain.idx", 0, &r));
+    return r;
+}
+
+static mxc_recordio *writer(void) { /* a new file with an index */
+    static mxc_recordio *w;
+    if (w == NULL)
+        CK_OK(mxc_recordio_open(temp_path("mxc-null-rec-"), temp_path("mxc-null-idx-"), 1, &w));
+    return w;
+}
+
 /* ---- One call function per public function ------------------------------------------ */
 
 #define CALL(fn) static int call_##fn(int k)
@@ -377,6 +409,18 @@ CALL(mxc_data_iter_create_array) {
     mxc_data_iter_free(it);
     return rc;
 }
+TAKES_NULL(mxc_image_record_params_init)
+CALL(mxc_data_iter_create_image_record) {
+    mxc_image_record_params ip;
+    mxc_image_record_params_init(&ip);
+    ip.path_imgrec = "tests/data/io/rec/images.rec";
+    ip.data_shape[0] = 3;
+    ip.data_shape[1] = ip.data_shape[2] = 16;
+    mxc_data_iter *it = NULL;
+    int rc = mxc_data_iter_create_image_record(P(0, &ip), P(1, iter_params()), P(2, &it));
+    mxc_data_iter_free(it);
+    return rc;
+}
 CALL(mxc_data_iter_next) { return mxc_data_iter_next(NULL); }
 CALL(mxc_data_iter_reset) { return mxc_data_iter_reset(NULL); }
 CALL(mxc_data_iter_data) { return AS(mxc_data_iter_data(NULL) == NULL); }
@@ -392,6 +436,7 @@ CALL(mxc_data_iter_provide_label) {
 }
 CALL(mxc_data_iter_num_samples) { return AS(mxc_data_iter_num_samples(NULL) == -1); }
 CALL(mxc_data_iter_num_batches) { return AS(mxc_data_iter_num_batches(NULL) == -1); }
+CALL(mxc_data_iter_num_skipped) { return AS(mxc_data_iter_num_skipped(NULL) == -1); }
 TAKES_NULL(mxc_data_iter_free)
 
 /* model.h */
@@ -947,6 +992,69 @@ CALL(mxc_symbol_to_dot) {
     return mxc_symbol_to_dot(P(0, symbol()), 1, P(1, data_name), P(2, data_shape), 1, P(3, &dot));
 }
 
+/* recordio.h */
+CALL(mxc_recordio_open) {
+    mxc_recordio *r = NULL;
+    int rc = mxc_recordio_open(P(0, "tests/data/io/rec/plain.rec"),
+                               P(1, "tests/data/io/rec/plain.idx"), 0, P(2, &r));
+    mxc_recordio_close(r);
+    return rc;
+}
+CALL(mxc_recordio_read) {
+    const void *data;
+    size_t size;
+    return mxc_recordio_read(P(0, reader()), P(1, &data), P(2, &size));
+}
+CALL(mxc_recordio_seek) { return mxc_recordio_seek(NULL, 1); }
+CALL(mxc_recordio_seek_offset) { return mxc_recordio_seek_offset(NULL, 0); }
+CALL(mxc_recordio_tell) { return AS(mxc_recordio_tell(NULL) == -1); }
+CALL(mxc_recordio_keys) {
+    const int64_t *keys;
+    size_t n;
+    return mxc_recordio_keys(P(0, reader()), P(1, &keys), P(2, &n));
+}
+CALL(mxc_recordio_write) { return mxc_recordio_write(P(0, writer()), P(1, "abc"), 3); }
+CALL(mxc_recordio_write_idx) { return mxc_recordio_write_idx(P(0, writer()), 4, P(1, "abc"), 3); }
+CALL(mxc_recordio_close) { return mxc_recordio_close(NULL); }
+CALL(mxc_recordio_unpack_image) {
+    static const uint64_t rec[4] = {0}; /* 32 aligned bytes: a header, flag 0 */
+    mxc_image_record h;
+    const void *image;
+    size_t n;
+    return mxc_recordio_unpack_image(P(0, rec), sizeof rec, P(1, &h), P(2, &image), P(3, &n));
+}
+CALL(mxc_recordio_pack_image) {
+    mxc_image_record h = {.label = 1};
+    float label = 2;
+    unsigned char out[64];
+    size_t n;
+    return mxc_recordio_pack_image(P(0, &h), P(1, &label), 1, P(2, "abc"), 3, P(3, out), sizeof out,
+                                   P(4, &n));
+}
+TAKES_NULL(mxc_im2rec_params_init)
+/* The files of the im2rec rows, made once per row (each row runs in its own process). */
+static const char *im2rec_file(int which) {
+    static const char *paths[4];
+    if (paths[0] == NULL) {
+        paths[0] = image_folder();
+        paths[1] = temp_with("0\t1.000000\tc/x.png\n");
+        paths[2] = temp_path("mxc-null-rec-");
+        paths[3] = temp_path("mxc-null-idx-");
+    }
+    return paths[which];
+}
+CALL(mxc_im2rec_make_list) {
+    int64_t n;
+    return mxc_im2rec_make_list(P(0, im2rec_file(0)), P(1, im2rec_file(1)), 0, 0, P(2, &n));
+}
+CALL(mxc_im2rec) {
+    mxc_im2rec_params ip;
+    mxc_im2rec_params_init(&ip);
+    int64_t n;
+    return mxc_im2rec(P(0, im2rec_file(1)), P(1, im2rec_file(0)), P(2, im2rec_file(2)),
+                      P(3, im2rec_file(3)), P(4, &ip), P(5, &n));
+}
+
 /* ---- The table ----------------------------------------------------------------------- */
 
 #define OK  MXC_OK
@@ -1012,6 +1120,8 @@ static const struct row rows[] = {
     ROW(mxc_data_iter_create_fashion_mnist, MXC_EIO, INV, INV),
     ROW(mxc_data_iter_create_csv, INV, INV, OK, OK, INV, INV),
     ROW(mxc_data_iter_create_array, INV, OK, INV, INV),
+    ROW(mxc_image_record_params_init, OK),
+    ROW(mxc_data_iter_create_image_record, INV, INV, INV),
     ROW(mxc_data_iter_next, MIS),
     ROW(mxc_data_iter_reset, MIS),
     ROW(mxc_data_iter_data, OK),
@@ -1021,6 +1131,7 @@ static const struct row rows[] = {
     ROW(mxc_data_iter_provide_label, MIS, INV),
     ROW(mxc_data_iter_num_samples, OK),
     ROW(mxc_data_iter_num_batches, OK),
+    ROW(mxc_data_iter_num_skipped, OK),
     ROW(mxc_data_iter_free, OK),
     /* model.h: fit without an eval iterator or a result, progress without a user; a NULL
      * iterator given to fit, score or predict is MXC_EINVAL, a NULL metric "acc" */
@@ -1146,6 +1257,21 @@ static const struct row rows[] = {
     ROW(mxc_symbol_save_json, MIS, INV),
     ROW(mxc_symbol_save, MIS, INV),
     ROW(mxc_symbol_to_dot, MIS, INV, INV, INV),
+    /* recordio.h: no index path means no index; the counts may be left out */
+    ROW(mxc_recordio_open, INV, OK, INV),
+    ROW(mxc_recordio_read, MIS, INV, INV),
+    ROW(mxc_recordio_seek, MIS),
+    ROW(mxc_recordio_seek_offset, MIS),
+    ROW(mxc_recordio_tell, OK),
+    ROW(mxc_recordio_keys, MIS, INV, INV),
+    ROW(mxc_recordio_write, MIS, INV),
+    ROW(mxc_recordio_write_idx, MIS, INV),
+    ROW(mxc_recordio_close, OK),
+    ROW(mxc_recordio_unpack_image, INV, INV, INV, INV),
+    ROW(mxc_recordio_pack_image, INV, INV, INV, INV, INV),
+    ROW(mxc_im2rec_params_init, OK),
+    ROW(mxc_im2rec_make_list, INV, INV, OK),
+    ROW(mxc_im2rec, INV, INV, INV, INV, INV, OK),
 };
 
 /* Row _i: NULL in each pointer argument in turn. */
@@ -1171,8 +1297,9 @@ END_TEST
 
 /* Every function of the public headers that takes a pointer has a row. */
 START_TEST(test_every_function_has_a_row) {
-    const char *headers[] = {"autograd", "base",    "engine",   "executor", "io",      "kvstore",
-                             "model",    "ndarray", "networks", "op",       "storage", "symbol"};
+    const char *headers[] = {"autograd", "base",    "engine",  "executor", "io",
+                             "kvstore",  "model",   "ndarray", "networks", "op",
+                             "recordio", "storage", "symbol"};
     int checked = 0;
     for (size_t h = 0; h < COUNT(headers); h++) {
         char path[256];

@@ -7,6 +7,7 @@
  *   mxc train  --network mlp|lenet|<symbol.json> [--data fashion-mnist|<paths>] ...
  *   mxc score  --prefix P --epoch E [--data ...] [--json]
  *   mxc predict --prefix P --epoch E --input <NDArray list> --output <file>
+ *   mxc im2rec PREFIX ROOT [--list] [--resize N] [--quality Q] [--threads N] ...
  *   mxc info
  * train, score and predict take --ctx cpu|gpu|gpu:N (default cpu).
  */
@@ -39,6 +40,9 @@ struct options {
     int num_ctxs;
     int epochs, epoch, batch_size, frequent, resume, json, num_samples;
     float lr, momentum, wd;
+    /* image records: rec: data and im2rec */
+    int64_t data_shape[3];
+    int resize, quality, threads, shuffle, list_only;
     unsigned long long seed;
     mxc_optimizer_config sched; /* --lr-schedule and its options (the schedule fields) */
 };
@@ -76,8 +80,11 @@ static void usage(FILE *f) {
             "            [--prefix P] [--seed S] [--resume]\n"
             "            [--num-samples N] [--frequent N] [--json] [--ctx CTX[,CTX...]]\n"
             "            [--kvstore local|device|dist_sync] [--params FILE]\n"
+            "            [--data-shape C,H,W] [--resize N] [--threads N] (rec: data)\n"
             "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json] [--ctx CTX]\n"
             "  mxc predict --prefix P --epoch E --input FILE --output FILE [--ctx CTX]\n"
+            "  mxc im2rec PREFIX ROOT [--list] [--resize N] [--quality Q] [--threads N]\n"
+            "             [--shuffle 0|1] [--seed S]\n"
             "  mxc info\n"
             "CTX is where the network runs: cpu (the default, also cpu:N), gpu (gpu:0) or gpu:N;\n"
             "train takes a list (cpu:0,cpu:1) and splits each batch across them.\n"
@@ -86,7 +93,9 @@ static void usage(FILE *f) {
             "shard of the data; rank 0 prints and checkpoints).\n"
             "DATA is fashion-mnist (Debian's dataset-fashion-mnist, or $MXC_FASHION_MNIST_DIR),\n"
             "or TRAIN_IMAGES,TRAIN_LABELS,TEST_IMAGES,TEST_LABELS (IDX files, gzip or raw),\n"
-            "or csv:TRAIN_DATA,TRAIN_LABELS,TEST_DATA,TEST_LABELS (784 values per line).\n");
+            "or csv:TRAIN_DATA,TRAIN_LABELS,TEST_DATA,TEST_LABELS (784 values per line),\n"
+            "or rec:TRAIN.rec[,TEST.rec] (image records, e.g. from mxc im2rec; with\n"
+            "--data-shape C,H,W (default 3,28,28), --resize N, --threads N).\n");
 }
 
 static void usage_error(const char *msg, const char *arg) {
@@ -160,11 +169,29 @@ static void parse_ctx(const char *s, struct options *o) {
     o->ctx = o->ctxs[0];
 }
 
-static void parse(int argc, char **argv, struct options *o) {
-    for (int i = 2; i < argc; i++) {
+/* --data-shape C,H,W */
+static void parse_shape(const char *v, int64_t *shape) {
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", v);
+    int n = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == 3)
+            usage_error("--data-shape needs C,H,W, not", v);
+        shape[n++] = parse_int(t, "--data-shape", 1, 65535);
+    }
+    if (n != 3)
+        usage_error("--data-shape needs C,H,W, not", v);
+}
+
+static void parse(int argc, char **argv, int first, struct options *o) {
+    for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--resume") == 0) {
             o->resume = 1;
+            continue;
+        }
+        if (strcmp(a, "--list") == 0) {
+            o->list_only = 1;
             continue;
         }
         if (strcmp(a, "--json") == 0) {
@@ -226,6 +253,16 @@ static void parse(int argc, char **argv, struct options *o) {
             o->sched.warmup_begin_lr = parse_float(v, a);
         else if (strcmp(a, "--warmup-mode") == 0)
             o->sched.warmup_mode = pick(v, (const char *const[]){"linear", "constant"}, 2, a);
+        else if (strcmp(a, "--data-shape") == 0)
+            parse_shape(v, o->data_shape);
+        else if (strcmp(a, "--resize") == 0)
+            o->resize = (int)parse_int(v, a, 1, 65535);
+        else if (strcmp(a, "--quality") == 0)
+            o->quality = (int)parse_int(v, a, 1, 100);
+        else if (strcmp(a, "--threads") == 0)
+            o->threads = (int)parse_int(v, a, 1, 64);
+        else if (strcmp(a, "--shuffle") == 0)
+            o->shuffle = (int)parse_int(v, a, 0, 1);
         else if (strcmp(a, "--ctx") == 0) {
             parse_ctx(v, o);
             o->ctx_arg = v;
@@ -263,6 +300,28 @@ static mxc_data_iter *create(const struct options *o, int train, int flat,
     const char *data = o->data ? o->data : "fashion-mnist";
     if (strcmp(data, "fashion-mnist") == 0) {
         CHECK(mxc_data_iter_create_fashion_mnist(NULL, train, flat, p, &it));
+        return it;
+    }
+    if (strncmp(data, "rec:", 4) == 0) { /* TRAIN.rec[,TEST.rec] */
+        char buf[4096], *save = NULL, *paths[2] = {NULL};
+        snprintf(buf, sizeof buf, "%s", data + 4);
+        int n = 0;
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            paths[n < 2 ? n : 1] = t, n++;
+        if (n < 1 || n > 2)
+            usage_error("--data rec: needs TRAIN.rec or TRAIN.rec,TEST.rec", data);
+        if (!train && n == 1)
+            return NULL;
+        /* pixels scaled to [0, 1] as the other data; random crops and mirrors to train */
+        mxc_image_record_params ip;
+        mxc_image_record_params_init(&ip);
+        ip.path_imgrec = paths[train ? 0 : 1];
+        memcpy(ip.data_shape, o->data_shape, sizeof ip.data_shape);
+        ip.resize = o->resize > 0 ? o->resize : -1;
+        ip.rand_crop = ip.rand_mirror = train;
+        ip.scale = 1.0f / 255;
+        ip.preprocess_threads = o->threads;
+        CHECK(mxc_data_iter_create_image_record(&ip, p, &it));
         return it;
     }
     bool csv = strncmp(data, "csv:", 4) == 0;
@@ -481,6 +540,35 @@ static int cmd_predict(struct options *o) {
     return 0;
 }
 
+/* PREFIX.lst from ROOT's class folders (unless it exists; always with --list, which stops
+ * there), then PREFIX.rec and PREFIX.idx from the list, as MXNet's im2rec.py. */
+static int cmd_im2rec(const char *prefix, const char *root, const struct options *o) {
+    char lst[4096], rec[4096], idx[4096];
+    snprintf(lst, sizeof lst, "%s.lst", prefix);
+    snprintf(rec, sizeof rec, "%s.rec", prefix);
+    snprintf(idx, sizeof idx, "%s.idx", prefix);
+    int64_t n;
+    FILE *f = o->list_only ? NULL : fopen(lst, "r");
+    if (f) {
+        fclose(f);
+        fprintf(stderr, "mxc: using the existing list %s\n", lst);
+    } else {
+        CHECK(mxc_im2rec_make_list(root, lst, o->shuffle, o->seed, &n));
+        fprintf(stderr, "mxc: listed %lld images in %s\n", (long long)n, lst);
+        if (o->list_only)
+            return 0;
+    }
+    mxc_im2rec_params ip;
+    mxc_im2rec_params_init(&ip);
+    ip.resize = o->resize;
+    if (o->quality > 0)
+        ip.quality = o->quality;
+    ip.num_threads = o->threads;
+    CHECK(mxc_im2rec(lst, root, rec, idx, &ip, &n));
+    fprintf(stderr, "mxc: packed %lld images into %s and %s\n", (long long)n, rec, idx);
+    return 0;
+}
+
 static int cmd_info(void) {
     mxc_engine *eng;
     CHECK(mxc_engine_get_default(&eng));
@@ -530,8 +618,17 @@ int main(int argc, char **argv) {
                         .batch_size = 100,
                         .frequent = 100,
                         .momentum = -1,
-                        .optimizer = "sgd"};
-    parse(argc, argv, &o);
+                        .optimizer = "sgd",
+                        .data_shape = {3, 28, 28},
+                        .threads = 4,
+                        .shuffle = 1};
+    /* im2rec's two positional arguments come first */
+    bool im2rec = strcmp(cmd, "im2rec") == 0;
+    if (im2rec && (argc < 4 || argv[2][0] == '-' || argv[3][0] == '-'))
+        usage_error("im2rec needs PREFIX and ROOT", NULL);
+    parse(argc, argv, im2rec ? 4 : 2, &o);
+    if (im2rec)
+        return cmd_im2rec(argv[2], argv[3], &o);
     if (o.ctx_arg && strcmp(cmd, "info") == 0)
         usage_error("info takes no --ctx", o.ctx_arg);
     if (o.num_ctxs > 1 && strcmp(cmd, "train") != 0)

@@ -143,6 +143,67 @@ MXC_API int mxc_data_iter_create_csv(const char *data_csv, const mxc_shape *data
 MXC_API int mxc_data_iter_create_array(const mxc_ndarray *data, const mxc_ndarray *label,
                                        const mxc_data_iter_params *params, mxc_data_iter **out);
 
+/** Options of the image record iterator: MXNet's ImageRecordIter parameters of the same
+ * names and meanings. Initialise with mxc_image_record_params_init; fields are only ever
+ * added at the end. */
+typedef struct mxc_image_record_params {
+    const char *path_imgrec;      /**< the .rec file of image records; required */
+    const char *path_imgidx;      /**< its .idx (NULL: the .rec file is scanned at creation) */
+    int64_t data_shape[3];        /**< (channels, height, width) of a sample; channels must be 3 */
+    int label_width;              /**< labels per image; default 1 (IRHeader flag 0) */
+    int resize;                   /**< > 0: scale the shorter side to this first; default -1 */
+    int rand_crop;                /**< non-zero: a random crop (default: the centre) */
+    int rand_mirror;              /**< non-zero: mirror left-right with probability 0.5 */
+    float mean_r, mean_g, mean_b; /**< subtracted per channel; default 0 */
+    float std_r, std_g, std_b;    /**< then divided by; default 1 */
+    float scale;                  /**< then multiplied by; default 1 */
+    int preprocess_threads;       /**< threads decoding a batch, 1..64; default 4 */
+    /** After resize, scale the image by s drawn uniformly from [min, max] (default 1, 1:
+     * off) and stretch its content's aspect (width / height) by r from
+     * [1 - max_aspect_ratio, 1 + max_aspect_ratio] (default 0: off) as MXNet does: the
+     * canvas becomes (s * height, s * width), the content is scaled by 2s / (1 + r)
+     * across and r times that down, centred, the rest filled with white (255). */
+    float max_random_scale, min_random_scale, max_aspect_ratio;
+    /** After the crop, add to hue (0..180, OpenCV's 8-bit HLS), saturation and lightness
+     * (0..255) integers drawn from [-random_h, random_h] etc., clamped; default 0: off. */
+    int random_h, random_s, random_l;
+} mxc_image_record_params;
+
+/** Fills `params` with the defaults listed above (path_imgrec NULL and data_shape zero: the
+ * caller sets them). NULL is ignored. Thread-safe. */
+MXC_API void mxc_image_record_params_init(mxc_image_record_params *params);
+
+/** Creates an iterator over a RecordIO file of images as MXNet's ImageRecordIter: each
+ * record an IRHeader with its label(s) and a JPEG or PNG (mxc/recordio.h). A sample is
+ * decoded to RGB, its shorter side resized to `resize` (bilinear) when set, randomly
+ * scaled and stretched when asked (max/min_random_scale, max_aspect_ratio), cropped to
+ * data_shape's height x width (at the centre, or at a uniformly random position with
+ * rand_crop), mirrored with rand_mirror, shifted in hue, saturation and lightness with
+ * random_h/s/l, and written as float32 (C, H, W) with
+ * (pixel - mean) * (scale / std) per channel — MXNet's formula; without the random
+ * augmentations values match MXNet's bit for bit (docs/io.md). Labels: the header's label
+ * (label_width 1, batch labels (batch_size,)) or its label vector (label_width n,
+ * (batch_size, n)). Random draws come from `params->seed`, the epoch and the sample's
+ * position in the epoch, so they do not depend on the threads.
+ * Decoding and augmentation of a batch run on `preprocess_threads` threads (the prefetch
+ * thread among them) writing straight into the batch being filled. The common iterator
+ * options (shuffle, seed, round_batch, num_parts / part_index over the records in file
+ * order, prefetch) are as for every iterator; MXNet splits parts by bytes instead.
+ * Records are located at creation: from the index, or by scanning the file's record
+ * headers (not their payloads).
+ * A record whose image cannot be decoded, or is smaller than the crop after resizing, is
+ * skipped with a warning naming it (MXC_LOG_WARN) and replaced by the next record of the
+ * part that decodes; mxc_data_iter_num_skipped counts them.
+ * Returns MXC_OK, MXC_EINVAL (NULL image_params, params or out, a NULL path_imgrec, bad
+ * shape or options), MXC_ENOTSUP (channels other than 3, a non-CPU ctx), MXC_EIO,
+ * MXC_EFORMAT (a corrupt .rec or .idx file, with the offset or line; an empty file),
+ * MXC_ENOMEM. A corrupt .rec file met while iterating, or a record with a label count
+ * other than label_width, is an error of mxc_data_iter_next (MXC_EFORMAT naming the
+ * record). `*out` is NULL on failure. Thread-safe. */
+MXC_API int mxc_data_iter_create_image_record(const mxc_image_record_params *image_params,
+                                              const mxc_data_iter_params *params,
+                                              mxc_data_iter **out);
+
 /* ---- Iterating --------------------------------------------------------------------- */
 
 /** Advances to the next batch, waiting for the prefetch thread if it is not ready yet.
@@ -186,6 +247,10 @@ MXC_API int64_t mxc_data_iter_num_samples(const mxc_data_iter *it);
 /** Number of batches next returns per epoch (see "Last batch" above), or -1 for a bad
  * handle. */
 MXC_API int64_t mxc_data_iter_num_batches(const mxc_data_iter *it);
+
+/** Samples skipped since creation because they could not be decoded (image record
+ * iterator; 0 for the others), or -1 for a bad handle. */
+MXC_API int64_t mxc_data_iter_num_skipped(const mxc_data_iter *it);
 
 /** Stops the prefetch thread (waiting for the batch it is filling, if any) and frees the
  * iterator, its batch arrays (their memory is recycled after operations still pending on

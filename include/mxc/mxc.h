@@ -17,5 +17,6 @@
 #include "mxc/model.h"
 #include "mxc/io.h"
 #include "mxc/autograd.h"
+#include "mxc/recordio.h"
 
 #endif /* MXC_MXC_H */
