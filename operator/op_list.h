@@ -76,6 +76,9 @@ MXC__OP(dot)
 MXC__OP(batch_dot)
 MXC__OP(clip)
 /* end of reduce */
+/* indexing, selection and sorting: operator/indexing.c, sort.c */
+MXC__OP(where)
+/* end of indexing */
 /* optimizer updates: operator/optimizer.c */
 MXC__OP(sgd_update)
 MXC__OP(sgd_mom_update)

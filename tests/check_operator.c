@@ -361,6 +361,8 @@ static const struct inplace_case inplace_cases[] = {
     {"log_softmax", {NULL}, 1, 0, {{2, {3, 5}}}, -2, 2},
     /* labels of data's shape: probabilities */
     {"SoftmaxOutput", {NULL}, 2, 0, {{2, {4, 5}}, {2, {4, 5}}}, 0, 1},
+    /* indexing: operator/indexing.c */
+    {"where", {NULL}, 3, 0, {{2, {3, 4}}, {2, {3, 4}}, {2, {3, 4}}}, -1, 1},
 };
 
 /* The case of operator `op` (from ew_cases for the element-wise family); false if none. */
@@ -803,6 +805,8 @@ static const struct zero_case zero_cases[] = {
     {"sgd_mom_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     {"adam_update", {"lr", "0.1"}, 2, {"weight", "grad"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     UNARY("_sleep", "seconds", "0"),
+    /* indexing, selection and sorting: operator/indexing.c, sort.c */
+    {"where", {NULL}, 3, {"condition", "x", "y"}, {SHAPE(0, 3), SHAPE(0, 3), SHAPE(0, 3)}},
 };
 
 /* Which arguments want a gradient: all, the first only, all but the first (as data in
