@@ -42,9 +42,10 @@ static inline MXC__HD int64_t mxc__index_resolve(float v, int64_t n, int mode) {
     return r < 0 ? r + n : r;
 }
 
-/* Whether v names an element of an axis of n without clipping or wrapping. */
+/* mode=raise's test, MXNet's: whether 0 <= v <= n - 1 (so 2.5 passes for 3 elements and
+ * 3.5 fails for 4, though both truncate into range). */
 static inline MXC__HD bool mxc__index_in_range(float v, int64_t n) {
-    return v > -1.0f && v < (float)n;
+    return v >= 0.0f && v <= (float)(n - 1);
 }
 
 /* where: x where the condition is not zero (NaN is not zero), else y. */
@@ -85,6 +86,14 @@ static inline MXC__HD bool mxc__sort_before(float a, int64_t i, float b, int64_t
     if (a != b)
         return ascend ? a < b : a > b;
     return i < j;
+}
+
+/* o[k] = or += v as `req` says (not MXC__REQ_NULL): the CPU kernels' store. */
+static inline void mxc__index_store(int req, float *o, int64_t k, float v) {
+    if (req == MXC__REQ_ADD)
+        o[k] += v;
+    else
+        o[k] = v;
 }
 
 /* ---- Shapes and gradients (operator/indexing.c) ----------------------------------- */

@@ -78,6 +78,62 @@ def main():
     save("where_same", "where", {}, [cond, rand(rng, (3, 4)), rand(rng, (3, 4))])
     save("where_1d", "where", {}, [f32([1, 0, 2.5]), rand(rng, (3, 2, 2)), rand(rng, (3, 2, 2))])
 
+    # take: fractions truncate toward zero; -1.5, -1, 3 and 7 are out of range for 4 rows
+    # (clipped to the ends, or wrapped); repeated rows sum their gradients
+    idx = f32([[-1.5, -1, 0.7], [2.9, 4, 7]])
+    save("take_clip", "take", {}, [rand(rng, (4, 3)), idx])
+    save("take_wrap", "take", dict(mode="wrap"), [rand(rng, (4, 3)), idx])
+    save("take_raise", "take", dict(mode="raise"), [rand(rng, (4, 3)), f32([2, 0, 2.5, 0])])
+    save("take_axis1", "take", dict(axis=1, mode="wrap"),
+         [rand(rng, (2, 5, 3)), f32([[0, 4], [-1, 2], [6, 1]])])
+    save("take_axis_neg", "take", dict(axis=-1), [rand(rng, (2, 3, 4)), f32([3, 0, 3, 9])])
+
+    # pick: along the last axis by default, out-of-range indices clipped or wrapped
+    pidx = f32([0, -1, 9, 2.5])
+    save("pick_clip", "pick", {}, [rand(rng, (4, 5)), pidx])
+    save("pick_wrap", "pick", dict(axis=1, mode="wrap"), [rand(rng, (4, 5)), pidx])
+    save("pick_axis0_keep", "pick", dict(axis=0, keepdims=True),
+         [rand(rng, (4, 3)), f32([[1, 3, 0]])])
+    save("pick_3d", "pick", dict(axis=-2), [rand(rng, (2, 3, 4)), f32([[0, 1, 2, 1], [2, 2, 0, -5]])])
+    save("pick_index_kept", "pick", dict(axis=1), [rand(rng, (3, 4)), f32([[1], [3], [0]])])
+
+    # one_hot: a fraction, -0.5 (truncated to 0), and indices outside [0, depth)
+    save("one_hot", "one_hot", dict(depth=4, on_value=2.5, off_value=-1),
+         [f32([[0, 2.7, -1], [5, 3, -0.5]])])
+    save("one_hot_default", "one_hot", dict(depth=3), [f32([2, 0, 1, 1])])
+
+    # argmax, argmin: ties (the first occurrence wins), NaN (counts as the extreme)
+    tied = f32([[1, 3, 3, 2], [5, 5, 1, 0], [0, 0, 0, 0]])
+    save("argmax_axis1", "argmax", dict(axis=1), [tied])
+    save("argmax_none", "argmax", {}, [tied])
+    save("argmax_none_keep", "argmax", dict(keepdims=True), [tied])
+    save("argmax_neg_keep", "argmax", dict(axis=-2, keepdims=True), [ties(rng, (2, 3, 4))])
+    save("argmin_axis0", "argmin", dict(axis=0), [ties(rng, (4, 3))])
+    save("argmin_none", "argmin", {}, [tied])
+    nan = f32([[NAN, 1, 2], [1, NAN, NAN], [3, 1, 3]])
+    save("argmax_nan", "argmax", dict(axis=1), [nan])
+    save("argmin_nan", "argmin", dict(axis=-1), [nan])
+    save("argmax_channel", "argmax_channel", {}, [tied], backward=False)
+    save("argmax_channel_3d", "argmax_channel", {}, [ties(rng, (2, 3, 4))], backward=False)
+
+    # topk: ties (the first occurrence first, both ways), every ret_typ, axis None, k < 1
+    t35 = ties(rng, (3, 5))
+    save("topk_default", "topk", {}, [t35])
+    save("topk_both", "topk", dict(k=3, ret_typ="both"), [t35])
+    save("topk_value_asc", "topk", dict(axis=0, k=2, ret_typ="value", is_ascend=True),
+         [ties(rng, (4, 3))])
+    save("topk_mask", "topk", dict(axis=1, k=2, ret_typ="mask"), [ties(rng, (2, 4, 3))])
+    save("topk_none", "topk", dict(axis=None, k=4, ret_typ="both"), [ties(rng, (2, 3))])
+    save("topk_all", "topk", dict(k=0, ret_typ="value"), [rand(rng, (2, 4))])
+    save("topk_neg_axis", "topk", dict(axis=-2, k=2, ret_typ="value"), [rand(rng, (2, 3, 4))])
+
+    # sort, argsort (axis given: see the docstring)
+    save("sort_last", "sort", dict(axis=-1), [t35])
+    save("sort_desc", "sort", dict(axis=0, is_ascend=False), [ties(rng, (4, 3))])
+    save("sort_3d", "sort", dict(axis=1), [rand(rng, (2, 4, 3))])
+    save("argsort_last", "argsort", dict(axis=-1), [t35])
+    save("argsort_desc", "argsort", dict(axis=1, is_ascend=False), [ties(rng, (2, 4, 3))])
+
 
 if __name__ == "__main__":
     main()

@@ -807,6 +807,16 @@ static const struct zero_case zero_cases[] = {
     UNARY("_sleep", "seconds", "0"),
     /* indexing, selection and sorting: operator/indexing.c, sort.c */
     {"where", {NULL}, 3, {"condition", "x", "y"}, {SHAPE(0, 3), SHAPE(0, 3), SHAPE(0, 3)}},
+    {"take", {"axis", "1"}, 2, {"a", "indices"}, {SHAPE(0, 3), SHAPE(4)}},
+    {"pick", {NULL}, 2, {"data", "index"}, {SHAPE(0, 3), SHAPE(0)}},
+    {"one_hot", {"depth", "3"}, 1, {"indices"}, {SHAPE(0)}},
+    UNARY("argmax", "axis", "1"),
+    UNARY("argmin", "axis", "-1", "keepdims", "True"),
+    UNARY("argmax_channel"),
+    UNARY("topk", "k", "2", "ret_typ", "both"),
+    UNARY("topk", "ret_typ", "mask"),
+    UNARY("sort"),
+    UNARY("argsort", "axis", "0"),
 };
 
 /* Which arguments want a gradient: all, the first only, all but the first (as data in
