@@ -257,8 +257,8 @@ static int check_range(const char *op, const float *idx, int64_t m, int64_t n) {
     for (int64_t i = 0; i < m; i++)
         if (!mxc__index_in_range(idx[i], n))
             return mxc__error(MXC_EINVAL,
-                              "%s: index %g (at %lld) is outside [0, %lld) with mode=raise", op,
-                              (double)idx[i], (long long)i, (long long)n);
+                              "%s: index %g (at %lld) is outside [0, %lld] with mode=raise", op,
+                              (double)idx[i], (long long)i, (long long)(n - 1));
     return MXC_OK;
 }
 
