@@ -729,3 +729,135 @@ const struct mxc__op_def mxc__op_argmax_channel = {
     .forward_cpu = argmax_channel_forward,
     .forward_gpu = MXC__GPU(argmax_channel_forward_gpu),
 };
+
+/* ---- gather_nd ------------------------------------------------------------------------- */
+
+static const char *const gather_inputs[] = {"data", "indices", NULL};
+
+/* data (n0, ..., n{m-1}, rest...), indices (m, Y...) -> output (Y..., rest...). */
+static int gather_nd_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out,
+                           int num_out, mxc_shape *aux, int num_aux) {
+    (void)params, (void)num_in, (void)num_out, (void)aux, (void)num_aux;
+    char a[128], b[128];
+    int rc = MXC_OK;
+    if (in[0].ndim == 0 || in[1].ndim == 0)
+        return MXC_OK;
+    int64_t m = in[1].dims[0];
+    MXC_CHECK(m >= 1 && m <= in[0].ndim, MXC_ESHAPE,
+              "gather_nd: indices %s index %lld axes; data %s has %d",
+              mxc__shape_str(&in[1], a, sizeof a), (long long)m,
+              mxc__shape_str(&in[0], b, sizeof b), in[0].ndim);
+    MXC_CHECK(in[1].ndim - 1 + in[0].ndim - m <= MXC_MAX_NDIM, MXC_ENOTSUP,
+              "gather_nd: data %s and indices %s make an output of more than %d axes",
+              mxc__shape_str(&in[0], a, sizeof a), mxc__shape_str(&in[1], b, sizeof b),
+              MXC_MAX_NDIM);
+    mxc_shape o = {0};
+    for (int d = 1; d < in[1].ndim; d++)
+        o.dims[o.ndim++] = in[1].dims[d];
+    for (int d = (int)m; d < in[0].ndim; d++)
+        o.dims[o.ndim++] = in[0].dims[d];
+    o = legacy(o);
+    MXC_TRY(mxc__shape_assign(&out[0], &o, "gather_nd", "output"));
+fail:
+    return rc;
+}
+
+static struct mxc__gather_view gather_view(const mxc_shape *data, const struct mxc__tensor *idx) {
+    struct mxc__gather_view v = {.m = (int)idx->shape.dims[0], .inner = 1, .rows = 1};
+    for (int d = 0; d < data->ndim; d++) {
+        if (d < v.m) {
+            v.n[d] = data->dims[d];
+            v.rows *= data->dims[d];
+        } else {
+            v.inner *= data->dims[d];
+        }
+    }
+    v.count = v.m ? idx->size / v.m : 0;
+    return v;
+}
+
+/* The CPU refuses an index outside its axis (MXNet's CPU raises IndexError). */
+static int gather_check(const struct mxc__gather_view *v, const float *idx) {
+    for (int d = 0; d < v->m; d++)
+        for (int64_t y = 0; y < v->count; y++) {
+            float f = idx[d * v->count + y];
+            int64_t p = mxc__gather_pos(f, v->n[d]);
+            if (p < 0 || p >= v->n[d])
+                return mxc__error(MXC_EINVAL,
+                                  "gather_nd: index %g (indices[%d, %lld]) is out of bounds "
+                                  "for axis %d of size %lld",
+                                  (double)f, d, (long long)y, d, (long long)v->n[d]);
+        }
+    return MXC_OK;
+}
+
+/* out[y, :] (=, +=) data[row(indices[:, y]), :] */
+static int gather_nd_forward_on(const struct mxc__op_call *c, bool gpu) {
+    int req = c->req[0];
+    const float *x = c->in_data[0].data, *idx = c->in_data[1].data;
+    float *out = c->out_data[0].data;
+    struct mxc__gather_view v = gather_view(&c->in_data[0].shape, &c->in_data[1]);
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__gather_nd_gpu(v, x, idx, out, req, c->rctx->stream);
+#endif
+    (void)gpu;
+    int rc = gather_check(&v, idx);
+    for (int64_t y = 0; rc == MXC_OK && y < v.count; y++) {
+        const float *src = x + mxc__gather_row(&v, idx, y) * v.inner;
+        for (int64_t r = 0; r < v.inner; r++)
+            mxc__index_store(req, out, y * v.inner + r, src[r]);
+    }
+    return rc;
+}
+
+/* d_data[row(indices[:, y]), :] += d_out[y, :] (zeroed first unless add-to); d_indices = 0. */
+static int gather_nd_backward_on(const struct mxc__op_call *c, bool gpu) {
+    const float *idx = c->in_data[1].data, *g = c->out_grad[0].data;
+    int rc = mxc__index_zero_grads(c, 2, gpu);
+    if (rc != MXC_OK || c->req[0] == MXC__REQ_NULL)
+        return rc;
+    float *gd = c->in_grad[0].data;
+    struct mxc__gather_view v = gather_view(&c->in_grad[0].shape, &c->in_data[1]);
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__gather_nd_grad_gpu(v, g, idx, gd, c->rctx->stream);
+#endif
+    for (int64_t y = 0; y < v.count; y++) {
+        float *dst = gd + mxc__gather_row(&v, idx, y) * v.inner;
+        for (int64_t r = 0; r < v.inner; r++)
+            dst[r] += g[y * v.inner + r];
+    }
+    return MXC_OK;
+}
+
+static int gather_nd_forward(const struct mxc__op_call *c) {
+    return gather_nd_forward_on(c, false);
+}
+static int gather_nd_backward(const struct mxc__op_call *c) {
+    return gather_nd_backward_on(c, false);
+}
+#ifdef MXC_USE_CUDA
+static int gather_nd_forward_gpu(const struct mxc__op_call *c) {
+    return gather_nd_forward_on(c, true);
+}
+static int gather_nd_backward_gpu(const struct mxc__op_call *c) {
+    return gather_nd_backward_on(c, true);
+}
+#endif
+
+const struct mxc__op_def mxc__op_gather_nd = {
+    .name = "gather_nd",
+    .description = "Elements (or slices) of data at the positions in the columns of indices "
+                   "(m, ...): one position per first m axes",
+    .inputs = gather_inputs,
+    .outputs = one_output,
+    .infer_shape = gather_nd_shape,
+    .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_cpu = gather_nd_forward,
+    .backward_cpu = gather_nd_backward,
+    .forward_gpu = MXC__GPU(gather_nd_forward_gpu),
+    .backward_gpu = MXC__GPU(gather_nd_backward_gpu),
+};

@@ -88,6 +88,36 @@ static inline MXC__HD bool mxc__sort_before(float a, int64_t i, float b, int64_t
     return i < j;
 }
 
+/* gather_nd: the position index value v names on an axis of n: truncated toward zero, a
+ * negative one counted from the end (-1 is the last), as MXNet's; outside [0, n) (and NaN)
+ * it is out of range, which the CPU refuses and the GPU clips (mxc__gather_row). */
+static inline MXC__HD int64_t mxc__gather_pos(float v, int64_t n) {
+    if (!(v == v))
+        return -1;
+    const float lim = 4611686018427387904.0f; /* 2^62: the cast below stays defined */
+    int64_t t = (int64_t)(v > lim ? lim : v < -lim ? -lim : v);
+    return t < 0 ? t + n : t;
+}
+
+/* gather_nd's index view: data (n[0], ..., n[m - 1], inner), indices (m, count). */
+struct mxc__gather_view {
+    int m;
+    int64_t n[MXC_MAX_NDIM];
+    int64_t count, inner, rows; /* rows = n[0] * ... * n[m - 1] */
+};
+
+/* The row of data (as rows x inner) that column y of indices (m, count) names, each
+ * position clipped into its axis (the GPU's rule for out-of-range indices). */
+static inline MXC__HD int64_t mxc__gather_row(const struct mxc__gather_view *v, const float *idx,
+                                              int64_t y) {
+    int64_t row = 0;
+    for (int d = 0; d < v->m; d++) {
+        int64_t p = mxc__gather_pos(idx[d * v->count + y], v->n[d]);
+        row = row * v->n[d] + (p < 0 ? 0 : p >= v->n[d] ? v->n[d] - 1 : p);
+    }
+    return row;
+}
+
 /* o[k] = or += v as `req` says (not MXC__REQ_NULL): the CPU kernels' store. */
 static inline void mxc__index_store(int req, float *o, int64_t k, float v) {
     if (req == MXC__REQ_ADD)
@@ -162,6 +192,14 @@ int mxc__topk_gpu(const float *x, float *value, float *index, float *mask, int64
  * elements' places, 0 elsewhere. */
 int mxc__topk_grad_gpu(const float *x, const float *g, float *gx, int64_t outer, int64_t n,
                        int64_t inner, int64_t k, bool ascend, int req, void *stream);
+
+/* gather_nd: out (count, inner) (=, +=) data (rows, inner) at the rows indices name. */
+int mxc__gather_nd_gpu(struct mxc__gather_view v, const float *data, const float *idx, float *out,
+                       int req, void *stream);
+
+/* gather_nd backward: gdata (rows, inner) += g (count, inner) at those rows, with atomics. */
+int mxc__gather_nd_grad_gpu(struct mxc__gather_view v, const float *g, const float *idx,
+                            float *gdata, void *stream);
 
 #ifdef __cplusplus
 }

@@ -76,3 +76,21 @@ extern "C" int mxc__arg_extreme_gpu(const float *x, float *out, int64_t outer, i
         mxc__put(req, out, k, (float)mxc__arg_extreme(x + o * n * inner + r, n, inner, is_max));
     });
 }
+
+extern "C" int mxc__gather_nd_gpu(struct mxc__gather_view v, const float *data, const float *idx,
+                                  float *out, int req, void *stream) {
+    const int64_t inner = v.inner;
+    return mxc__launch(v.count * inner, stream, "gather_nd", [=] __device__(int64_t k) {
+        const int64_t y = k / inner, r = k - y * inner;
+        mxc__put(req, out, k, data[mxc__gather_row(&v, idx, y) * inner + r]);
+    });
+}
+
+extern "C" int mxc__gather_nd_grad_gpu(struct mxc__gather_view v, const float *g, const float *idx,
+                                       float *gdata, void *stream) {
+    const int64_t inner = v.inner;
+    return mxc__launch(v.count * inner, stream, "gather_nd backward", [=] __device__(int64_t k) {
+        const int64_t y = k / inner, r = k - y * inner;
+        atomicAdd(&gdata[mxc__gather_row(&v, idx, y) * inner + r], g[k]);
+    });
+}

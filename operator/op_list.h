@@ -87,6 +87,7 @@ MXC__OP(argmax_channel)
 MXC__OP(topk)
 MXC__OP(sort)
 MXC__OP(argsort)
+MXC__OP(gather_nd)
 /* end of indexing */
 /* optimizer updates: operator/optimizer.c */
 MXC__OP(sgd_update)

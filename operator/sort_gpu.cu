@@ -25,9 +25,9 @@ static __device__ int64_t rank_of(const float *row, int64_t n, int64_t inner, in
     return rank;
 }
 
-extern "C" int mxc__topk_gpu(const float *x, float *value, float *index, float *mask,
-                             int64_t outer, int64_t n, int64_t inner, int64_t k, bool ascend,
-                             int req_value, int req_index, int req_mask, void *stream) {
+extern "C" int mxc__topk_gpu(const float *x, float *value, float *index, float *mask, int64_t outer,
+                             int64_t n, int64_t inner, int64_t k, bool ascend, int req_value,
+                             int req_index, int req_mask, void *stream) {
     return mxc__launch(outer * n * inner, stream, "topk", [=] __device__(int64_t e) {
         const int64_t r = e % inner, j = (e / inner) % n, o = e / (inner * n);
         const float *row = x + o * n * inner + r;

@@ -321,6 +321,7 @@ static const struct gpu_case cases[] = {
      0,
      true},
     {"topk", {"k", "10", "ret_typ", "value", NULL}, 1, {S(257, 2049)}, {ANY}, 0, {{0}}, 0, true},
+    {"gather_nd", {NULL}, 2, {S(9, 7, 5), S(2, 13, 3)}, {ANY, CLASSES}, 0, {{0}}, 7, true},
 };
 
 static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned seed) {

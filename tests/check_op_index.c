@@ -1,6 +1,6 @@
 /*
  * tests/check_op_index.c — the indexing, selection and sorting family: where, take, pick,
- * one_hot, argmax, argmin, argmax_channel, topk, sort and argsort. Output shapes, forward
+ * one_hot, argmax, argmin, argmax_channel, topk, sort, argsort and gather_nd. Output shapes, forward
  * values and input gradients against MXNet 1.9.1 references (tests/data/ops/index, made
  * by scripts/gen_op_refs_index.py: ties, NaN, out-of-range and fractional indices under
  * clip and wrap, negative axes), finite-difference gradient checks with write and add-to
@@ -75,6 +75,9 @@ static const struct ref_case ref_cases[] = {
     {"sort_3d", "sort", 1, 1, false, {"axis", "1"}},
     {"argsort_last", "argsort", 1, 1, false, {"axis", "-1"}},
     {"argsort_desc", "argsort", 1, 1, false, {"axis", "1", "is_ascend", "False"}},
+    {"gather_nd_2d", "gather_nd", 2, 1, false, {NULL}},
+    {"gather_nd_slices", "gather_nd", 2, 1, false, {NULL}},
+    {"gather_nd_neg", "gather_nd", 2, 1, true, {NULL}},
 };
 
 /* The arrays `prefix`0 .. `prefix`{n-1} of the case's file. */
@@ -119,7 +122,9 @@ START_TEST(test_backward_reference) {
     if (c->no_backward) {
         mxc_op_info info;
         CK_OK(mxc_op_get_info(c->op, &info));
-        ck_assert_msg(!info.differentiable, "%s is differentiable; MXNet's is not", c->op);
+        bool mxnet_bug = strcmp(c->op, "gather_nd") == 0; /* its gradient is checked below */
+        ck_assert_msg(mxnet_bug || !info.differentiable, "%s is differentiable; MXNet's is not",
+                      c->op);
         return;
     }
     const char *keys[4], *vals[4];
@@ -229,6 +234,16 @@ START_TEST(test_sort_nan) {
     mxct_expect_close(&out[0], asc_idx, 0, 0, "ascending order with NaN");
     mxct_tensors_free(out, 1);
     mxct_tensors_free(&in, 1);
+}
+END_TEST
+
+/* gather_nd: the gradient is scattered to the gathered elements (repeats summed). */
+START_TEST(test_gradient_gather_nd) {
+    static const float idx[] = {0, 2, -1, 0, 1, 0, 1, 1};
+    struct mxct_tensor in[2] = {mxct_tensor_random(shp(3, 3, 2, 2, 0), -1, 1, 11),
+                                mxct_tensor_from(shp(2, 2, 4, 0, 0), idx)};
+    mxct_op_gradcheck("gather_nd", MXCT_NO_PARAMS, true, in, 2, NULL, 2u, 1e-2, 1e-2, 1e-3);
+    mxct_tensors_free(in, 2);
 }
 END_TEST
 
@@ -502,6 +517,35 @@ START_TEST(test_params) {
 }
 END_TEST
 
+START_TEST(test_gather_nd) {
+    mxc_shape in[2] = {shp(3, 3, 4, 2, 0), shp(3, 2, 5, 6, 0)}, out = {0};
+    ck_assert_int_eq(infer("gather_nd", MXCT_NO_PARAMS, in, 2, &out), MXC_OK);
+    mxct_expect_shape(&out, shp(3, 5, 6, 2, 0), "gather_nd slices");
+    mxc_shape pt[2] = {shp(2, 2, 3, 0, 0), shp(1, 2, 0, 0, 0)};
+    out = (mxc_shape){0};
+    ck_assert_int_eq(infer("gather_nd", MXCT_NO_PARAMS, pt, 2, &out), MXC_OK);
+    mxct_expect_shape(&out, shp(1, 1, 0, 0, 0), "gather_nd of one element");
+    mxc_shape many[2] = {shp(2, 2, 3, 0, 0), shp(2, 3, 4, 0, 0)};
+    out = (mxc_shape){0};
+    mxct_expect_error(infer("gather_nd", MXCT_NO_PARAMS, many, 2, &out), MXC_ESHAPE,
+                      MXCT_NEEDLES("gather_nd", "(3, 4)", "3 axes", "(2, 3)"));
+    /* one element, through the kernel; a position outside its axis is refused */
+    static const float x[6] = {1, 2, 3, 4, 5, 6}, at[2] = {1, -1}, bad[2] = {1, 3};
+    struct mxct_tensor t[2] = {mxct_tensor_from(shp(2, 2, 3, 0, 0), x),
+                               mxct_tensor_from(shp(1, 2, 0, 0, 0), at)},
+                       o[1];
+    CK_OK(mxct_op_forward("gather_nd", MXCT_NO_PARAMS, false, t, 2, NULL, o));
+    mxct_expect_close(&o[0], (const float[]){6}, 0, 0, "gather_nd [1, -1]");
+    mxct_tensors_free(o, 1);
+    mxct_tensors_free(&t[1], 1);
+    t[1] = mxct_tensor_from(shp(1, 2, 0, 0, 0), bad);
+    mxct_expect_error(mxct_op_forward("gather_nd", MXCT_NO_PARAMS, false, t, 2, NULL, o),
+                      MXC_EINVAL, MXCT_NEEDLES("gather_nd", "index 3", "axis 1", "size 3"));
+    mxct_tensors_free(o, 1);
+    mxct_tensors_free(t, 2);
+}
+END_TEST
+
 /* take with mode=raise refuses an index outside [0, n - 1] when it runs (MXNet's test: 2.5
  * passes for 3 rows, 3.5 does not for 4 though it truncates to 3). */
 START_TEST(test_take_raise) {
@@ -579,6 +623,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_gradient_one_hot);
     tcase_add_test(tc, test_gradient_sort);
     tcase_add_test(tc, test_sort_nan);
+    tcase_add_test(tc, test_gradient_gather_nd);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("inference");
@@ -589,6 +634,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_arg_gradients);
     tcase_add_test(tc, test_shape_sort);
     tcase_add_test(tc, test_params);
+    tcase_add_test(tc, test_gather_nd);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("invoke");

@@ -817,6 +817,7 @@ static const struct zero_case zero_cases[] = {
     UNARY("topk", "ret_typ", "mask"),
     UNARY("sort"),
     UNARY("argsort", "axis", "0"),
+    {"gather_nd", {NULL}, 2, {"data", "indices"}, {SHAPE(4, 3), SHAPE(1, 0)}},
 };
 
 /* Which arguments want a gradient: all, the first only, all but the first (as data in
