@@ -164,6 +164,19 @@ MXC__OP(dot)
 MXC__OP(batch_dot)
 MXC__OP(clip)
 /* end of reduce */
+/* indexing, selection and sorting: operator/indexing.c, sort.c */
+MXC__OP(where)
+MXC__OP(take)
+MXC__OP(pick)
+MXC__OP(one_hot)
+MXC__OP(argmax)
+MXC__OP(argmin)
+MXC__OP(argmax_channel)
+MXC__OP(topk)
+MXC__OP(sort)
+MXC__OP(argsort)
+MXC__OP(gather_nd)
+/* end of indexing */
 /* optimizer updates: operator/optimizer.c */
 MXC__OP(sgd_update)
 MXC__OP(sgd_mom_update)

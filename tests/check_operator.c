@@ -406,6 +406,8 @@ static const struct inplace_case inplace_cases[] = {
     {"GroupNorm", {"num_groups", "2"}, 3, 0, {{3, {2, 4, 3}}, {1, {2}}, {1, {2}}}, -1, 1},
     {"SoftmaxActivation", {"mode", "channel"}, 1, 0, {{3, {2, 3, 4}}}, -2, 2},
     {"L2Normalization", {"mode", "channel"}, 1, 0, {{3, {2, 3, 4}}}, -1, 1},
+    /* indexing: operator/indexing.c */
+    {"where", {NULL}, 3, 0, {{2, {3, 4}}, {2, {3, 4}}, {2, {3, 4}}}, -1, 1},
     {"_copy", {NULL}, 1, 0, {{2, {3, 4}}}, -1, 1},
     {"squeeze", {NULL}, 1, 0, {{3, {3, 1, 4}}}, -1, 1},
     /* element-wise math, comparisons, logical (values in tests/check_op_math.c) */
@@ -1013,6 +1015,19 @@ static const struct zero_case zero_cases[] = {
      {SHAPE(0, 3), SHAPE(0, 3)}},
     {"lamb_update_phase2", {"lr", "0.1"}, 2, {"weight", "g"}, {SHAPE(0, 3), SHAPE(0, 3)}},
     UNARY("_sleep", "seconds", "0"),
+    /* indexing, selection and sorting: operator/indexing.c, sort.c */
+    {"where", {NULL}, 3, {"condition", "x", "y"}, {SHAPE(0, 3), SHAPE(0, 3), SHAPE(0, 3)}},
+    {"take", {"axis", "1"}, 2, {"a", "indices"}, {SHAPE(0, 3), SHAPE(4)}},
+    {"pick", {NULL}, 2, {"data", "index"}, {SHAPE(0, 3), SHAPE(0)}},
+    {"one_hot", {"depth", "3"}, 1, {"indices"}, {SHAPE(0)}},
+    UNARY("argmax", "axis", "1"),
+    UNARY("argmin", "axis", "-1", "keepdims", "True"),
+    UNARY("argmax_channel"),
+    UNARY("topk", "k", "2", "ret_typ", "both"),
+    UNARY("topk", "ret_typ", "mask"),
+    UNARY("sort"),
+    UNARY("argsort", "axis", "0"),
+    {"gather_nd", {NULL}, 2, {"data", "indices"}, {SHAPE(4, 3), SHAPE(1, 0)}},
     UNARY("LayerNorm"),
     {"InstanceNorm", {NULL}, 1, {"data"}, {SHAPE(0, 3, 2)}},
     {"GroupNorm", {"num_groups", "2"}, 1, {"data"}, {SHAPE(0, 4, 2)}},
