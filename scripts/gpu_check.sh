@@ -5,8 +5,8 @@
 #
 #   scripts/gpu_check.sh [--deps DIR|FILE.tar.xz] [--log DIR] [--jobs N] [--no-bench]
 #
-# --deps  the Debian packages the build needs (check, libsubunit, libopenblas, zlib, and the
-#         Fashion-MNIST data set), unpacked as a root file system (usr/include, usr/lib/...),
+# --deps  the Debian packages the build needs (check, libsubunit, libopenblas, zlib,
+#         libjpeg62-turbo, libpng16 with their -dev packages, and the Fashion-MNIST data set), unpacked as a root file system (usr/include, usr/lib/...),
 #         for a machine where apt-get cannot reach a registry; a .tar.xz of such a folder is
 #         unpacked first. Made on a Debian machine with `apt-get download` and `dpkg -x`
 #         (docs/testing.md, "On a GPU").
@@ -56,7 +56,8 @@ if [ -n "$deps" ]; then
         deps=/tmp/mxc-deps
     fi
     deps=$(cd "$deps" && pwd)
-    for d in usr/include usr/include/x86_64-linux-gnu/openblas-pthread; do
+    # usr/include/x86_64-linux-gnu: libjpeg-turbo's jconfig.h
+    for d in usr/include usr/include/x86_64-linux-gnu usr/include/x86_64-linux-gnu/openblas-pthread; do
         prepend C_INCLUDE_PATH "$deps/$d"
         prepend CPLUS_INCLUDE_PATH "$deps/$d"
     done
