@@ -14,6 +14,7 @@
 #include "mxc/op.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
+#include "tests/util/op_ref.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -135,23 +136,11 @@ static const struct ref_case ref_cases[] = {
     {"norm1_zero_row", "norm", 1, {"ord", "1", "axis", "1"}},
 };
 
-static struct mxct_params split(const char *const *kv, const char **keys, const char **vals) {
-    int n = 0;
-    for (; kv[2 * n]; n++) {
-        keys[n] = kv[2 * n];
-        vals[n] = kv[2 * n + 1];
-    }
-    return (struct mxct_params){n, keys, vals};
-}
-
 /* Loads the arrays `prefix`0 .. `prefix`{n-1} of case c's file. */
 static void load_all(const struct ref_case *c, const char *prefix, int n, struct mxct_tensor *t) {
-    char file[256], name[16];
+    char file[256];
     snprintf(file, sizeof file, "ops/math/%s.params", c->file);
-    for (int i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "%s%d", prefix, i);
-        t[i] = mxct_ref_load(file, name);
-    }
+    mxct_ref_load_all(file, prefix, n, t);
 }
 
 /* got ≈ want (mxct_expect_close), and every infinity in want is the same infinity in got:
@@ -174,7 +163,7 @@ static void expect_values(const struct mxct_tensor *got, const struct mxct_tenso
 START_TEST(test_forward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[4], *vals[4];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[2], out[1], want;
     char what[128];
     load_all(c, "in", c->num_in, in);
@@ -194,7 +183,7 @@ END_TEST
 START_TEST(test_backward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[4], *vals[4];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[2], og, grads[2], want[2];
     char what[128];
     load_all(c, "in", c->num_in, in);
@@ -280,7 +269,7 @@ static const struct grad_case grad_cases[] = {
 START_TEST(test_gradients) {
     const struct grad_case *c = &grad_cases[_i];
     const char *keys[4], *vals[4];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[2];
     for (int i = 0; i < c->num_in; i++)
         in[i] = mxct_tensor_random(c->shapes[i], c->lo, c->hi, 20u + (unsigned)(_i * 2 + i));
@@ -300,7 +289,7 @@ START_TEST(test_forward_add) {
     while (strcmp(c->file, picks[_i]) != 0)
         c++;
     const char *keys[4], *vals[4];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in, want;
     load_all(c, "in", 1, &in);
     load_all(c, "out", 1, &want);
@@ -433,7 +422,7 @@ START_TEST(test_invoke) {
     while (strcmp(c->file, picks[_i]) != 0)
         c++;
     const char *keys[4], *vals[4];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[2], want;
     load_all(c, "in", c->num_in, in);
     load_all(c, "out", 1, &want);

@@ -12,6 +12,7 @@
 #include "mxc/op.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
+#include "tests/util/op_ref.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -89,39 +90,18 @@ static const struct ref_case ref_cases[] = {
      {"scale", "3", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"}},
 };
 
-static struct mxct_params split(const char *const *kv, const char **keys, const char **vals) {
-    int n = 0;
-    for (; kv[2 * n]; n++) {
-        keys[n] = kv[2 * n];
-        vals[n] = kv[2 * n + 1];
-    }
-    return (struct mxct_params){n, keys, vals};
-}
-
 /* Loads the arrays `prefix`0 .. `prefix`{n-1} of the case's file. */
 static void load_all(const struct ref_case *c, const char *prefix, int n, struct mxct_tensor *t) {
-    char file[256], name[16];
+    char file[256];
     snprintf(file, sizeof file, "ops/norm/%s.params", c->file);
-    for (int i = 0; i < n; i++) {
-        snprintf(name, sizeof name, "%s%d", prefix, i);
-        t[i] = mxct_ref_load(file, name);
-    }
-}
-
-static void expect_shape(const mxc_shape *got, const mxc_shape *want, const char *what) {
-    char a[128], b[128];
-    bool same = got->ndim == want->ndim;
-    for (int i = 0; same && i < want->ndim; i++)
-        same = got->dims[i] == want->dims[i];
-    ck_assert_msg(same, "%s: got %s, expected %s", what, mxc__shape_str(got, a, sizeof a),
-                  mxc__shape_str(want, b, sizeof b));
+    mxct_ref_load_all(file, prefix, n, t);
 }
 
 /* Visible outputs: shapes and values. */
 START_TEST(test_forward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[5], *vals[5];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[MAX_IO], out[MAX_IO], want[MAX_IO];
     char what[128];
     load_all(c, "in", c->num_in, in);
@@ -132,7 +112,7 @@ START_TEST(test_forward_reference) {
     ck_assert_int_eq(mxc_op_get_info(c->op, &info), MXC_OK);
     for (int k = 0; k < c->num_out; k++) {
         snprintf(what, sizeof what, "%s output %d shape vs MXNet", c->file, k);
-        expect_shape(&out[k].shape, &want[k].shape, what);
+        mxct_expect_shape(&out[k].shape, &want[k].shape, what);
         snprintf(what, sizeof what, "%s output %d vs MXNet", c->file, k);
         mxct_expect_close(&out[k], want[k].data, 1e-5, 2e-5, what);
     }
@@ -146,7 +126,7 @@ END_TEST
 START_TEST(test_backward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[5], *vals[5];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[MAX_IO], og[MAX_IO], grads[MAX_IO], want[MAX_IO];
     char what[128];
     load_all(c, "in", c->num_in, in);
@@ -216,7 +196,7 @@ static const struct grad_case grad_cases[] = {
 START_TEST(test_gradients) {
     const struct grad_case *c = &grad_cases[_i];
     const char *keys[4], *vals[4];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[3];
     for (int i = 0; i < c->num_in; i++)
         in[i] = mxct_tensor_random(c->shapes[i], -1, 1, 30u + (unsigned)i);
@@ -428,7 +408,7 @@ static struct mxct_tensor tensor_of(mxc_ndarray *a) {
 START_TEST(test_invoke) {
     const struct ref_case *c = &ref_cases[1];
     const char *keys[5], *vals[5];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[3], want[3];
     load_all(c, "in", 3, in);
     load_all(c, "out", 3, want);
@@ -439,7 +419,7 @@ START_TEST(test_invoke) {
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     for (int k = 0; k < 3; k++) {
         struct mxct_tensor got = tensor_of(out[k]);
-        expect_shape(&got.shape, &want[k].shape, "through mxc_imperative_invoke");
+        mxct_expect_shape(&got.shape, &want[k].shape, "through mxc_imperative_invoke");
         mxct_expect_close(&got, want[k].data, 1e-5, 2e-5, "through mxc_imperative_invoke");
         mxct_tensors_free(&got, 1);
         mxc_nd_free(out[k]);
