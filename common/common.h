@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #define MXC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -80,6 +81,12 @@ void *mxc__calloc(size_t count, size_t size);
 void *mxc__realloc(void *ptr, size_t size);
 void mxc__free(void *ptr);
 char *mxc__strdup(const char *s);
+
+/* Whether string `s` ends with `suffix` (parameter-name conventions: "_weight", "label"). */
+static inline bool mxc__ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
 
 /* Aligned allocation through the hook (alignment a power of two ≤ 4096). */
 void *mxc__aligned_alloc(size_t alignment, size_t size);

@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -412,20 +413,17 @@ static const char *or_default(const char *s, const char *d) { return s ? s : d; 
  * `init` (when NULL, a missing parameter is an error). With `own` (or on a GPU) the
  * executor gets its own copies of the parameters instead of sharing the model's. */
 /* Whether an argument is named as a label (MXNet's convention: softmax_label, lro_label). */
-static bool is_label(const char *name) {
-    size_t n = strlen(name);
-    return n >= 5 && strcmp(name + n - 5, "label") == 0;
-}
+static bool is_label(const char *name) { return mxc__ends_with(name, "label"); }
 
-/* Variable `name`'s "__init__" attribute (a Gluon or MXNet initializer hint), or NULL. */
-static int init_hint(mxc_symbol *sym, const char *name, const char **hint) {
+/* Attribute `key` of variable `name` (an "__init__" hint, "__lr_mult__", ...), or NULL. */
+static int var_attr(mxc_symbol *sym, const char *name, const char *key, const char **value) {
     int n = 0;
     const char *const *triples = NULL;
-    *hint = NULL;
+    *value = NULL;
     int rc = mxc_symbol_list_attrs(sym, &n, &triples);
     for (int i = 0; rc == MXC_OK && i < n; i++)
-        if (strcmp(triples[3 * i], name) == 0 && strcmp(triples[3 * i + 1], "__init__") == 0)
-            *hint = triples[3 * i + 2];
+        if (strcmp(triples[3 * i], name) == 0 && strcmp(triples[3 * i + 1], key) == 0)
+            *value = triples[3 * i + 2];
     return rc;
 }
 
@@ -523,7 +521,7 @@ static int bind_session(mxc_model *m, mxc_data_iter *it, mxc_context ctx, const 
             const char *hint = NULL;
             rc = mxc_nd_create(&arg_s[i], MXC_FLOAT32, mxc_cpu(), 1, &a);
             if (rc == MXC_OK)
-                rc = init_hint(m->sym, name, &hint);
+                rc = var_attr(m->sym, name, "__init__", &hint);
             if (rc == MXC_OK)
                 rc = mxc_init_array_hinted(init, name, hint, a);
             if (rc == MXC_OK)
@@ -991,6 +989,45 @@ static int run_epoch(struct fit *f, int e, mxc_data_iter *train, mxc_data_iter *
     return rc;
 }
 
+/* Multiplier attribute `key` of parameter `name` into `*mult` (kept when absent). */
+static int attr_mult(mxc_symbol *sym, const char *name, const char *key, float *mult) {
+    const char *v = NULL;
+    int rc = var_attr(sym, name, key, &v);
+    if (rc != MXC_OK || v == NULL)
+        return rc;
+    char *end = NULL;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (end == v || *end != '\0' || errno != 0 || !(d >= 0) || d > 1e30)
+        return mxc__error(MXC_EINVAL, "mxc_model_fit: %s's %s \"%s\" is not a number >= 0", name,
+                          key, v);
+    *mult = (float)d;
+    return MXC_OK;
+}
+
+/* Each trained parameter's multipliers as MXNet's Module gives them: weight decay only
+ * for names ending in _weight or _gamma, then the variables' __lr_mult__ and __wd_mult__
+ * attributes. The optimizer knows a parameter by its argument name, or through a store by
+ * its key in decimal (mxc_kvstore_set_optimizer). */
+static int set_param_mults(struct fit *f) {
+    const struct session *s = &f->train[0];
+    int rc = MXC_OK;
+    for (int i = 0; i < s->num_args; i++) {
+        if (s->grads[i] == NULL)
+            continue;
+        const char *name = s->arg_names[i];
+        float lr_mult = 1,
+              wd_mult = mxc__ends_with(name, "_weight") || mxc__ends_with(name, "_gamma");
+        MXC_TRY(attr_mult(f->model->sym, name, "__lr_mult__", &lr_mult));
+        MXC_TRY(attr_mult(f->model->sym, name, "__wd_mult__", &wd_mult));
+        char key[16];
+        snprintf(key, sizeof key, "%d", i);
+        MXC_TRY(mxc_optimizer_set_mult(f->opt, f->kv ? key : name, lr_mult, wd_mult));
+    }
+fail:
+    return rc;
+}
+
 /* With cfg->optimizer_states, a resumed fit (begin_epoch > 0) loads the optimizer state
  * saved beside its checkpoint; a missing file is a warning (fresh states). */
 static int load_states(struct fit *f) {
@@ -1131,6 +1168,7 @@ int mxc_model_fit(mxc_model *m, mxc_data_iter *train, mxc_data_iter *eval, const
     if (oc.rescale_grad == 0) /* the loss gradients are sums over the (global) batch */
         oc.rescale_grad = 1.0f / (float)(f.batch_size * f.workers);
     MXC_TRY(mxc_optimizer_create(&oc, &f.opt));
+    MXC_TRY(set_param_mults(&f));
     MXC_TRY(load_states(&f));
     if (f.kv)
         MXC_TRY(mxc__in_call("mxc_model_fit", mxc_kvstore_set_optimizer(f.kv, f.opt)));

@@ -12,11 +12,6 @@
 #include <math.h>
 #include <string.h>
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 /* Xavier's scale for a weight of `shape`; MXC_EINVAL when it has no fans. */
 static int xavier_scale(const mxc_init_config *c, const mxc_shape *shape, const char *name,
                         float *scale) {
@@ -84,10 +79,10 @@ static int check_args(const mxc_init_config *cfg, const char *name, mxc_ndarray 
 }
 
 static int init_by_name(const mxc_init_config *cfg, const char *name, mxc_ndarray *array) {
-    if (ends_with(name, "weight"))
+    if (mxc__ends_with(name, "weight"))
         return init_weight(cfg, name, array);
     for (size_t i = 0; i < sizeof constant_suffixes / sizeof constant_suffixes[0]; i++)
-        if (ends_with(name, constant_suffixes[i].suffix))
+        if (mxc__ends_with(name, constant_suffixes[i].suffix))
             return mxc_nd_fill(array, constant_suffixes[i].value);
     return mxc__error(MXC_EINVAL,
                       "mxc_init_array: unknown initialization pattern for %s "

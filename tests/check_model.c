@@ -444,6 +444,16 @@ static mxc_model *fitted_mlp(int hidden, int epochs) {
     return model;
 }
 
+/* A model of the symbol in `json`. */
+static mxc_model *model_from_json(const char *json) {
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_symbol_load_json(json, &net));
+    mxc_model *model = NULL;
+    CK_OK(mxc_model_create(net, &model));
+    mxc_symbol_free(net);
+    return model;
+}
+
 /* The same seed and data give the same weights with the naive engine's order... and with
  * any engine here, since every kernel is deterministic and the order per variable fixed. */
 /* A network as Gluon exports it: BatchNorm's statistics named running_mean / running_var
@@ -477,11 +487,7 @@ static const char gluon_json[] =
     "\"arg_nodes\": [0, 1, 2, 4, 5, 6, 7, 9, 10, 12], \"heads\": [[13, 0, 0]]}";
 
 START_TEST(test_fit_gluon_names_and_hints) {
-    mxc_symbol *net = NULL;
-    CK_OK(mxc_symbol_load_json(gluon_json, &net));
-    mxc_model *model = NULL;
-    CK_OK(mxc_model_create(net, &model));
-    mxc_symbol_free(net);
+    mxc_model *model = model_from_json(gluon_json);
     mxc_data_iter *train = toy_iter(20, 1);
     mxc_fit_config cfg;
     mxc_fit_config_init(&cfg);
@@ -503,6 +509,89 @@ START_TEST(test_fit_gluon_names_and_hints) {
     mxc_fit_result res;
     CK_OK(mxc_model_fit(model, train, NULL, &cfg, &res));
     ck_assert_msg(res.train_metric > 0.8, "train accuracy %.3f", res.train_metric);
+    mxc_data_iter_free(train);
+    mxc_model_free(model);
+}
+END_TEST
+
+/* Multipliers from the symbol, as MXNet's Module sets them: fc_weight has __lr_mult__ 0
+ * (frozen); three (1,) parameters of value 1 reach the loss through a multiplication by 0,
+ * so their gradient is 0 and only weight decay moves them: decay_weight decays (a _weight),
+ * decay_bias does not (Module's wd_mult 0 for names not ending in _weight or _gamma) and
+ * faster_bias decays twice as fast (__wd_mult__ 2). */
+static const char mults_json[] =
+    "{\"nodes\": ["
+    "{\"op\": \"null\", \"name\": \"data\", \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"fc_weight\", \"attrs\": {\"__lr_mult__\": \"0.0\", "
+    "\"__init__\": \"[\\\"constant\\\", {\\\"value\\\": 0.5}]\"}, \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"fc_bias\", \"inputs\": []},"
+    "{\"op\": \"FullyConnected\", \"name\": \"fc\", \"attrs\": {\"num_hidden\": \"2\"}, "
+    "\"inputs\": [[0, 0, 0], [1, 0, 0], [2, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"decay_weight\", \"attrs\": {\"__shape__\": \"(1,)\", "
+    "\"__init__\": \"ones\"}, \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"decay_bias\", \"attrs\": {\"__shape__\": \"(1,)\", "
+    "\"__init__\": \"ones\"}, \"inputs\": []},"
+    "{\"op\": \"null\", \"name\": \"faster_bias\", \"attrs\": {\"__shape__\": \"(1,)\", "
+    "\"__init__\": \"ones\", \"__wd_mult__\": \"2\"}, \"inputs\": []},"
+    "{\"op\": \"_mul_scalar\", \"name\": \"z1\", \"attrs\": {\"scalar\": \"0\"}, "
+    "\"inputs\": [[4, 0, 0]]},"
+    "{\"op\": \"_mul_scalar\", \"name\": \"z2\", \"attrs\": {\"scalar\": \"0\"}, "
+    "\"inputs\": [[5, 0, 0]]},"
+    "{\"op\": \"_mul_scalar\", \"name\": \"z3\", \"attrs\": {\"scalar\": \"0\"}, "
+    "\"inputs\": [[6, 0, 0]]},"
+    "{\"op\": \"broadcast_add\", \"name\": \"a1\", \"inputs\": [[3, 0, 0], [7, 0, 0]]},"
+    "{\"op\": \"broadcast_add\", \"name\": \"a2\", \"inputs\": [[10, 0, 0], [8, 0, 0]]},"
+    "{\"op\": \"broadcast_add\", \"name\": \"a3\", \"inputs\": [[11, 0, 0], [9, 0, 0]]},"
+    "{\"op\": \"null\", \"name\": \"softmax_label\", \"inputs\": []},"
+    "{\"op\": \"SoftmaxOutput\", \"name\": \"softmax\", \"inputs\": [[12, 0, 0], [13, 0, 0]]}],"
+    "\"arg_nodes\": [0, 1, 2, 4, 5, 6, 13], \"heads\": [[14, 0, 0]]}";
+
+static void expect_near(mxc_ndarray *a, double value) {
+    float *h = host(a);
+    ck_assert_msg(fabs(h[0] - value) <= 1e-5 * fabs(value), "%g, not %g", h[0], value);
+    free(h);
+}
+
+START_TEST(test_fit_symbol_multipliers) {
+    /* once updating directly, once through a store (its updater knows keys, not names) */
+    const char *const stores[] = {NULL, "local"};
+    for (int k = 0; k < 2; k++) {
+        mxc_model *model = model_from_json(mults_json);
+        mxc_data_iter *train = toy_iter(20, 1); /* 20 batches: 20 updates */
+        mxc_fit_config cfg;
+        mxc_fit_config_init(&cfg);
+        cfg.optimizer.lr = 0.5f;
+        cfg.optimizer.wd = 0.1f;
+        cfg.kvstore = stores[k];
+        cfg.quiet = 1;
+        CK_OK(mxc_model_fit(model, train, NULL, &cfg, NULL));
+        expect_all(mxc_model_param(model, "fc_weight"), 0.5f);
+        expect_near(mxc_model_param(model, "decay_weight"), pow(1 - 0.5 * 0.1, 20));
+        expect_all(mxc_model_param(model, "decay_bias"), 1);
+        expect_near(mxc_model_param(model, "faster_bias"), pow(1 - 0.5 * 0.2, 20));
+        float *b = host(mxc_model_param(model, "fc_bias")); /* lr_mult 1: it learned */
+        ck_assert_msg(b[0] != 0 && b[1] != 0, "fc_bias %g %g", b[0], b[1]);
+        free(b);
+        mxc_data_iter_free(train);
+        mxc_model_free(model);
+    }
+}
+END_TEST
+
+START_TEST(test_fit_bad_multiplier) {
+    char json[sizeof mults_json];
+    memcpy(json, mults_json, sizeof json);
+    const char key[] = "\"__wd_mult__\": \"";
+    char *mult = strstr(json, key);
+    ck_assert_ptr_nonnull(mult);
+    mult[sizeof key - 1] = 'x'; /* "__wd_mult__": "x" */
+    mxc_model *model = model_from_json(json);
+    mxc_data_iter *train = toy_iter(20, 1);
+    mxc_fit_config cfg;
+    mxc_fit_config_init(&cfg);
+    cfg.quiet = 1;
+    ck_assert_int_eq(mxc_model_fit(model, train, NULL, &cfg, NULL), MXC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "faster_bias's __wd_mult__ \"x\""));
     mxc_data_iter_free(train);
     mxc_model_free(model);
 }
@@ -973,11 +1062,7 @@ START_TEST(test_fit_several_contexts_average_aux) {
     CK_OK(mxc_data_iter_create_array(data, label, &p, &train));
     const mxc_context ctxs[2] = {{MXC_CPU, 0}, {MXC_CPU, 1}};
     for (int num = 1; num <= 2; num++) {
-        mxc_symbol *net = NULL;
-        CK_OK(mxc_symbol_load_json(bn_net_json, &net));
-        mxc_model *model = NULL;
-        CK_OK(mxc_model_create(net, &model));
-        mxc_symbol_free(net);
+        mxc_model *model = model_from_json(bn_net_json);
         mxc_fit_config cfg;
         mxc_fit_config_init(&cfg);
         cfg.num_epochs = 2;
@@ -1037,6 +1122,8 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_fit_checkpoint_score_predict);
     tcase_add_test(tc, test_fit_reproducible);
     tcase_add_test(tc, test_fit_gluon_names_and_hints);
+    tcase_add_test(tc, test_fit_symbol_multipliers);
+    tcase_add_test(tc, test_fit_bad_multiplier);
     tcase_add_test(tc, test_predict_every_output);
     tcase_add_test(tc, test_checkpoint_removes_stale_temps);
     tcase_add_test(tc, test_checkpoint_resume_fallback);

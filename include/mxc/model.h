@@ -159,8 +159,8 @@ typedef struct mxc_optimizer mxc_optimizer;
 /** Creates an optimizer. Returns MXC_OK, MXC_EINVAL (bad kind or values), MXC_ENOMEM. */
 MXC_API int mxc_optimizer_create(const mxc_optimizer_config *cfg, mxc_optimizer **out);
 
-/** Multipliers of parameter `name` (default 1 and 1; MXNet also defaults biases' wd_mult
- * to 0 only when asked, so mxc does not). Returns MXC_OK, MXC_EINVAL, MXC_ENOMEM. */
+/** Multipliers of parameter `name` (default 1 and 1, as an MXNet Optimizer made without
+ * names; mxc_model_fit sets Module's: see there). Returns MXC_OK, MXC_EINVAL, MXC_ENOMEM. */
 MXC_API int mxc_optimizer_set_mult(mxc_optimizer *opt, const char *name, float lr_mult,
                                    float wd_mult);
 
@@ -395,14 +395,16 @@ typedef struct mxc_fit_result {
  * binds the symbol for the iterator's shapes, initialises missing parameters, then per
  * batch runs forward, backward and the optimizer on every parameter; per epoch computes
  * the training metric, scores `eval` (may be NULL), reports progress and checkpoints.
+ * Multipliers as MXNet's Module sets them: weight decay only for parameters named
+ * *_weight or *_gamma, then each variable's "__lr_mult__" and "__wd_mult__" attributes.
  * `result` may be NULL. NULL: `model` is MXC_EMISUSE; `train` or `cfg` is MXC_EINVAL.
  * Runs on cfg->ctx, or split across cfg->ctxs through a store (cfg->kvstore, see there;
  * docs/kvstore.md "Data-parallel training"); when a GPU or several-context fit fails
  * midway, the model holds the parameters of the last epoch completed (or those it
  * started with).
  * Returns MXC_OK, MXC_EINVAL (bad config: an unknown kvstore type, num_ctxs < 0 or > 64
- * or without a list, a batch smaller than the number of contexts, dist_sync ranks with
- * different batch counts per epoch; a context neither CPU nor GPU), MXC_ENODEV (a GPU
+ * or without a list, a batch smaller than the number of contexts, a multiplier attribute
+ * that is not a number >= 0; a context neither CPU nor GPU), MXC_ENODEV (a GPU
  * context this build or machine lacks), MXC_ENOTSUP (an operator of the network without a
  * kernel on that device, named), MXC_EDEVICE / MXC_ENOTSUP (a dist_sync store that cannot
  * start: outside mpirun, a build without MPI), MXC_ESHAPE (the
