@@ -10,6 +10,9 @@
  *   allreduce_<bytes>  one key of 4 KB .. 64 MB: the communicator driven through an
  *                      engine operation (as the store does) vs MPI_Allreduce; GB/s is
  *                      bytes / time (the key's size over the median time of one sum).
+ *   allreduce_64x<bytes>  64 keys of 4 KB .. 256 KB pushed together (each its own
+ *                      variable, as a model's layers): bytes of all over the time of all,
+ *                      vs 64 MPI_Allreduce calls one after the other.
  *   model_<net>        every parameter of LeNet / ResNet-18, one key each, pushed
  *                      together: the communicator with fusion (default settings) and
  *                      without (MXC_KV_FUSION_BYTES=4), vs one MPI_Allreduce per key.
@@ -33,7 +36,10 @@ int main(void) {
 
 static struct mxc__kv_comm *comm;
 static mxc_engine *engine;
-static mxc_var *order;
+/* One variable per key, as the store gives each key's array its own: the sums of
+ * different keys may run together (and fuse), as in training. */
+#define MAX_KEYS    128
+static mxc_var *key_var[MAX_KEYS];
 static bool json;
 
 struct ar_arg {
@@ -74,7 +80,7 @@ static double time_ours(int num, float **bufs, const int64_t *n) {
         d.async_fn = ar_fn;
         d.arg = a;
         d.arg_free = free;
-        d.mutable_vars = &order;
+        d.mutable_vars = &key_var[k];
         d.num_mutable_vars = 1;
         d.name = "kv_allreduce";
         if (mxc_engine_push(engine, &d) != MXC_OK)
@@ -135,6 +141,9 @@ static void report(const char *kase, const char *metric, double ours, double bas
     }
     fflush(stdout);
 }
+
+/* Keys of one size pushed together in the streamed cases. */
+#define STREAM_KEYS 64
 
 /* LeNet's parameters (mxc's models: conv 20 5x5, conv 50 5x5, fc 500, fc 10) */
 static const int64_t lenet[] = {500, 20, 25000, 50, 400000, 500, 5000, 10};
@@ -208,30 +217,46 @@ static int rank_main(int argc, char **argv) {
         quick = quick || strcmp(argv[i], "--quick") == 0;
     }
     open_comm(); /* starts MPI */
-    if (mxc_engine_create(MXC_ENGINE_POOLED, NULL, &engine) != MXC_OK ||
-        mxc_engine_new_var(engine, &order) != MXC_OK)
+    /* one CPU worker runs the operations in push order, so every rank hands its sums to
+     * the communicator in the same order (the store numbers them for the same end) */
+    mxc_engine_config ec = {.cpu_workers = 1, .cpu_priority_workers = 1};
+    if (mxc_engine_create(MXC_ENGINE_POOLED, &ec, &engine) != MXC_OK)
         die("engine");
+    for (int k = 0; k < MAX_KEYS; k++)
+        if (mxc_engine_new_var(engine, &key_var[k]) != MXC_OK)
+            die("engine var");
     close_comm();
     int64_t max_bytes = quick ? (16 << 20) : (64 << 20);
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
-        int64_t n = bytes / 4;
         int reps = bytes >= (16 << 20) ? (quick ? 3 : 7) : (quick ? 7 : 21);
-        float **b = alloc_bufs(1, &n);
-        open_comm();
-        double ours = median_of(time_ours, reps, 1, b, &n);
-        close_comm();
-        double bare = median_of(time_bare, reps, 1, b, &n);
-        char kase[64];
-        snprintf(kase, sizeof kase, "allreduce_%lldKB", (long long)(bytes >> 10));
-        report(kase, "gbps", (double)bytes / ours * 1e-9, (double)bytes / bare * 1e-9,
-               "MPI_Allreduce", NULL, 0);
-        free_bufs(1, b);
+        /* one key alone (the latency of a sum), then for small sizes a stream of keys
+         * pushed together as a model's layers push them (what fusion is for) */
+        for (int num = 1; num <= (bytes <= (256 << 10) ? STREAM_KEYS : 1); num *= STREAM_KEYS) {
+            int64_t n[STREAM_KEYS];
+            for (int k = 0; k < num; k++)
+                n[k] = bytes / 4;
+            float **b = alloc_bufs(num, n);
+            open_comm();
+            double ours = median_of(time_ours, reps, num, b, n);
+            close_comm();
+            double bare = median_of(time_bare, reps, num, b, n);
+            char kase[64];
+            if (num == 1)
+                snprintf(kase, sizeof kase, "allreduce_%lldKB", (long long)(bytes >> 10));
+            else
+                snprintf(kase, sizeof kase, "allreduce_%dx%lldKB", num, (long long)(bytes >> 10));
+            double total = (double)bytes * num;
+            report(kase, "gbps", total / ours * 1e-9, total / bare * 1e-9, "MPI_Allreduce", NULL,
+                   0);
+            free_bufs(num, b);
+        }
     }
     int reps = quick ? 5 : 15;
     model_case("lenet", (int)(sizeof lenet / sizeof lenet[0]), lenet, reps);
     int64_t rn[128];
     model_case("resnet18", resnet18(rn), rn, quick ? 3 : 7);
-    mxc_engine_delete_var(engine, order, NULL, NULL);
+    for (int k = 0; k < MAX_KEYS; k++)
+        mxc_engine_delete_var(engine, key_var[k], NULL, NULL);
     mxc_engine_destroy(engine);
     return 0;
 }
