@@ -1,7 +1,11 @@
 /*
- * tests/check_zoo.c — MXNet's Gluon model zoo run by mxc. The weights of the models come
- * from their names (tests/util/seeded.c, the twin of scripts/zoo_seeded.py): first, that
- * both give the same values bit for bit.
+ * tests/check_zoo.c — MXNet's Gluon model zoo run by mxc: each model's exported symbol
+ * (tests/data/zoo/<model>-symbol.json, scripts/gen_model_zoo.py) is bound on the CPU
+ * with every weight, auxiliary state and the input computed from their names
+ * (tests/util/seeded.c, the twin of scripts/zoo_seeded.py that made MXNet's run), and
+ * its inference forward must give MXNet 1.9.1's outputs (tests/data/zoo/<model>.params).
+ * Tolerance: max |mxc - mxnet| <= 1e-4 * max(1, max |mxnet|) over each output
+ * (mxct_seeded_expect_output).
  */
 #include "mxc/executor.h"
 #include "mxc/ndarray.h"
@@ -76,11 +80,100 @@ START_TEST(test_seeded_value_ranges) {
 }
 END_TEST
 
+/* ---- The models -------------------------------------------------------------------- */
+
+struct zoo_model {
+    const char *name;
+    mxc_shape input; /* "data", as scripts/gen_model_zoo.py ran it */
+};
+
+static const struct zoo_model models[] = {
+    {"resnet18_v1", {4, {1, 3, 32, 32}}},     {"resnet18_v2", {4, {1, 3, 32, 32}}},
+    {"mobilenet1.0", {4, {1, 3, 32, 32}}},    {"mobilenetv2_1.0", {4, {1, 3, 32, 32}}},
+    {"vgg11_bn", {4, {1, 3, 32, 32}}},        {"alexnet", {4, {1, 3, 63, 63}}},
+    {"squeezenet1.1", {4, {1, 3, 209, 209}}}, {"densenet121", {4, {1, 3, 224, 224}}},
+    {"inceptionv3", {4, {1, 3, 299, 299}}},   {"transformer_encoder", {3, {2, 6, 32}}},
+};
+#define NUM_MODELS ((int)(sizeof models / sizeof models[0]))
+
+static mxc_ndarray *find(size_t n, mxc_ndarray **arrays, char **names, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return arrays[i];
+    return NULL;
+}
+
+/* Loads models[_i], binds it with seeded values, runs inference and compares. */
+START_TEST(test_model_equals_mxnet) {
+    const struct zoo_model *m = &models[_i];
+    char path[256];
+    mxc_symbol *sym = NULL;
+    snprintf(path, sizeof path, "tests/data/zoo/%s-symbol.json", m->name);
+    CK_OK(mxc_symbol_load(path, &sym));
+    size_t nref = 0;
+    mxc_ndarray **ref = NULL;
+    char **ref_names = NULL;
+    snprintf(path, sizeof path, "tests/data/zoo/%s.params", m->name);
+    CK_OK(mxc_nd_load(path, mxc_cpu(), &nref, &ref, &ref_names));
+
+    const char *input = "data";
+    mxc_executor *x = NULL;
+    CK_OK(mxc_executor_simple_bind(sym, mxc_cpu(), 1, &input, &m->input, MXC_GRAD_NULL, &x));
+    mxct_seeded_fill_executor(x, sym);
+
+    /* The seeded input (the first argument, "data") is the one MXNet ran. */
+    mxc_ndarray *head = find(nref, ref, ref_names, "data_head");
+    ck_assert_ptr_nonnull(head);
+    float want[64], got[64];
+    int64_t nh = mxc_nd_size(head);
+    ck_assert_int_le(nh, 64);
+    CK_OK(mxc_nd_sync_copy_to_cpu(head, want, (size_t)nh * sizeof(float)));
+    mxc_ndarray *const *args;
+    const char *const *arg_names;
+    int na;
+    CK_OK(mxc_executor_arrays(x, NULL, &args, NULL, NULL, NULL));
+    CK_OK(mxc_symbol_list_arguments(sym, &na, &arg_names));
+    ck_assert_str_eq(arg_names[0], "data");
+    mxc_ndarray *first = NULL;
+    CK_OK(mxc_nd_reshape(args[0], &SHAPE(mxc_nd_size(args[0])), &first));
+    mxc_ndarray *slice = NULL;
+    CK_OK(mxc_nd_slice(first, 0, nh, &slice));
+    CK_OK(mxc_nd_sync_copy_to_cpu(slice, got, (size_t)nh * sizeof(float)));
+    mxc_nd_free(slice);
+    mxc_nd_free(first);
+    ck_assert_msg(memcmp(got, want, (size_t)nh * sizeof(float)) == 0, "%s: seeded input differs",
+                  m->name);
+
+    CK_OK(mxc_executor_forward(x, 0));
+    int no, nout;
+    mxc_ndarray *const *outs;
+    const char *const *out_names;
+    CK_OK(mxc_executor_outputs(x, &no, &outs));
+    CK_OK(mxc_symbol_list_outputs(sym, &nout, &out_names));
+    ck_assert_int_eq(no, nout);
+    for (int i = 0; i < no; i++) {
+        char key[32], what[256];
+        snprintf(key, sizeof key, "out%d", i);
+        mxc_ndarray *w = find(nref, ref, ref_names, key);
+        ck_assert_msg(w != NULL, "%s: no reference %s", m->name, key);
+        snprintf(what, sizeof what, "%s: %s", m->name, out_names[i]);
+        mxct_seeded_expect_output(what, outs[i], w);
+    }
+    mxc_executor_free(x);
+    mxc_nd_list_free(nref, ref, ref_names);
+    mxc_symbol_free(sym);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("zoo");
     TCase *tc = tcase_create("seeded");
     tcase_add_test(tc, test_seeded_values_equal_numpy);
     tcase_add_test(tc, test_seeded_value_ranges);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("models");
+    tcase_set_timeout(tc, mxct_timeout(60));
+    tcase_add_loop_test(tc, test_model_equals_mxnet, 0, NUM_MODELS);
     suite_add_tcase(s, tc);
     return s;
 }
