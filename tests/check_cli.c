@@ -3,10 +3,12 @@
  * binary next to this test): info, usage errors, a short training on Fashion-MNIST whose
  * JSON summary has the promised fields and an accuracy no broken gradient reaches,
  * scoring the checkpoint, resuming (falling back, with a warning, past a damaged newest
- * checkpoint), predictions written as an NDArray list, and --ctx (bad values, a missing
- * GPU; with a GPU, training there).
+ * checkpoint), predictions written as an NDArray list, a Gluon model-zoo export predicted
+ * as MXNet predicts it, and --ctx (bad values, a missing GPU; with a GPU, training there).
  */
+#include "mxc/executor.h"
 #include "mxc/ndarray.h"
+#include "tests/util/seeded.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -205,6 +207,71 @@ START_TEST(test_train_score_resume_predict) {
 }
 END_TEST
 
+/* A Gluon model-zoo export (tests/data/zoo/squeezenet1.1, scripts/gen_model_zoo.py) as a
+ * checkpoint: its symbol and its seeded weights (tests/util/seeded.h) saved by mxc; predict
+ * on the seeded input writes MXNet's output, named as MXNet names it. */
+START_TEST(test_predict_gluon_export) {
+    mxc_symbol *sym = NULL;
+    CK_OK(mxc_symbol_load("tests/data/zoo/squeezenet1.1-symbol.json", &sym));
+    CK_OK(mxc_symbol_save(sym, "build/check_cli_zoo-symbol.json"));
+    const char *input = "data";
+    mxc_shape shape = SHAPE(1, 3, 209, 209);
+    mxc_executor *x = NULL;
+    CK_OK(mxc_executor_simple_bind(sym, mxc_cpu(), 1, &input, &shape, MXC_GRAD_NULL, &x));
+    mxct_seeded_fill_executor(x, sym);
+    int na, nx;
+    mxc_ndarray *const *args, *const *aux;
+    const char *const *arg_names, *const *aux_names;
+    CK_OK(mxc_executor_arrays(x, &na, &args, NULL, &nx, &aux));
+    CK_OK(mxc_symbol_list_arguments(sym, &na, &arg_names));
+    CK_OK(mxc_symbol_list_auxiliary_states(sym, &nx, &aux_names));
+    mxc_ndarray **params = malloc(sizeof *params * (size_t)(na + nx));
+    char **names = malloc(sizeof *names * (size_t)(na + nx));
+    ck_assert(params && names);
+    int np = 0;
+    for (int i = 0; i < na + nx; i++) {
+        const char *name = i < na ? arg_names[i] : aux_names[i - na];
+        if (strcmp(name, "data") == 0) {
+            CK_OK(mxc_nd_save("build/check_cli_zoo_input.params", 1, &args[i], NULL));
+            continue;
+        }
+        names[np] = malloc(strlen(name) + 5);
+        ck_assert_ptr_nonnull(names[np]);
+        sprintf(names[np], "%s:%s", i < na ? "arg" : "aux", name);
+        params[np++] = i < na ? args[i] : aux[i - na];
+    }
+    CK_OK(mxc_nd_save("build/check_cli_zoo-0000.params", (size_t)np, params,
+                      (const char *const *)names));
+    for (int i = 0; i < np; i++)
+        free(names[i]);
+    free(names);
+    free(params);
+    mxc_executor_free(x);
+    mxc_symbol_free(sym);
+
+    const char *out;
+    ck_assert_msg(run("predict --prefix build/check_cli_zoo --epoch 0 "
+                      "--input build/check_cli_zoo_input.params "
+                      "--output build/check_cli_zoo_output.params",
+                      &out) == 0,
+                  "%s", out);
+    size_t ng = 0, nr = 0;
+    mxc_ndarray **got = NULL, **ref = NULL;
+    char **got_names = NULL, **ref_names = NULL;
+    CK_OK(mxc_nd_load("build/check_cli_zoo_output.params", mxc_cpu(), &ng, &got, &got_names));
+    CK_OK(mxc_nd_load("tests/data/zoo/squeezenet1.1.params", mxc_cpu(), &nr, &ref, &ref_names));
+    ck_assert_uint_eq(ng, 1);
+    ck_assert_str_eq(got_names[0], "squeezenet0_flatten0_flatten0_output");
+    size_t k = 0;
+    while (k < nr && strcmp(ref_names[k], "out0") != 0)
+        k++;
+    ck_assert_uint_lt(k, nr);
+    mxct_seeded_expect_output("mxc predict squeezenet1.1", got[0], ref[k]);
+    mxc_nd_list_free(ng, got, got_names);
+    mxc_nd_list_free(nr, ref, ref_names);
+}
+END_TEST
+
 /* Two classes of 784-value rows as CSV: class 0 is 0.9 in the first half and 0.1 in the
  * second, class 1 the reverse; linearly separable with a wide margin, so training reaches
  * 100% at any sensible learning rate. (Rows of all 0.1 against all 0.9 differ only in
@@ -337,6 +404,7 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_info_and_usage);
     tcase_add_test(tc, test_ctx);
     tcase_add_test(tc, test_train_score_resume_predict);
+    tcase_add_test(tc, test_predict_gluon_export);
     tcase_add_test(tc, test_train_on_csv);
     tcase_add_test(tc, test_train_data_parallel);
     tcase_add_test(tc, test_resume_skips_damaged_checkpoint);
