@@ -4,8 +4,10 @@
  * and backward are copies, allowed in place) and transpose and SwapAxis (a permutation of
  * the axes, forward with it, backward with its inverse). Reshape follows MXNet's target-shape language
  * (0 copy, -1 infer, -2 copy the rest, -3 merge two, -4 split one, read right to left with
- * reverse). float32, row-major.
+ * reverse). Row-major; the copies take any dtype Cast does (bytes moved, operator/cast.h's
+ * add-to), transpose and SwapAxis float32.
  */
+#include "operator/cast.h"
 #include "operator/copy_gpu.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
@@ -21,34 +23,37 @@ static const char *const out_output[] = {"output", NULL};
 
 /* out: any shape with data's element count, the same elements in the same order. */
 static int copy_forward(const struct mxc__op_call *c) {
-    mxc__copy_req(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size, c->req[0]);
+    mxc__copy_req_typed(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size,
+                        c->in_data[0].dtype, c->req[0]);
     return MXC_OK;
 }
 
 /* d_data = d_out, read in data's shape. */
 static int copy_backward(const struct mxc__op_call *c) {
-    mxc__copy_req(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size, c->req[0]);
+    mxc__copy_req_typed(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size,
+                        c->in_grad[0].dtype, c->req[0]);
     return MXC_OK;
 }
 
 #ifdef MXC_USE_CUDA
 /* The same copies on a GPU (operator/copy_gpu.cu). */
 static int copy_forward_gpu(const struct mxc__op_call *c) {
-    return mxc__copy_req_gpu(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size,
-                             c->req[0], c->rctx->stream);
+    return mxc__copy_req_typed_gpu(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size,
+                                   c->in_data[0].dtype, c->req[0], c->rctx->stream);
 }
 
 static int copy_backward_gpu(const struct mxc__op_call *c) {
-    return mxc__copy_req_gpu(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size, c->req[0],
-                             c->rctx->stream);
+    return mxc__copy_req_typed_gpu(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size,
+                                   c->in_grad[0].dtype, c->req[0], c->rctx->stream);
 }
 #endif
 
-/* The kernels and options of the copies: backward reads only d_out, both ways in place. */
-#define COPY_KERNELS                                                          \
-    .backward_deps = MXC__DEP_OUT_GRAD, .inplace = MXC__INPLACE(0, 0),        \
-    .backward_inplace = MXC__INPLACE(0, 0), .forward_cpu = copy_forward,      \
-    .backward_cpu = copy_backward, .forward_gpu = MXC__GPU(copy_forward_gpu), \
+/* The kernels and options of the copies: backward reads only d_out, both ways in place;
+ * any dtype (bytes moved; add-to adds in the dtype). */
+#define COPY_KERNELS                                                                              \
+    .dtypes = MXC__DTYPES_ALL, .backward_deps = MXC__DEP_OUT_GRAD, .inplace = MXC__INPLACE(0, 0), \
+    .backward_inplace = MXC__INPLACE(0, 0), .forward_cpu = copy_forward,                          \
+    .backward_cpu = copy_backward, .forward_gpu = MXC__GPU(copy_forward_gpu),                     \
     .backward_gpu = MXC__GPU(copy_backward_gpu)
 
 /* The output of a size-preserving operator, or an error naming both shapes. */
