@@ -794,7 +794,8 @@ static void expect_same_values(const mxc_ndarray *a, const mxc_ndarray *b, const
 
 /* Cast between every pair of dtypes on the device against the CPU, forward and (through
  * an executor bound there, add-to: under one dtype the dtype's own addition) backward,
- * with values out of every integer range; mp_sgd_mom_update with float16 weights. */
+ * with values out of every integer range; transpose; mp_sgd_mom_update with float16
+ * weights. */
 START_TEST(test_gpu_dtypes) {
     if (!mxct_gpu_tests_run())
         return;
@@ -846,6 +847,20 @@ START_TEST(test_gpu_dtypes) {
                 mxc_nd_free(head[d]);
             }
         }
+    /* transpose of (4, 7) in other dtypes, add-to onto data's values */
+    mxc_shape s2 = mxc_shape_make(2, (int64_t[]){4, 7}), s2t = mxc_shape_make(2, (int64_t[]){7, 4});
+    for (size_t a = 1; a < sizeof dtypes / sizeof dtypes[0]; a++) {
+        mxc_ndarray *y[2];
+        for (int d = 0; d < 2; d++) {
+            mxc_ndarray *x = typed_on(d ? dev : mxc_cpu(), s2, dtypes[a], v);
+            y[d] = typed_on(d ? dev : mxc_cpu(), s2t, dtypes[a], h);
+            CK_OK(mxc_imperative_invoke("transpose", 0, NULL, NULL, 1, &x, 1, &y[d], 0));
+            mxc_nd_free(x);
+        }
+        expect_same_values(y[1], y[0], mxc_dtype_name(dtypes[a]));
+        mxc_nd_free(y[0]);
+        mxc_nd_free(y[1]);
+    }
     /* mp_sgd_mom_update, float16 weight and gradient, three steps in place */
     mxc_ndarray *st[2][4];
     for (int d = 0; d < 2; d++) {

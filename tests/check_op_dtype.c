@@ -3,8 +3,8 @@
  * (every half value, every rounding boundary, and numpy's table), Cast between every pair
  * of float32, float64, float16, uint8, int32, int8 and int64 forward and backward against
  * MXNet 1.9.1 (tests/data/ops/dtype, made by scripts/gen_op_refs_dtype.py), the copies
- * that only move bytes (_copy, Reshape, Flatten, expand_dims, squeeze) on float16, int32
- * and uint8, mp_sgd_update and mp_sgd_mom_update against MXNet, the per-operator dtype
+ * that only move elements (_copy, Reshape, Flatten, expand_dims, squeeze, transpose,
+ * SwapAxis) on float16, int32, uint8 and more, mp_sgd_update and mp_sgd_mom_update against MXNet, the per-operator dtype
  * support (mxc_op_supports, invoke, bind) and an executor graph through float16.
  */
 #include "common/half.h"
@@ -492,6 +492,56 @@ START_TEST(test_copies_any_dtype) {
 }
 END_TEST
 
+/* transpose and SwapAxis on float16, int32, uint8 and int64 give the float32 result cast
+ * to the dtype (values the dtypes hold exactly), forward and backward (write and add-to). */
+START_TEST(test_permutations_any_dtype) {
+    const int dtypes[] = {MXC_FLOAT16, MXC_INT32, MXC_UINT8, MXC_INT64};
+    struct {
+        const char *op;
+        const char *kv[4];
+        int nkv;
+    } ops[] = {{"transpose", {"axes", "(1, 2, 0)"}, 1},
+               {"transpose", {NULL}, 0},
+               {"SwapAxis", {"dim1", "0", "dim2", "2"}, 2},
+               {"swapaxes", {"dim1", "1", "dim2", "-1"}, 2}};
+    mxc_shape s = mxc_shape_make(3, (int64_t[]){2, 3, 4});
+    float v[24];
+    for (int i = 0; i < 24; i++)
+        v[i] = (float)((i * 5) % 24);
+    mxc_ndarray *xf = nd_of(s, MXC_FLOAT32, v);
+    for (size_t o = 0; o < MXC_ARRAY_SIZE(ops); o++) {
+        const char *keys[2] = {ops[o].kv[0], ops[o].kv[2]}, *vals[2] = {ops[o].kv[1], ops[o].kv[3]};
+        mxc_ndarray *yf = invoke1(ops[o].op, ops[o].nkv, keys, vals, xf);
+        for (size_t d = 0; d < MXC_ARRAY_SIZE(dtypes); d++) {
+            const char *ck[] = {"dtype"}, *cv[] = {mxc_dtype_name(dtypes[d])};
+            mxc_ndarray *x = invoke1("Cast", 1, ck, cv, xf);
+            mxc_ndarray *y = invoke1(ops[o].op, ops[o].nkv, keys, vals, x);
+            mxc_ndarray *want = invoke1("Cast", 1, ck, cv, yf);
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", ops[o].op, cv[0]);
+            expect_same(y, want, what);
+            mxc_ndarray *g = NULL;
+            CK_OK(mxc_nd_zeros(&s, dtypes[d], mxc_cpu(), &g));
+            run_backward(ops[o].op, ops[o].nkv, keys, vals, y, g, MXC__REQ_WRITE);
+            expect_same(g, x, what);
+            run_backward(ops[o].op, ops[o].nkv, keys, vals, y, g, MXC__REQ_ADD);
+            mxc_ndarray *twice = NULL;
+            CK_OK(mxc_nd_zeros(&s, dtypes[d], mxc_cpu(), &twice));
+            run_backward("_copy", 0, NULL, NULL, x, twice, MXC__REQ_ADD);
+            run_backward("_copy", 0, NULL, NULL, x, twice, MXC__REQ_ADD);
+            expect_same(g, twice, what);
+            mxc_nd_free(twice);
+            mxc_nd_free(g);
+            mxc_nd_free(want);
+            mxc_nd_free(y);
+            mxc_nd_free(x);
+        }
+        mxc_nd_free(yf);
+    }
+    mxc_nd_free(xf);
+}
+END_TEST
+
 /* ---- Multi-precision SGD ------------------------------------------------------------- */
 
 struct mp_case {
@@ -692,6 +742,7 @@ static Suite *dtype_suite(void) {
     tcase_add_test(tc, test_cast_infer_and_errors);
     tcase_add_test(tc, test_dtype_support);
     tcase_add_loop_test(tc, test_copies_any_dtype, 0, (int)MXC_ARRAY_SIZE(copy_cases));
+    tcase_add_test(tc, test_permutations_any_dtype);
     tcase_add_loop_test(tc, test_mp_sgd_against_mxnet, 0, (int)MXC_ARRAY_SIZE(mp_cases));
     tcase_add_test(tc, test_mp_sgd_types);
     tcase_add_test(tc, test_executor_through_float16);
