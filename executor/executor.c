@@ -441,12 +441,15 @@ static int check_kernels(const mxc_executor *x) {
         const struct mxc__xnode *n = &x->g.nodes[k];
         if (n->op == NULL)
             continue;
-        int t = n->num_in > 0 && n->in[0] >= 0 ? x->g.entries[n->in[0]].dtype : MXC_FLOAT32;
+        /* the dtype of the forward node's input 0 decides for both passes (a backward
+         * node's input 0 is an output gradient: Cast's has the output's dtype) */
+        const struct mxc__xnode *f = n->kind == MXC__X_BACKWARD ? &x->g.nodes[n->fwd] : n;
+        int t = f->num_in > 0 && f->in[0] >= 0 ? x->g.entries[f->in[0]].dtype : MXC_FLOAT32;
         /* backward kernels exist on some device where a gradient is needed
          * (mxc__xgraph_build checks); here: on this one */
-        bool has = n->kind == MXC__X_BACKWARD
-                       ? (gpu ? n->op->backward_gpu : n->op->backward_cpu) != NULL
-                       : mxc_op_supports(n->op->name, x->ctx, t);
+        bool has = mxc_op_supports(n->op->name, x->ctx, t) &&
+                   (n->kind != MXC__X_BACKWARD ||
+                    (gpu ? n->op->backward_gpu : n->op->backward_cpu) != NULL);
         if (!has) {
             char dev[32];
             return mxc__error(MXC_ENOTSUP, "node %s: %s has no %s%s kernel for %s on %s", n->name,

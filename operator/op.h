@@ -255,10 +255,23 @@ struct mxc__op_def {
     /* resources (mxc__resource_kind values + 1; 0 ends the list) */
     unsigned char forward_resources[2];
     unsigned char backward_resources[2];
+    /* The dtypes of input 0 the kernels (forward and backward, every device) accept, as
+     * bits 1 << dtype; 0: float32 only, the default. The other arguments' dtypes follow
+     * from input 0's by type inference (all the same unless infer_type says otherwise:
+     * Cast's output is its parameter, mp_sgd_update's master weight float32), so input
+     * 0's decides for the node: mxc_op_supports, the executor's bind and
+     * mxc_imperative_invoke read it through mxc__op_accepts. */
+    unsigned dtypes;
     /* kernels per device (NULL: not supported there) */
     mxc__op_kernel forward_cpu, backward_cpu;
     mxc__op_kernel forward_gpu, backward_gpu;
 };
+
+/* Whether `def`'s kernels take input 0 of `dtype` (see mxc__op_def.dtypes). */
+static inline bool mxc__op_accepts(const struct mxc__op_def *def, int dtype) {
+    unsigned set = def->dtypes ? def->dtypes : 1u << MXC_FLOAT32;
+    return dtype >= 0 && dtype < 32 && (set >> dtype & 1u);
+}
 
 /* ---- Registry ---------------------------------------------------------------------- */
 

@@ -190,6 +190,11 @@ MXC__OP(signum_update)
 MXC__OP(_adamw_update)
 MXC__OP(lamb_update_phase1)
 MXC__OP(lamb_update_phase2)
+MXC__OP(mp_sgd_update)
+MXC__OP(mp_sgd_mom_update)
 /* end of optimizers */
+/* dtypes: operator/cast.c */
+MXC__OP(Cast)
+/* end of dtypes */
 /* testing the scheduler: operator/debug.c */
 MXC__OP(_sleep)

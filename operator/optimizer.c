@@ -13,6 +13,7 @@
  * the output's req is null. Not differentiable.
  */
 #include "operator/optimizer.h"
+#include "operator/cast.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
 
@@ -47,6 +48,9 @@ static const struct mxc__param sgd_update_params[] = {
 static const struct mxc__param sgd_mom_update_params[] = {
     ROW_LR, ROW_MOMENTUM, ROW_WD, ROW_RESCALE, ROW_CLIP, ROW_LAZY,
 };
+
+#define mp_sgd_update_params     sgd_update_params
+#define mp_sgd_mom_update_params sgd_mom_update_params
 
 static const struct mxc__param adam_update_params[] = {
     ROW_LR, ROW_BETA1, ROW_BETA2, ROW_EPSILON("1e-08"), ROW_WD, ROW_RESCALE, ROW_CLIP, ROW_LAZY,
@@ -131,6 +135,8 @@ static const char *const adam_aux[] = {"mean", "var", NULL};
 static const char *const rmsprop_aux[] = {"n", NULL};
 static const char *const rmspropalex_aux[] = {"n", "g", "delta", NULL};
 static const char *const ftrl_aux[] = {"z", "n", NULL};
+static const char *const mp_sgd_aux[] = {"weight32", NULL};
+static const char *const mp_sgd_mom_aux[] = {"mom", "weight32", NULL};
 
 /* ---- Shapes -------------------------------------------------------------------------- */
 
@@ -169,6 +175,29 @@ static int opt_shape(const char *op, const char *const *in_names, int num_scalar
             return rc;
     }
     return MXC_OK;
+}
+
+/* The multi-precision updates' dtypes: weight, grad and output one float dtype (float16 the
+ * point), the states and weight32 float32 (MXNet's MP_SGD_InferType). */
+static int mp_type(const void *params, int *in, int num_in, int *out, int num_out, int *aux,
+                   int num_aux) {
+    (void)params, (void)num_in, (void)num_out;
+    const char *op = num_aux > 1 ? "mp_sgd_mom_update" : "mp_sgd_update";
+    int t = in[0] >= 0 ? in[0] : in[1] >= 0 ? in[1] : out[0];
+    int rc = MXC_OK;
+    if (t >= 0 && t != MXC_FLOAT16 && t != MXC_FLOAT32 && t != MXC_FLOAT64)
+        return mxc__error(MXC_ENOTSUP,
+                          "%s: weight of dtype %s (float16, float32 or float64 are "
+                          "supported)",
+                          op, mxc_dtype_name(t));
+    if (t >= 0) {
+        rc = mxc__type_assign(&in[0], t, op, "weight");
+        rc = rc != MXC_OK ? rc : mxc__type_assign(&in[1], t, op, "grad");
+        rc = rc != MXC_OK ? rc : mxc__type_assign(&out[0], t, op, "output");
+    }
+    for (int i = 0; i < num_aux && rc == MXC_OK; i++)
+        rc = mxc__type_assign(&aux[i], MXC_FLOAT32, op, i == num_aux - 1 ? "weight32" : "mom");
+    return rc;
 }
 
 /* ---- Kernels ------------------------------------------------------------------------- */
@@ -232,11 +261,42 @@ MXC__SIMD_KERNEL static int lamb_update_phase2_forward(const struct mxc__op_call
     return MXC_OK;
 }
 
+/* A multi-precision step over (n) elements: weight in_data[0] (not read: the master
+ * copy is), gradient in_data[1] (float16, float32 or float64, read as float32), `nst`
+ * states and then weight32 in aux (float32, updated), out (the weight's dtype, may be the
+ * weight) = the new weight32 converted. */
+static inline __attribute__((always_inline)) int mp_map(const struct mxc__op_call *c, int nst,
+                                                        float (*step)(const struct mxc__opt_param *,
+                                                                      float, float, float *)) {
+    const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
+    const struct mxc__tensor *g = &c->in_data[1], *o = &c->out_data[0];
+    float *mom = nst ? c->aux[0].data : NULL, *w32 = c->aux[nst].data;
+    const int req = c->req[0];
+    for (int64_t i = 0; i < o->size; i++) {
+        float s[1] = {nst ? mom[i] : 0.0f};
+        const float w = step(&p, w32[i], mxc__elem_float(mxc__elem_load(g->data, g->dtype, i)), s);
+        if (nst)
+            mom[i] = s[0];
+        w32[i] = w;
+        if (req != MXC__REQ_NULL)
+            mxc__elem_store(o->data, o->dtype, i, mxc__elem_of_float(w), req == MXC__REQ_ADD);
+    }
+    return MXC_OK;
+}
+
+#define MP_CPU_KERNEL(id, name, nst, step) \
+    static int id##_forward(const struct mxc__op_call *c) { return mp_map(c, nst, step); }
+MXC__MP_MAPS(MP_CPU_KERNEL)
+#undef MP_CPU_KERNEL
+
 #ifdef MXC_USE_CUDA
 /* optimizer_gpu.cu */
 #define OPT_GPU_DECL(id, name, nst, step, scale) int mxc__##id##_gpu(const struct mxc__op_call *c);
 MXC__OPT_MAPS(OPT_GPU_DECL)
 #undef OPT_GPU_DECL
+#define MP_GPU_DECL(id, name, nst, step) int mxc__##id##_gpu(const struct mxc__op_call *c);
+MXC__MP_MAPS(MP_GPU_DECL)
+#undef MP_GPU_DECL
 int mxc__lamb_update_phase2_gpu(const struct mxc__op_call *c);
 #endif
 
@@ -244,8 +304,10 @@ int mxc__lamb_update_phase2_gpu(const struct mxc__op_call *c);
 
 /* Operator `def` named `name` with kernels id##_forward and mxc__##id##_gpu, the
  * parameter table id##_params, `ins` inputs of which the last `nscalar` are (1), states
- * `aux` (NULL: none), and `inplace` (the weight may be the output, or not). */
-#define OPT_DEF(def, id, name_, desc, ins, nscalar, aux_, inplace_)                      \
+ * `aux` (NULL: none), and `inplace` (the weight may be the output, or not); more fields
+ * of the definition may follow (the multi-precision ones' types). */
+/* clang-format off */
+#define OPT_DEF(def, id, name_, desc, ins, nscalar, aux_, inplace_, ...)                 \
     static int id##_shape(const void *params, mxc_shape *in, int num_in, mxc_shape *out, \
                           int num_out, mxc_shape *aux, int num_aux) {                    \
         (void)params, (void)num_out;                                                     \
@@ -264,7 +326,9 @@ int mxc__lamb_update_phase2_gpu(const struct mxc__op_call *c);
         .inplace = inplace_,                                                             \
         .forward_cpu = id##_forward,                                                     \
         .forward_gpu = MXC__GPU(mxc__##id##_gpu),                                        \
+        __VA_ARGS__                                                                      \
     };
+/* clang-format on */
 
 #define WEIGHT_OUT MXC__INPLACE(0, 0)
 #define NO_INPLACE \
@@ -321,3 +385,13 @@ OPT_DEF(mxc__op_lamb_update_phase2, lamb_update_phase2, "lamb_update_phase2",
         "LAMB, second phase: r1 (|weight|) within [lower_bound, upper_bound]; out = weight - "
         "lr * r1 / r2 * g (r1 or r2 zero: weight - lr * g)",
         lamb2_inputs, 2, NULL, WEIGHT_OUT)
+#define MP_DTYPES ((1u << MXC_FLOAT16) | (1u << MXC_FLOAT32) | (1u << MXC_FLOAT64))
+OPT_DEF(mxc__op_mp_sgd_update, mp_sgd_update, "mp_sgd_update",
+        "multi-precision SGD step: weight32 = (1 - lr * wd) * weight32 - lr * "
+        "clip(rescale_grad * grad) (float32, in place); out = weight32 in the weight's dtype",
+        opt_inputs, 0, mp_sgd_aux, WEIGHT_OUT, .infer_type = mp_type, .dtypes = MP_DTYPES)
+OPT_DEF(mxc__op_mp_sgd_mom_update, mp_sgd_mom_update, "mp_sgd_mom_update",
+        "multi-precision momentum SGD step: mom = momentum * mom - lr * wd * weight32 - lr * "
+        "clip(rescale_grad * grad); weight32 += mom (float32, in place); out = weight32 in the "
+        "weight's dtype",
+        opt_inputs, 0, mp_sgd_mom_aux, WEIGHT_OUT, .infer_type = mp_type, .dtypes = MP_DTYPES)

@@ -230,4 +230,38 @@ static inline MXC__HD float mxc__lamb2_step(const struct mxc__opt_param *p, floa
     X(adamw_update, "_adamw_update", 2, mxc__adamw_step, 2)                   \
     X(lamb_update_phase1, "lamb_update_phase1", 2, mxc__lamb1_step, -1)
 
+/*
+ * Multi-precision SGD (a float16 weight with a float32 master copy, weight32): the steps
+ * update the master w (returned) from the gradient g read as float32, in MXNet 1.9.1's
+ * order of operations (weight decay on the master, before or beside the clipped gradient,
+ * unlike sgd_update); the kernels store the result in the weight's dtype too.
+ */
+
+/* mp_sgd_update: w = (1 - lr * wd) * w - lr * clip(rescale_grad * g) */
+static inline MXC__HD float mxc__mp_sgd_step(const struct mxc__opt_param *p, float w, float g,
+                                             float *s) {
+    (void)s;
+    if (p->clip_gradient >= 0.0f)
+        return (1.0f - p->lr * p->wd) * w -
+               p->lr * mxc__opt_clip(p->rescale_grad * g, p->clip_gradient);
+    return (1.0f - p->lr * p->wd) * w - (p->lr * p->rescale_grad) * g;
+}
+
+/* mp_sgd_mom_update, s = {mom}: mom = momentum * mom - lr * wd * w - lr * clip(rescale_grad
+ * * g); w = w + mom */
+static inline MXC__HD float mxc__mp_sgd_mom_step(const struct mxc__opt_param *p, float w, float g,
+                                                 float *s) {
+    if (p->clip_gradient >= 0.0f)
+        s[0] = p->momentum * s[0] - p->lr * p->wd * w -
+               p->lr * mxc__opt_clip(p->rescale_grad * g, p->clip_gradient);
+    else
+        s[0] = p->momentum * s[0] - p->lr * p->wd * w - p->lr * p->rescale_grad * g;
+    return w + s[0];
+}
+
+/* The multi-precision steps: X(identifier, name, number of states before weight32, step). */
+#define MXC__MP_MAPS(X)                                    \
+    X(mp_sgd_update, "mp_sgd_update", 0, mxc__mp_sgd_step) \
+    X(mp_sgd_mom_update, "mp_sgd_mom_update", 1, mxc__mp_sgd_mom_step)
+
 #endif /* MXC_OPERATOR_OPTIMIZER_H */

@@ -11,6 +11,10 @@
 
 #include "operator/optimizer.h"
 
+extern "C" {
+#include "operator/cast.h"
+}
+
 typedef float (*opt_step_fn)(const struct mxc__opt_param *, float, float, float *);
 
 /* The states' addresses, captured by value (a lambda may not capture a local type). */
@@ -66,3 +70,31 @@ extern "C" int mxc__lamb_update_phase2_gpu(const struct mxc__op_call *c) {
                            mxc__put(req, o, i, mxc__lamb2_step(&p, w[i], g[i], *r1, *r2));
                        });
 }
+
+/* The multi-precision steps: grad read in its dtype as float32, NST states then weight32
+ * (float32) in aux, updated; out in the weight's dtype (operator/cast.h's load and store). */
+template <int NST, opt_step_fn STEP>
+static int mp_map(const struct mxc__op_call *c, const char *what) {
+    const struct mxc__opt_param p = *(const struct mxc__opt_param *)c->params;
+    const int req = c->req[0];
+    const void *g = c->in_data[1].data;
+    const int gt = c->in_data[1].dtype, ot = c->out_data[0].dtype;
+    void *o = c->out_data[0].data;
+    float *mom = NST ? (float *)c->aux[0].data : NULL, *w32 = (float *)c->aux[NST].data;
+    return mxc__launch(c->out_data[0].size, c->rctx->stream, what, [=] __device__(int64_t i) {
+        float s[1] = {NST ? mom[i] : 0.0f};
+        const float w = STEP(&p, w32[i], mxc__elem_float(mxc__elem_load(g, gt, i)), s);
+        if (NST)
+            mom[i] = s[0];
+        w32[i] = w;
+        if (req != MXC__REQ_NULL)
+            mxc__elem_store(o, ot, i, mxc__elem_of_float(w), req == MXC__REQ_ADD);
+    });
+}
+
+#define MP_GPU_KERNEL(id, name, nst, step)                         \
+    extern "C" int mxc__##id##_gpu(const struct mxc__op_call *c) { \
+        return mp_map<nst, step>(c, name);                         \
+    }
+MXC__MP_MAPS(MP_GPU_KERNEL)
+#undef MP_GPU_KERNEL

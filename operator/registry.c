@@ -48,6 +48,7 @@ static void build(void) {
 static const char *const aliases[][2] = {
     /* lower-case spellings of layers and shape operators */
     {"add_n", "ElementWiseSum"},
+    {"cast", "Cast"},
     {"concat", "Concat"},
     {"crop", "slice"},
     {"flatten", "Flatten"},
@@ -268,5 +269,5 @@ int mxc_op_supports(const char *name, mxc_context ctx, int dtype) {
     mxc__op_kernel k = ctx.dev_type == MXC_GPU ? def->forward_gpu : def->forward_cpu;
     if (k == NULL || (ctx.dev_type == MXC_GPU && ctx.dev_id >= mxc_gpu_count()))
         return 0;
-    return dtype == MXC_FLOAT32; /* every kernel so far computes in float32 */
+    return mxc__op_accepts(def, dtype);
 }

@@ -4,8 +4,10 @@
  * and backward are copies, allowed in place) and transpose and SwapAxis (a permutation of
  * the axes, forward with it, backward with its inverse). Reshape follows MXNet's target-shape language
  * (0 copy, -1 infer, -2 copy the rest, -3 merge two, -4 split one, read right to left with
- * reverse). float32, row-major.
+ * reverse). Row-major; every one takes any dtype Cast does (elements moved; add-to in the
+ * dtype's arithmetic, operator/cast.h).
  */
+#include "operator/cast.h"
 #include "operator/copy_gpu.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
@@ -21,34 +23,37 @@ static const char *const out_output[] = {"output", NULL};
 
 /* out: any shape with data's element count, the same elements in the same order. */
 static int copy_forward(const struct mxc__op_call *c) {
-    mxc__copy_req(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size, c->req[0]);
+    mxc__copy_req_typed(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size,
+                        c->in_data[0].dtype, c->req[0]);
     return MXC_OK;
 }
 
 /* d_data = d_out, read in data's shape. */
 static int copy_backward(const struct mxc__op_call *c) {
-    mxc__copy_req(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size, c->req[0]);
+    mxc__copy_req_typed(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size,
+                        c->in_grad[0].dtype, c->req[0]);
     return MXC_OK;
 }
 
 #ifdef MXC_USE_CUDA
 /* The same copies on a GPU (operator/copy_gpu.cu). */
 static int copy_forward_gpu(const struct mxc__op_call *c) {
-    return mxc__copy_req_gpu(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size,
-                             c->req[0], c->rctx->stream);
+    return mxc__copy_req_typed_gpu(c->out_data[0].data, c->in_data[0].data, c->out_data[0].size,
+                                   c->in_data[0].dtype, c->req[0], c->rctx->stream);
 }
 
 static int copy_backward_gpu(const struct mxc__op_call *c) {
-    return mxc__copy_req_gpu(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size, c->req[0],
-                             c->rctx->stream);
+    return mxc__copy_req_typed_gpu(c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].size,
+                                   c->in_grad[0].dtype, c->req[0], c->rctx->stream);
 }
 #endif
 
-/* The kernels and options of the copies: backward reads only d_out, both ways in place. */
-#define COPY_KERNELS                                                          \
-    .backward_deps = MXC__DEP_OUT_GRAD, .inplace = MXC__INPLACE(0, 0),        \
-    .backward_inplace = MXC__INPLACE(0, 0), .forward_cpu = copy_forward,      \
-    .backward_cpu = copy_backward, .forward_gpu = MXC__GPU(copy_forward_gpu), \
+/* The kernels and options of the copies: backward reads only d_out, both ways in place;
+ * any dtype (bytes moved; add-to adds in the dtype). */
+#define COPY_KERNELS                                                                              \
+    .dtypes = MXC__DTYPES_ALL, .backward_deps = MXC__DEP_OUT_GRAD, .inplace = MXC__INPLACE(0, 0), \
+    .backward_inplace = MXC__INPLACE(0, 0), .forward_cpu = copy_forward,                          \
+    .backward_cpu = copy_backward, .forward_gpu = MXC__GPU(copy_forward_gpu),                     \
     .backward_gpu = MXC__GPU(copy_backward_gpu)
 
 /* The output of a size-preserving operator, or an error naming both shapes. */
@@ -444,7 +449,7 @@ static int permuted_shape(perm_fn fn, const char *op, const void *params, mxc_sh
 /* dst[j0, ..., jn] (=, +=) src[...] with dst axis i = src axis perm[i], src `shape`
  * row-major: a walk of the permuted dims over src's strides (operator/walk.h), on the GPU of
  * gpu_rctx when it is given. */
-static int permute(const mxc_run_ctx *gpu_rctx, float *dst, const float *src,
+static int permute(const mxc_run_ctx *gpu_rctx, void *dst, const void *src, int dtype,
                    const mxc_shape *shape, const int *perm, int req) {
     int64_t st[MXC_MAX_NDIM], acc = 1;
     for (int i = shape->ndim - 1; i >= 0; i--) {
@@ -456,7 +461,7 @@ static int permute(const mxc_run_ctx *gpu_rctx, float *dst, const float *src,
         w.dims[i] = shape->dims[perm[i]];
         w.strides[i] = st[perm[i]];
     }
-    return mxc__walk_gather(gpu_rctx, dst, src, w, req);
+    return mxc__walk_gather(gpu_rctx, dst, src, w, req, dtype);
 }
 
 /* out = data with axes permuted; on a GPU when gpu_rctx is given. */
@@ -465,8 +470,8 @@ static int permuted_fwd(perm_fn fn, const struct mxc__op_call *c, const mxc_run_
     int rc = fn(c->params, c->in_data[0].shape.ndim, perm);
     if (rc != MXC_OK)
         return rc;
-    return permute(gpu_rctx, c->out_data[0].data, c->in_data[0].data, &c->in_data[0].shape, perm,
-                   c->req[0]);
+    return permute(gpu_rctx, c->out_data[0].data, c->in_data[0].data, c->in_data[0].dtype,
+                   &c->in_data[0].shape, perm, c->req[0]);
 }
 
 /* d_data = d_out permuted back: d_out has the output shape, the inverse permutation. */
@@ -477,8 +482,8 @@ static int permuted_bwd(perm_fn fn, const struct mxc__op_call *c, const mxc_run_
         return rc;
     for (int i = 0; i < c->in_grad[0].shape.ndim; i++)
         inv[perm[i]] = i;
-    return permute(gpu_rctx, c->in_grad[0].data, c->out_grad[0].data, &c->out_grad[0].shape, inv,
-                   c->req[0]);
+    return permute(gpu_rctx, c->in_grad[0].data, c->out_grad[0].data, c->in_grad[0].dtype,
+                   &c->out_grad[0].shape, inv, c->req[0]);
 }
 
 /* Shape inference and CPU / GPU kernels of an operator permuting by ident##_perm. */
@@ -519,6 +524,7 @@ const struct mxc__op_def mxc__op_transpose = {
     .outputs = out_output,
     .infer_shape = transpose_shape,
     .backward_deps = MXC__DEP_OUT_GRAD,
+    .dtypes = MXC__DTYPES_ALL, /* elements moved, loaded and stored exactly */
     .forward_cpu = transpose_forward,
     .backward_cpu = transpose_backward,
     .forward_gpu = MXC__GPU(transpose_forward_gpu),
@@ -564,6 +570,7 @@ const struct mxc__op_def mxc__op_SwapAxis = {
     .outputs = out_output,
     .infer_shape = swapaxis_shape,
     .backward_deps = MXC__DEP_OUT_GRAD,
+    .dtypes = MXC__DTYPES_ALL,
     .forward_cpu = swapaxis_forward,
     .backward_cpu = swapaxis_backward,
     .forward_gpu = MXC__GPU(swapaxis_forward_gpu),

@@ -12,6 +12,7 @@
  * Second inputs that give only a shape (slice_like's shape_like, broadcast_like's rhs) get
  * a zero gradient, as in MXNet. None works in place.
  */
+#include "operator/cast.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
 #include "operator/walk.h"
@@ -70,27 +71,41 @@ static void walk_simplify(struct mxc__walk *w) {
 }
 
 /* Gather: dst[j] (req) = src[walk(j)] for every index j of the walk; scatter (`to_walk`):
- * dst[walk(j)] (req) = src[j], the walk one to one, the other elements of dst untouched. */
-static int move(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, struct mxc__walk w,
-                int req, bool to_walk) {
+ * dst[walk(j)] (req) = src[j], the walk one to one, the other elements of dst untouched.
+ * Both arrays of `dtype`: float32 by rows, the others (gathers only on a GPU) an element at
+ * a time, loaded and stored exactly (operator/cast.h). */
+static int move(const mxc_run_ctx *gpu_rctx, void *dst, const void *src, struct mxc__walk w,
+                int req, bool to_walk, int dtype) {
     int64_t n = walk_size(&w);
     if (req == MXC__REQ_NULL || n == 0)
         return MXC_OK;
     walk_simplify(&w);
 #ifdef MXC_USE_CUDA
+    if (gpu_rctx && dtype != MXC_FLOAT32 && !to_walk)
+        return mxc__walk_gather_typed_gpu(dst, src, w, n, req, dtype, gpu_rctx->stream);
+    if (gpu_rctx && dtype != MXC_FLOAT32)
+        return mxc__error(MXC_EINTERNAL, "scatter of %s on a GPU", mxc_dtype_name(dtype));
     if (gpu_rctx)
         return to_walk ? mxc__walk_scatter_gpu(dst, src, w, n, req, gpu_rctx->stream)
                        : mxc__walk_gather_gpu(dst, src, w, n, req, gpu_rctx->stream);
 #else
     (void)gpu_rctx;
 #endif
+    if (dtype != MXC_FLOAT32) {
+        for (int64_t j = 0; j < n; j++) {
+            int64_t at = mxc__walk_at(&w, j);
+            mxc__elem_store(dst, dtype, to_walk ? at : j,
+                            mxc__elem_load(src, dtype, to_walk ? j : at), req == MXC__REQ_ADD);
+        }
+        return MXC_OK;
+    }
     /* a row of the walk's last axis at a time: contiguous on one side, strided on the other */
     int64_t inner = w.dims[w.nd - 1], is = w.strides[w.nd - 1];
     int64_t ds = to_walk ? is : 1, ss = to_walk ? 1 : is;
     for (int64_t r = 0; r < n; r += inner) {
         int64_t at = mxc__walk_at(&w, r);
-        float *d = dst + (to_walk ? at : r);
-        const float *s = src + (to_walk ? r : at);
+        float *d = (float *)dst + (to_walk ? at : r);
+        const float *s = (const float *)src + (to_walk ? r : at);
         if (req == MXC__REQ_ADD)
             for (int64_t k = 0; k < inner; k++)
                 d[k * ds] += s[k * ss];
@@ -101,19 +116,19 @@ static int move(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, struc
     return MXC_OK;
 }
 
-int mxc__walk_gather(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, struct mxc__walk w,
-                     int req) {
-    return move(gpu_rctx, dst, src, w, req, false);
+int mxc__walk_gather(const mxc_run_ctx *gpu_rctx, void *dst, const void *src, struct mxc__walk w,
+                     int req, int dtype) {
+    return move(gpu_rctx, dst, src, w, req, false, dtype);
 }
 
 static int gather(const struct mxc__op_call *c, bool gpu, float *dst, const float *src,
                   struct mxc__walk w, int req) {
-    return move(gpu ? c->rctx : NULL, dst, src, w, req, false);
+    return move(gpu ? c->rctx : NULL, dst, src, w, req, false, MXC_FLOAT32);
 }
 
 static int scatter(const struct mxc__op_call *c, bool gpu, float *dst, const float *src,
                    struct mxc__walk w, int req) {
-    return move(gpu ? c->rctx : NULL, dst, src, w, req, true);
+    return move(gpu ? c->rctx : NULL, dst, src, w, req, true, MXC_FLOAT32);
 }
 
 /* dst[k] (req) = sum over the copies t of src[walk(k) + copies(t)], k < n. */

@@ -6,6 +6,7 @@
 #include "operator/op_gpu.cuh"
 
 extern "C" {
+#include "operator/cast.h"
 #include "operator/walk.h"
 }
 
@@ -15,6 +16,16 @@ extern "C" int mxc__walk_gather_gpu(float *dst, const float *src, struct mxc__wa
         return MXC_OK;
     return mxc__launch(n, stream, "gather", [=] __device__(int64_t j) {
         mxc__put(req, dst, j, src[mxc__walk_at(&w, j)]);
+    });
+}
+
+extern "C" int mxc__walk_gather_typed_gpu(void *dst, const void *src, struct mxc__walk w, int64_t n,
+                                          int req, int dtype, void *stream) {
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    const bool add = req == MXC__REQ_ADD;
+    return mxc__launch(n, stream, "gather", [=] __device__(int64_t j) {
+        mxc__elem_store(dst, dtype, j, mxc__elem_load(src, dtype, mxc__walk_at(&w, j)), add);
     });
 }
 

@@ -60,10 +60,11 @@ extern "C" {
 #endif
 
 /* dst[j] (=, += as `req`, an enum mxc__req, says) = src[walk(j)] for every index j of the
- * walk: on the CPU, or on the GPU of gpu_rctx when it is not NULL (operator/tensor.c; the
- * permutations of transpose and SwapAxis use it too). MXC_OK or MXC_EDEVICE. */
-int mxc__walk_gather(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, struct mxc__walk w,
-                     int req);
+ * walk, both arrays of `dtype` (any of operator/cast.h's; add-to in the dtype): on the CPU,
+ * or on the GPU of gpu_rctx when it is not NULL (operator/tensor.c; the permutations of
+ * transpose and SwapAxis use it too). MXC_OK or MXC_EDEVICE. */
+int mxc__walk_gather(const mxc_run_ctx *gpu_rctx, void *dst, const void *src, struct mxc__walk w,
+                     int req, int dtype);
 
 /* ---- GPU launchers (operator/tensor_gpu.cu, CUDA builds only): device pointers, work
  * queued on `stream`; MXC_OK or MXC_EDEVICE. Requests are enum mxc__req values. `n` is
@@ -72,6 +73,10 @@ int mxc__walk_gather(const mxc_run_ctx *gpu_rctx, float *dst, const float *src, 
 /* dst[j] (=, +=) src[walk(j)], j < n. */
 int mxc__walk_gather_gpu(float *dst, const float *src, struct mxc__walk w, int64_t n, int req,
                          void *stream);
+
+/* The same of arrays of `dtype` (operator/cast.h's element load and store). */
+int mxc__walk_gather_typed_gpu(void *dst, const void *src, struct mxc__walk w, int64_t n, int req,
+                               int dtype, void *stream);
 
 /* dst[walk(j)] (=, +=) src[j], j < n; the walk is one to one. */
 int mxc__walk_scatter_gpu(float *dst, const float *src, struct mxc__walk w, int64_t n, int req,

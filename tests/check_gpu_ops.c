@@ -9,7 +9,9 @@
  * returns at once and says so in one line.
  * MXC_TEST_COMPARE_ON_CPU=1 runs it with the CPU standing in for gpu(0), to test the tests.
  */
+#include "mxc/executor.h"
 #include "mxc/op.h"
+#include "mxc/symbol.h"
 #include "tests/util/op_check.h"
 #include "tests/util/test_util.h"
 
@@ -328,6 +330,17 @@ static const struct gpu_case cases[] = {
      0,
      {{0}},
      50000,
+     true},
+    /* dtypes (float32 here; the other dtypes in test_gpu_dtypes): Cast, mp_sgd_* */
+    {"Cast", {"dtype", "float32", NULL}, 1, {S(7, 1, 3)}, {ANY}, 0, {{0}}, 0, true},
+    {"mp_sgd_mom_update",
+     {"lr", "0.1", "momentum", "0.9", "wd", "0.01", NULL},
+     2,
+     {S(7, 1, 3), S(7, 1, 3)},
+     {ANY, ANY},
+     2,
+     {S(7, 1, 3), S(7, 1, 3)},
+     0,
      true},
     /* optimizer updates: weight, gradient and states of odd and large sizes */
     {"sgd_mom_update",
@@ -732,11 +745,150 @@ START_TEST(test_gpu_matches_cpu) {
 }
 END_TEST
 
+/* ---- Other dtypes ---------------------------------------------------------------------- */
+
+static const int dtypes[] = {MXC_FLOAT32, MXC_FLOAT64, MXC_FLOAT16, MXC_UINT8,
+                             MXC_INT32,   MXC_INT8,    MXC_INT64};
+
+/* An array of `dtype` on ctx whose elements are `v` cast (on the CPU) to that dtype. */
+static mxc_ndarray *typed_on(mxc_context ctx, mxc_shape s, int dtype, const float *v) {
+    mxc_ndarray *f = NULL, *t = NULL, *d = NULL;
+    CK_OK(mxc_nd_create(&s, MXC_FLOAT32, mxc_cpu(), 0, &f));
+    CK_OK(mxc_nd_sync_copy_from_cpu(f, v, (size_t)mxc_shape_size(&s) * sizeof(float)));
+    const char *k[] = {"dtype"}, *val[] = {mxc_dtype_name(dtype)};
+    CK_OK(mxc_imperative_invoke("Cast", 1, k, val, 1, &f, 1, &t, 0));
+    CK_OK(mxc_nd_create(&s, dtype, ctx, 0, &d));
+    CK_OK(mxc_nd_copy_to(t, d));
+    mxc_nd_free(f);
+    mxc_nd_free(t);
+    return d;
+}
+
+/* a (any device) and b hold the same values: compared as float64 (NaN equals NaN; a
+ * device's NaN need not carry the CPU's payload). */
+static void expect_same_values(const mxc_ndarray *a, const mxc_ndarray *b, const char *what) {
+    ck_assert_int_eq(mxc_nd_dtype(a), mxc_nd_dtype(b));
+    mxc_shape s;
+    CK_OK(mxc_nd_get_shape(b, &s));
+    int64_t n = mxc_shape_size(&s);
+    const mxc_ndarray *src[2] = {a, b};
+    double *x[2];
+    for (int k = 0; k < 2; k++) {
+        mxc_ndarray *c = NULL, *d = NULL;
+        CK_OK(mxc_nd_create(&s, mxc_nd_dtype(b), mxc_cpu(), 0, &c));
+        CK_OK(mxc_nd_copy_to(src[k], c));
+        const char *key[] = {"dtype"}, *val[] = {"float64"};
+        CK_OK(mxc_imperative_invoke("Cast", 1, key, val, 1, &c, 1, &d, 0));
+        x[k] = malloc((size_t)n * sizeof(double));
+        CK_OK(mxc_nd_sync_copy_to_cpu(d, x[k], (size_t)n * sizeof(double)));
+        mxc_nd_free(c);
+        mxc_nd_free(d);
+    }
+    for (int64_t i = 0; i < n; i++)
+        ck_assert_msg(x[0][i] == x[1][i] || (isnan(x[0][i]) && isnan(x[1][i])),
+                      "%s[%lld]: the device gives %.17g, the CPU %.17g", what, (long long)i,
+                      x[0][i], x[1][i]);
+    free(x[0]);
+    free(x[1]);
+}
+
+/* Cast between every pair of dtypes on the device against the CPU, forward and (through
+ * an executor bound there, add-to: under one dtype the dtype's own addition) backward,
+ * with values out of every integer range; transpose; mp_sgd_mom_update with float16
+ * weights. */
+START_TEST(test_gpu_dtypes) {
+    if (!mxct_gpu_tests_run())
+        return;
+    const mxc_context dev = mxct_gpu_device();
+    enum { N = 29 };
+    float v[N], h[N];
+    for (int i = 0; i < N; i++) {
+        v[i] = (float)((i * 7919) % 601 - 300) * 1.37f; /* beyond int8 and uint8 */
+        h[i] = (float)(i % 9) - 4.0f;
+    }
+    v[0] = 1e10f, v[1] = -3e9f, v[2] = NAN, v[3] = INFINITY, v[4] = 65519.0f;
+    mxc_shape s = mxc_shape_make(1, (int64_t[]){N});
+    for (size_t a = 0; a < sizeof dtypes / sizeof dtypes[0]; a++)
+        for (size_t b = 0; b < sizeof dtypes / sizeof dtypes[0]; b++) {
+            char what[64];
+            snprintf(what, sizeof what, "Cast %s -> %s", mxc_dtype_name(dtypes[a]),
+                     mxc_dtype_name(dtypes[b]));
+            const char *k[] = {"dtype"}, *val[] = {mxc_dtype_name(dtypes[b])};
+            mxc_ndarray *x[2] = {typed_on(mxc_cpu(), s, dtypes[a], v),
+                                 typed_on(dev, s, dtypes[a], v)};
+            mxc_ndarray *y[2] = {NULL, NULL}, *g[2], *head[2];
+            for (int d = 0; d < 2; d++) {
+                CK_OK(mxc_imperative_invoke("Cast", 1, k, val, 1, &x[d], 1, &y[d], 0));
+                /* backward, add-to onto the data itself */
+                mxc_symbol *var = NULL, *sym = NULL;
+                CK_OK(mxc_symbol_variable("x", &var)); /* bind takes the declared dtype */
+                CK_OK(mxc_symbol_set_attr(var, "__dtype__", mxc_dtype_name(dtypes[a])));
+                const char *in_names[] = {"data"};
+                CK_OK(mxc_symbol_create("Cast", 1, k, val, "c", 1, in_names, &var, &sym));
+                g[d] = typed_on(d ? dev : mxc_cpu(), s, dtypes[a], h);
+                head[d] = typed_on(d ? dev : mxc_cpu(), s, dtypes[b], h);
+                int req = MXC_GRAD_ADD;
+                mxc_executor *ex = NULL;
+                CK_OK(mxc_executor_bind(sym, d ? dev : mxc_cpu(), 1, &x[d], &g[d], &req, 0, NULL,
+                                        &ex));
+                CK_OK(mxc_executor_forward(ex, 1));
+                CK_OK(mxc_executor_backward(ex, 1, &head[d]));
+                CK_OK(mxc_nd_wait_all());
+                mxc_executor_free(ex);
+                mxc_symbol_free(sym);
+                mxc_symbol_free(var);
+            }
+            expect_same_values(y[1], y[0], what);
+            expect_same_values(g[1], g[0], what);
+            for (int d = 0; d < 2; d++) {
+                mxc_nd_free(x[d]);
+                mxc_nd_free(y[d]);
+                mxc_nd_free(g[d]);
+                mxc_nd_free(head[d]);
+            }
+        }
+    /* transpose of (4, 7) in other dtypes, add-to onto data's values */
+    mxc_shape s2 = mxc_shape_make(2, (int64_t[]){4, 7}), s2t = mxc_shape_make(2, (int64_t[]){7, 4});
+    for (size_t a = 1; a < sizeof dtypes / sizeof dtypes[0]; a++) {
+        mxc_ndarray *y[2];
+        for (int d = 0; d < 2; d++) {
+            mxc_ndarray *x = typed_on(d ? dev : mxc_cpu(), s2, dtypes[a], v);
+            y[d] = typed_on(d ? dev : mxc_cpu(), s2t, dtypes[a], h);
+            CK_OK(mxc_imperative_invoke("transpose", 0, NULL, NULL, 1, &x, 1, &y[d], 0));
+            mxc_nd_free(x);
+        }
+        expect_same_values(y[1], y[0], mxc_dtype_name(dtypes[a]));
+        mxc_nd_free(y[0]);
+        mxc_nd_free(y[1]);
+    }
+    /* mp_sgd_mom_update, float16 weight and gradient, three steps in place */
+    mxc_ndarray *st[2][4];
+    for (int d = 0; d < 2; d++) {
+        mxc_context c = d ? dev : mxc_cpu();
+        st[d][0] = typed_on(c, s, MXC_FLOAT16, h);
+        st[d][1] = typed_on(c, s, MXC_FLOAT16, v);
+        st[d][2] = typed_on(c, s, MXC_FLOAT32, h);
+        st[d][3] = typed_on(c, s, MXC_FLOAT32, h);
+        const char *k[] = {"lr", "momentum", "wd", "clip_gradient"};
+        const char *val[] = {"0.01", "0.9", "0.1", "100"};
+        for (int step = 0; step < 3; step++)
+            CK_OK(mxc_imperative_invoke("mp_sgd_mom_update", 4, k, val, 4, st[d], 1, &st[d][0], 0));
+    }
+    const char *names[] = {"weight", "grad", "mom", "weight32"};
+    for (int i = 0; i < 4; i++) {
+        expect_same_values(st[1][i], st[0][i], names[i]);
+        mxc_nd_free(st[0][i]);
+        mxc_nd_free(st[1][i]);
+    }
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("gpu_ops");
     TCase *tc = tcase_create("gpu_ops");
     tcase_set_timeout(tc, mxct_timeout(120));
     tcase_add_loop_test(tc, test_gpu_matches_cpu, 0, (int)(sizeof cases / sizeof cases[0]));
+    tcase_add_test(tc, test_gpu_dtypes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -51,8 +51,10 @@ MXC_API int mxc_op_list(size_t *count, const char *const **names);
  * (unknown operator, with the closest name in the message, or NULL argument). */
 MXC_API int mxc_op_get_info(const char *name, mxc_op_info *out);
 
-/** Non-zero if operator `name` has a kernel for `ctx` and computes in `dtype`; 0 for an
- * unknown or NULL name. */
+/** Non-zero if operator `name` has a kernel for `ctx` that takes its first input in
+ * `dtype` (most operators: float32 only; Cast and the copies: float32, float64, float16,
+ * uint8, int32, int8, int64; docs/operators.md, Dtypes); 0 for an unknown or NULL name or
+ * a value that is not a dtype. */
 MXC_API int mxc_op_supports(const char *name, mxc_context ctx, int dtype);
 
 /** Runs operator `name` with string parameters on `inputs` (the operator's inputs, then
