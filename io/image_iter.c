@@ -58,7 +58,8 @@ struct image_source {
     int busy; /* workers still on the batch */
     int64_t epoch, first, n;
     const int64_t *index;
-    float *data, *label;
+    unsigned char *data; /* p.dtype elements */
+    float *label;
     _Atomic int64_t next; /* next sample of the batch to take */
     int rc;               /* the batch's first error, with its message */
     char message[512];
@@ -181,9 +182,10 @@ static uint64_t sample_state(const struct image_source *s, int64_t epoch, int64_
     return state;
 }
 
-/* Crops, mirrors and normalises `img` into one sample's (3, H, W) floats. */
+/* Crops, mirrors and normalises `img` into one sample's (3, H, W) elements: float32, or
+ * uint8 pixels as they are. */
 static void write_sample(const struct image_source *s, const struct mxc__image *img,
-                         uint64_t *state, float *out) {
+                         uint64_t *state, void *out) {
     int64_t H = s->height, W = s->width;
     int64_t y0 = img->height - H, x0 = img->width - W;
     if (s->p.rand_crop) {
@@ -211,8 +213,13 @@ static void write_sample(const struct image_source *s, const struct mxc__image *
                 jitter_hls(row + j * 3, delta, px);
             else
                 memcpy(px, row + j * 3, 3);
-            for (int c = 0; c < 3; c++)
-                out[(c * H + i) * W + oj] = ((float)px[c] - s->mean[c]) * s->mult[c];
+            for (int c = 0; c < 3; c++) {
+                int64_t at = (c * H + i) * W + oj;
+                if (p->dtype == MXC_UINT8)
+                    ((uint8_t *)out)[at] = px[c];
+                else
+                    ((float *)out)[at] = ((float)px[c] - s->mean[c]) * s->mult[c];
+            }
         }
     }
 }
@@ -220,7 +227,7 @@ static void write_sample(const struct image_source *s, const struct mxc__image *
 /* Decodes and writes sample `index` (position `pos` of `epoch`); a record that does not
  * decode is skipped for the next one of the file. A damaged file or a wrong label count
  * is an error. */
-static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, float *data,
+static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, void *data,
                    float *label) {
     struct image_source *s = w->src;
     int rc = MXC_OK;
@@ -286,13 +293,14 @@ fail:
 /* Takes samples of the posted batch until none is left; records the first error. */
 static void work_on_batch(struct worker *w) {
     struct image_source *s = w->src;
-    int64_t data_elems = 3 * s->height * s->width;
+    size_t data_bytes = (size_t)(3 * s->height * s->width) * mxc_dtype_size(s->p.dtype);
     for (;;) {
         int64_t i = atomic_fetch_add(&s->next, 1);
         if (i >= s->n)
             return;
         float *label = s->label ? s->label + i * s->p.label_width : NULL;
-        int rc = process(w, s->epoch, s->first + i, s->index[i], s->data + i * data_elems, label);
+        int rc = process(w, s->epoch, s->first + i, s->index[i], s->data + (size_t)i * data_bytes,
+                         label);
         if (rc != MXC_OK) {
             mxc__mutex_lock(&s->lock);
             if (s->rc == MXC_OK) {
@@ -328,7 +336,7 @@ static void *worker_main(void *arg) {
 }
 
 static int read_batch(void *impl, int64_t epoch, int64_t first, const int64_t *index, int64_t n,
-                      float *data, float *label) {
+                      void *data, float *label) {
     struct image_source *s = impl;
     mxc__mutex_lock(&s->lock);
     s->epoch = epoch;
@@ -489,6 +497,19 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
     for (int c = 0; c < 3; c++)
         MXC_CHECK(stds[c] > 0, MXC_EINVAL, "%s: std_%c is %g, must be > 0", __func__, "rgb"[c],
                   (double)stds[c]);
+    MXC_CHECK(p->dtype == MXC_FLOAT32 || p->dtype == MXC_UINT8, MXC_ENOTSUP,
+              "%s: dtype %d (%s): only float32 and uint8 are supported", __func__, p->dtype,
+              mxc_dtype_name(p->dtype) ? mxc_dtype_name(p->dtype) : "not a dtype");
+    /* MXNet's uint8 output ignores these silently; a setting that would do nothing is
+     * refused instead */
+    MXC_CHECK(p->dtype != MXC_UINT8 ||
+                  (p->mean_r == 0 && p->mean_g == 0 && p->mean_b == 0 && stds[0] == 1 &&
+                   stds[1] == 1 && stds[2] == 1 && p->scale == 1),
+              MXC_EINVAL,
+              "%s: dtype uint8 gives raw pixels: mean_r/g/b (%g, %g, %g), std_r/g/b "
+              "(%g, %g, %g) and scale (%g) must keep their defaults (0, 1, 1)",
+              __func__, (double)p->mean_r, (double)p->mean_g, (double)p->mean_b, (double)stds[0],
+              (double)stds[1], (double)stds[2], (double)p->scale);
 
     s = mxc__calloc(1, sizeof *s);
     MXC_CHECK(s != NULL, MXC_ENOMEM, "%s: out of memory", __func__);
@@ -542,6 +563,7 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
     src.data_shape.ndim = 3;
     for (int d = 0; d < 3; d++)
         src.data_shape.dims[d] = p->data_shape[d];
+    src.data_dtype = p->dtype;
     src.label_shape.ndim = 1;
     src.label_shape.dims[0] = p->label_width;
     s = NULL; /* the iterator owns it now, on failure too */

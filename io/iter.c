@@ -57,7 +57,8 @@ struct mxc_data_iter {
     struct slot *slots;
 
     /* Prefetch thread only. */
-    float *stage_data, *stage_label;
+    float *stage_data, *stage_label; /* stage_data holds data_dtype elements */
+    size_t data_bytes;               /* one sample's data */
     int64_t *perm;
     int64_t *batch_index; /* the samples of the batch being filled */
 
@@ -148,8 +149,7 @@ static int fill_slot(mxc_data_iter *it, int64_t epoch, const int64_t *perm, int6
     /* The reuse rule: the copies are engine writes, so they run after every operation
      * pushed on the buffer before, and overwrite it whole: a failure the consumer left on
      * it goes too. */
-    MXC_TRY(mxc_nd_sync_copy_from_cpu(s->data, it->stage_data,
-                                      (size_t)(bs * it->data_elems) * sizeof(float)));
+    MXC_TRY(mxc_nd_sync_copy_from_cpu(s->data, it->stage_data, (size_t)bs * it->data_bytes));
     if (s->label)
         MXC_TRY(mxc_nd_sync_copy_from_cpu(s->label, it->stage_label,
                                           (size_t)(bs * it->label_elems) * sizeof(float)));
@@ -394,6 +394,8 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
 
     it->data_elems = mxc_shape_size(&it->src.data_shape);
     MXC_CHECK(it->data_elems > 0, MXC_EINVAL, "%s iterator: empty sample shape", name);
+    MXC_ASSERT(it->src.data_dtype == MXC_FLOAT32 || it->src.read_batch);
+    it->data_bytes = (size_t)it->data_elems * mxc_dtype_size(it->src.data_dtype);
     MXC_TRY(batch_shape(p->batch_size, &it->src.data_shape, false, &it->batch_data_shape));
     bool labels = it->src.label_shape.ndim > 0;
     if (labels) {
@@ -407,7 +409,7 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
               (long long)p->batch_size);
 
     size_t bs = (size_t)p->batch_size;
-    it->stage_data = mxc__malloc(bs * (size_t)it->data_elems * sizeof(float));
+    it->stage_data = mxc__malloc(bs * it->data_bytes);
     it->stage_label = labels ? mxc__malloc(bs * (size_t)it->label_elems * sizeof(float)) : NULL;
     it->perm = mxc__malloc((size_t)it->part_count * sizeof(int64_t));
     it->batch_index = mxc__malloc(bs * sizeof(int64_t));
@@ -419,7 +421,8 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
                   it->slots && it->free_slots && it->ready,
               MXC_ENOMEM, "%s iterator: out of memory for batch buffers", name);
     for (int i = 0; i < it->num_slots; i++) {
-        MXC_TRY(mxc_nd_create(&it->batch_data_shape, MXC_FLOAT32, p->ctx, 0, &it->slots[i].data));
+        MXC_TRY(mxc_nd_create(&it->batch_data_shape, it->src.data_dtype, p->ctx, 0,
+                              &it->slots[i].data));
         if (labels)
             MXC_TRY(
                 mxc_nd_create(&it->batch_label_shape, MXC_FLOAT32, p->ctx, 0, &it->slots[i].label));

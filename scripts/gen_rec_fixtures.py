@@ -23,7 +23,8 @@ tests/data/io/rec/:
   image i (HWC, RGB, what MXNet's OpenCV makes of it).
 - iter.params: batches of mx.io.ImageRecordIter on images.rec / vector.rec, the
   parameters of each case in CASES (repeated in the C test): <case>_data<b> and
-  <case>_label<b> for batch b, and <case>_pad<b> (one element). No case uses
+  <case>_label<b> for batch b, and <case>_pad<b> (one element); data as float32 also
+  where the case asks for uint8 (its values are the bytes). No case uses
   round_batch=False: MXNet 1.9.1 then returns the last partial batch with stale label rows
   and pad 0.
 """
@@ -98,6 +99,7 @@ CASES = [
     ("resize", "images", dict(data_shape=(3, 12, 14), batch_size=4, resize=16)),
     ("upscale", "images", dict(data_shape=(3, 10, 12), batch_size=3, resize=25)),
     ("vector", "vector", dict(data_shape=(3, 20, 24), batch_size=3, label_width=3)),
+    ("u8", "images", dict(data_shape=(3, 12, 14), batch_size=4, resize=16, dtype="uint8")),
 ]
 
 

@@ -44,9 +44,10 @@ struct mx_case {
     int label_width, resize;
     float mean[3], std[3], scale;
     int batches;
+    int dtype; /* of the batch data */
 };
 static const struct mx_case cases[] = {
-    {"center", "images", 3, 16, 16, 4, 1, -1, {0, 0, 0}, {1, 1, 1}, 1, 3},
+    {"center", "images", 3, 16, 16, 4, 1, -1, {0, 0, 0}, {1, 1, 1}, 1, 3, MXC_FLOAT32},
     {"norm",
      "images",
      3,
@@ -58,10 +59,12 @@ static const struct mx_case cases[] = {
      {123.68f, 116.28f, 103.53f},
      {58.395f, 57.12f, 57.375f},
      0.5f,
-     2},
-    {"resize", "images", 3, 12, 14, 4, 1, 16, {0, 0, 0}, {1, 1, 1}, 1, 3},
-    {"upscale", "images", 3, 10, 12, 3, 1, 25, {0, 0, 0}, {1, 1, 1}, 1, 3},
-    {"vector", "vector", 3, 20, 24, 3, 3, -1, {0, 0, 0}, {1, 1, 1}, 1, 2},
+     2,
+     MXC_FLOAT32},
+    {"resize", "images", 3, 12, 14, 4, 1, 16, {0, 0, 0}, {1, 1, 1}, 1, 3, MXC_FLOAT32},
+    {"upscale", "images", 3, 10, 12, 3, 1, 25, {0, 0, 0}, {1, 1, 1}, 1, 3, MXC_FLOAT32},
+    {"vector", "vector", 3, 20, 24, 3, 3, -1, {0, 0, 0}, {1, 1, 1}, 1, 2, MXC_FLOAT32},
+    {"u8", "images", 3, 12, 14, 4, 1, 16, {0, 0, 0}, {1, 1, 1}, 1, 3, MXC_UINT8},
 };
 #define NUM_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -82,6 +85,7 @@ static mxc_data_iter *open_case(const struct mx_case *k, int threads, bool with_
     ip.std_r = k->std[0], ip.std_g = k->std[1], ip.std_b = k->std[2];
     ip.scale = k->scale;
     ip.preprocess_threads = threads;
+    ip.dtype = k->dtype;
     mxc_data_iter_params p;
     mxc_data_iter_params_init(&p);
     p.batch_size = k->batch;
@@ -90,12 +94,22 @@ static mxc_data_iter *open_case(const struct mx_case *k, int threads, bool with_
     return it;
 }
 
+/* The values of a float32 or uint8 array, as floats. */
 static float *copy_out(mxc_ndarray *a, int64_t *n) {
     mxc_shape s;
     CK_OK(mxc_nd_get_shape(a, &s));
     *n = mxc_shape_size(&s);
     float *v = malloc((size_t)*n * sizeof(float));
-    CK_OK(mxc_nd_sync_copy_to_cpu(a, v, (size_t)*n * sizeof(float)));
+    if (mxc_nd_dtype(a) == MXC_UINT8) {
+        uint8_t *b = malloc((size_t)*n);
+        CK_OK(mxc_nd_sync_copy_to_cpu(a, b, (size_t)*n));
+        for (int64_t i = 0; i < *n; i++)
+            v[i] = b[i];
+        free(b);
+    } else {
+        ck_assert_int_eq(mxc_nd_dtype(a), MXC_FLOAT32);
+        CK_OK(mxc_nd_sync_copy_to_cpu(a, v, (size_t)*n * sizeof(float)));
+    }
     return v;
 }
 
@@ -113,6 +127,7 @@ START_TEST(matches_mxnet) {
             snprintf(name, sizeof name, "%s_data%d", k->name, b);
             struct mxct_tensor ref = mxct_ref_load("io/rec/iter.params", name);
             int64_t n;
+            ck_assert_int_eq(mxc_nd_dtype(mxc_data_iter_data(it)), k->dtype);
             float *got = copy_out(mxc_data_iter_data(it), &n);
             ck_assert_int_eq(n, mxc_shape_size(&ref.shape));
             for (int64_t i = 0; i < n; i++) {
@@ -334,6 +349,20 @@ START_TEST(errors) {
     q.std_g = 0;
     ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
     ck_assert_ptr_nonnull(strstr(mxc_last_error(), "std_g"));
+    q = image_params(path, 10, 12);
+    q.dtype = MXC_FLOAT16;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "dtype 2 (float16)"));
+    q.dtype = MXC_UINT8; /* raw pixels: normalisation settings would do nothing */
+    q.mean_b = 10;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(mxc_last_error(), "dtype uint8 gives raw pixels"));
+    q.mean_b = 0;
+    q.scale = 0.5f;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
+    q.scale = 1;
+    q.std_r = 2;
+    ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
     q = image_params(NULL, 10, 12);
     ck_assert_int_eq(mxc_data_iter_create_image_record(&q, &p, &it), MXC_EINVAL);
     ck_assert_int_eq(mxc_data_iter_create_image_record(NULL, &p, &it), MXC_EINVAL);

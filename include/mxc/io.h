@@ -167,6 +167,10 @@ typedef struct mxc_image_record_params {
     /** After the crop, add to hue (0..180, OpenCV's 8-bit HLS), saturation and lightness
      * (0..255) integers drawn from [-random_h, random_h] etc., clamped; default 0: off. */
     int random_h, random_s, random_l;
+    /** Batch data type: MXC_FLOAT32 (default) or MXC_UINT8, the augmented pixels as they
+     * are (MXNet's dtype='uint8'); uint8 needs mean, std and scale at their defaults (MXNet
+     * ignores them silently). Labels stay float32. */
+    int dtype;
 } mxc_image_record_params;
 
 /** Fills `params` with the defaults listed above (path_imgrec NULL and data_shape zero: the
@@ -180,7 +184,8 @@ MXC_API void mxc_image_record_params_init(mxc_image_record_params *params);
  * data_shape's height x width (at the centre, or at a uniformly random position with
  * rand_crop), mirrored with rand_mirror, shifted in hue, saturation and lightness with
  * random_h/s/l, and written as float32 (C, H, W) with
- * (pixel - mean) * (scale / std) per channel — MXNet's formula; without the random
+ * (pixel - mean) * (scale / std) per channel — MXNet's formula — or, with dtype uint8, as
+ * the pixels themselves; without the random
  * augmentations values match MXNet's bit for bit (docs/io.md). Labels: the header's label
  * (label_width 1, batch labels (batch_size,)) or its label vector (label_width n,
  * (batch_size, n)). Random draws come from `params->seed`, the epoch and the sample's
@@ -195,8 +200,8 @@ MXC_API void mxc_image_record_params_init(mxc_image_record_params *params);
  * skipped with a warning naming it (MXC_LOG_WARN) and replaced by the next record of the
  * part that decodes; mxc_data_iter_num_skipped counts them.
  * Returns MXC_OK, MXC_EINVAL (NULL image_params, params or out, a NULL path_imgrec, bad
- * shape or options), MXC_ENOTSUP (channels other than 3, a non-CPU ctx), MXC_EIO,
- * MXC_EFORMAT (a corrupt .rec or .idx file, with the offset or line; an empty file),
+ * shape or options), MXC_ENOTSUP (channels other than 3, a dtype other than float32 or
+ * uint8, a non-CPU ctx), MXC_EIO, MXC_EFORMAT (a corrupt .rec or .idx file, with the offset or line; an empty file),
  * MXC_ENOMEM. A corrupt .rec file met while iterating, or a record with a label count
  * other than label_width, is an error of mxc_data_iter_next (MXC_EFORMAT naming the
  * record). `*out` is NULL on failure. Thread-safe. */
