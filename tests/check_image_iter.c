@@ -128,6 +128,12 @@ START_TEST(matches_mxnet) {
             struct mxct_tensor ref = mxct_ref_load("io/rec/iter.params", name);
             int64_t n;
             ck_assert_int_eq(mxc_nd_dtype(mxc_data_iter_data(it)), k->dtype);
+            /* the batch buffers: pinned where a GPU could read them, else plain CPU memory */
+            mxc_context bctx;
+            CK_OK(mxc_nd_get_context(mxc_data_iter_data(it), &bctx));
+            ck_assert_int_eq(bctx.dev_type, mxc_gpu_count() > 0 ? MXC_CPU_PINNED : MXC_CPU);
+            CK_OK(mxc_nd_get_context(mxc_data_iter_label(it), &bctx));
+            ck_assert_int_eq(bctx.dev_type, mxc_gpu_count() > 0 ? MXC_CPU_PINNED : MXC_CPU);
             float *got = copy_out(mxc_data_iter_data(it), &n);
             ck_assert_int_eq(n, mxc_shape_size(&ref.shape));
             for (int64_t i = 0; i < n; i++) {

@@ -80,7 +80,10 @@ typedef struct mxc_data_iter_params {
     int num_parts;      /**< number of parts the samples are split into; default 1 */
     int part_index;     /**< which part this iterator reads, 0 ≤ part_index < num_parts */
     int prefetch;       /**< batches filled ahead, 1..64; default 2 */
-    mxc_context ctx;    /**< where batch arrays live; only the CPU (the default) for now */
+    mxc_context ctx;    /**< where batch arrays live; only the CPU (the default) for now:
+                             pinned host memory (MXC_CPU_PINNED) when mxc_gpu_count() > 0,
+                             so that a copy to the GPU needs no staging, else plain CPU
+                             memory (mxc_nd_get_context on a batch array tells which) */
 } mxc_data_iter_params;
 
 /** Fills `params` with the defaults listed above (batch_size 0: the caller must set it).
