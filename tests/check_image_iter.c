@@ -1002,12 +1002,18 @@ START_TEST(im2rec_and_train_commands) {
     snprintf(args, sizeof args, "im2rec %s/data %s --resize 28 --threads 2", root, root);
     ck_assert_msg(run_mxc(args, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "packed 20 images"));
-    snprintf(args, sizeof args,
-             "train --network mlp --data rec:%s/data.rec,%s/data.rec --data-shape 3,28,28 "
-             "--epochs 1 --batch-size 5 --frequent 0 --json --prefix %s/mlp",
-             root, root, root);
-    ck_assert_msg(run_mxc(args, out, sizeof out) == 0, "%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "\"test_accuracy\""));
+    /* the MLP, and ResNet-18 (global pooling: any image size) on small crops */
+    const char *nets[2][2] = {{"mlp", "3,28,28"}, {"resnet", "3,8,8"}};
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args,
+                 "train --network %s --data rec:%s/data.rec,%s/data.rec --data-shape %s "
+                 "--epochs 1 --batch-size 5 --frequent 0 --json --prefix %s/%s",
+                 nets[k][0], root, root, nets[k][1], root, nets[k][0]);
+        ck_assert_msg(run_mxc(args, out, sizeof out) == 0, "%s", out);
+        ck_assert_ptr_nonnull(strstr(out, "\"test_accuracy\""));
+        snprintf(args, sizeof args, "%s/%s-0001.params", root, nets[k][0]);
+        ck_assert_int_eq(access(args, R_OK), 0);
+    }
     /* usage errors */
     ck_assert_int_eq(run_mxc("im2rec --resize 3", out, sizeof out), 2);
     snprintf(args, sizeof args, "train --network mlp --data rec:%s/data.rec --data-shape 3,28",
