@@ -196,7 +196,7 @@ static int fill_slot(mxc_data_iter *it, int64_t epoch, const int64_t *perm, int6
     float *label = s->label ? it->to_label.data : NULL;
     if (rc == MXC_OK && it->src.read_batch) {
         rc = it->src.read_batch(it->src.impl, epoch, b * bs, it->batch_index, bs, data, label);
-    } else {
+    } else if (rc == MXC_OK) {
         for (int64_t i = 0; rc == MXC_OK && i < bs; i++)
             rc = it->src.read(it->src.impl, it->batch_index[i],
                               (float *)(void *)(data + (size_t)i * it->data_bytes),
