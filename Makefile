@@ -131,7 +131,7 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 
 .PHONY: all lib tests benches examples tools test check bench bench-deps demo train install \
-        clean features deps format
+        clean features deps format fashion-rec
 all: features lib tools examples benches tests
 
 features:
@@ -213,7 +213,10 @@ bench-deps:
 	@bash scripts/deps.sh --bench
 
 bench: features bench-deps $(BENCH_BINS)
-	@for b in $(BENCH_BINS); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
+	@for b in $(filter-out $(BIN)/bench_io,$(BENCH_BINS)); do \
+	    echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
+	@echo "== $(BIN)/bench_io against MXNet 1.9.1 (scripts/bench_io_mxnet.sh)"
+	@bash scripts/bench_io_mxnet.sh $(BENCH_ARGS)
 
 # README's main job: LeNet on Fashion-MNIST for 3 epochs with progress, then the test
 # accuracy and the checkpoint (build/lenet-*).
@@ -221,6 +224,19 @@ bench: features bench-deps $(BENCH_BINS)
 train: features $(BUILD)/.deps-ok $(BIN)/mxc
 	$(BIN)/mxc train --network lenet \
 	    --data fashion-mnist --epochs 3 --prefix build/lenet $(TRAIN_ARGS)
+
+# Fashion-MNIST as image records (scripts/make_fashion_rec.py: class folders, then
+# mxc im2rec upscaling to 224x224 RGB JPEGs) in build/fashion-rec, then a short ResNet-18
+# training on them at 32x32 (docs/io.md). Not run in CI. FASHION_REC_ARGS picks a subset
+# (default 6,000 training and 1,000 test images; "" for all 70,000, about 370 MB);
+# FASHION_TRAIN_ARGS adds to the training command.
+FASHION_REC_ARGS ?= --train 6000 --test 1000
+fashion-rec: features $(BUILD)/.deps-ok $(BIN)/mxc
+	python3 scripts/make_fashion_rec.py build/fashion-rec --mxc $(BIN)/mxc $(FASHION_REC_ARGS)
+	$(BIN)/mxc train --network resnet \
+	    --data rec:build/fashion-rec/train.rec,build/fashion-rec/test.rec \
+	    --data-shape 3,32,32 --resize 36 --threads 2 --epochs 1 --batch-size 50 \
+	    --prefix build/fashion-rec/resnet $(FASHION_TRAIN_ARGS)
 
 # Rewrites every C source and header in the .clang-format style; CI runs
 # scripts/check_format.sh, which fails on any file that differs.

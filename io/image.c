@@ -268,7 +268,9 @@ static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out,
         if (sx >= sw - 1)
             fx = 0, sx = sw - 1;
         xofs[dx] = sx;
-        alpha[dx] = (short)lrintf((1.f - fx) * ONE);
+        /* each weight rounded on its own, as OpenCV does: they may not sum to ONE */
+        alpha[2 * dx] = (short)lrintf((1.f - fx) * ONE);
+        alpha[2 * dx + 1] = (short)lrintf(fx * ONE);
     }
     int *rows[2] = {row0, row1};
     int row_len = dw * 3;
@@ -280,20 +282,26 @@ static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out,
             fy = 0, sy = 0;
         if (sy >= sh - 1)
             fy = 0, sy = sh - 1;
-        int b0 = (short)lrintf((1.f - fy) * ONE), b1 = ONE - b0;
+        int b0 = (short)lrintf((1.f - fy) * ONE), b1 = (short)lrintf(fy * ONE);
         for (int k = 0; k < 2; k++) {
             int y = sy + k < sh ? sy + k : sh - 1;
             const uint8_t *s = in->data + (size_t)y * sw * 3;
             int *d = rows[k];
             for (int dx = 0; dx < dw; dx++) {
-                int sx = xofs[dx], a0 = alpha[dx], a1 = ONE - a0;
+                int sx = xofs[dx], a0 = alpha[2 * dx], a1 = alpha[2 * dx + 1];
                 int sx1 = sx + 1 < sw ? sx + 1 : sx;
                 for (int c = 0; c < 3; c++)
                     d[dx * 3 + c] = s[sx * 3 + c] * a0 + s[sx1 * 3 + c] * a1;
             }
         }
         uint8_t *o = out->data + (size_t)dy * row_len;
-        int simd = row_len & ~7; /* OpenCV's vector loop covers blocks of 8 */
+        /* the columns OpenCV 3.4's SSE2 loop covers (VResizeLinearVec_32s8u): blocks of 16,
+         * then of 4 while more than 4 are left; the rest is its scalar loop */
+        int simd = 0;
+        while (simd <= row_len - 16)
+            simd += 16;
+        while (simd < row_len - 4)
+            simd += 4;
         for (int x = 0; x < row_len; x++) {
             int v;
             if (x < simd)
@@ -321,7 +329,7 @@ int mxc__image_resize_shorter(const struct mxc__image *in, int size, struct mxc_
     short *alpha = NULL;
     MXC_TRY(mxc__image_reserve(out, what, nh, nw));
     xofs = mxc__malloc((size_t)nw * sizeof *xofs);
-    alpha = mxc__malloc((size_t)nw * sizeof *alpha);
+    alpha = mxc__malloc(2 * (size_t)nw * sizeof *alpha);
     rows = mxc__malloc((size_t)nw * 3 * 2 * sizeof *rows);
     MXC_CHECK(xofs && alpha && rows, MXC_ENOMEM, "%s: out of memory resizing", what);
     resize_bilinear(in, out, xofs, alpha, rows, rows + nw * 3);

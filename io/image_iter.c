@@ -18,6 +18,7 @@
 #include "io/io_impl.h"
 
 #include <inttypes.h>
+#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@ struct image_source;
 struct worker {
     struct image_source *src;
     mxc_recordio *rec; /* its own handle on the .rec file */
-    struct mxc__image img, resized, warped;
+    struct mxc__image img, resized, warped, padded;
     mxc__thread thread;
     bool started;
 };
@@ -45,7 +46,8 @@ struct image_source {
     int64_t height, width; /* of a sample */
     float mean[3], mult[3];
     uint64_t seed;
-    bool affine; /* random scale or aspect ratio */
+    bool affine;    /* rotation, shear, random scale or aspect ratio */
+    float *meanimg; /* mean_img's (3, H, W) values, or NULL */
     int num_workers;
     struct worker *workers;
     _Atomic int64_t skipped;
@@ -58,7 +60,8 @@ struct image_source {
     int busy; /* workers still on the batch */
     int64_t epoch, first, n;
     const int64_t *index;
-    float *data, *label;
+    unsigned char *data; /* p.dtype elements */
+    float *label;
     _Atomic int64_t next; /* next sample of the batch to take */
     int rc;               /* the batch's first error, with its message */
     char message[512];
@@ -71,47 +74,77 @@ static float uniform(uint64_t *state) {
     return (float)(mxc__io_splitmix64(state) >> 40) * (1.0f / 16777216.0f);
 }
 
-/* MXNet's random scale and aspect ratio (image_aug_default.cc, without rotation and
- * shear): the canvas is (scale * rows, scale * cols), truncated; the content is scaled by
- * hs across and ws down about the centre; bilinear, white outside the image. OpenCV's
- * warpAffine quantises positions to 1/32 pixel; this does not, so pixels may differ from
- * MXNet's by a level or two (the draws are not MXNet's anyway). */
-static int scale_aspect(struct worker *w, const struct mxc__image *in, uint64_t *state,
-                        const char *what) {
+/* MXNet's affine augmentation (image_aug_default.cc): shear s from [-max_shear_ratio,
+ * max_shear_ratio], an angle of whole degrees from [-max_rotate_angle, max_rotate_angle]
+ * (or `rotate` when > 0), scale and aspect ratio as documented in mxc/io.h. The canvas is
+ * (scale * rows, scale * cols), truncated, and the image is mapped onto it by MXNet's matrix
+ * M, in float as MXNet computes it, then resampled as OpenCV's warpAffine does on 8-bit
+ * images with INTER_LINEAR and a constant border (fill_value): M inverted in double,
+ * positions in fixed point rounded to 1/32 pixel, bilinear weights in units of 2^-15. So
+ * for the same draws the pixels are OpenCV's, bit for bit. */
+static int warp_affine(struct worker *w, const struct mxc__image *in, uint64_t *state,
+                       const char *what) {
     const mxc_image_record_params *p = &w->src->p;
+    float sh = uniform(state) * p->max_shear_ratio * 2 - p->max_shear_ratio;
+    int angle =
+        (int)mxc__io_below(state, 2 * (uint64_t)p->max_rotate_angle + 1) - p->max_rotate_angle;
+    if (p->rotate > 0)
+        angle = p->rotate;
+    float a = (float)cos(angle / 180.0 * M_PI), b = (float)sin(angle / 180.0 * M_PI);
     float scale =
         uniform(state) * (p->max_random_scale - p->min_random_scale) + p->min_random_scale;
     float ratio = uniform(state) * p->max_aspect_ratio * 2 - p->max_aspect_ratio + 1;
     float hs = 2 * scale / (1 + ratio), ws = ratio * hs;
     float new_w = scale * (float)in->width, new_h = scale * (float)in->height;
-    float tx = (new_w - hs * (float)in->width) / 2, ty = (new_h - ws * (float)in->height) / 2;
+    float m[6] = {hs * a - sh * b * ws, hs * b + sh * a * ws, 0, -b * ws, a * ws, 0};
+    m[2] = (new_w - (m[0] * (float)in->width + m[1] * (float)in->height)) / 2;
+    m[5] = (new_h - (m[3] * (float)in->width + m[4] * (float)in->height)) / 2;
+    /* OpenCV's invertAffineTransform */
+    double det = (double)m[0] * m[4] - (double)m[1] * m[3];
+    det = det != 0 ? 1.0 / det : 0;
+    double i00 = m[4] * det, i01 = -m[1] * det, i10 = -m[3] * det, i11 = m[0] * det;
+    double i02 = -i00 * m[2] - i01 * m[5], i12 = -i10 * m[2] - i11 * m[5];
+
     int rc = mxc__image_reserve(&w->warped, what, (int64_t)new_h, (int64_t)new_w);
     if (rc != MXC_OK)
         return rc;
     struct mxc__image *out = &w->warped;
+    const int fill = p->fill_value;
     for (int y = 0; y < out->height; y++) {
-        float sy = ((float)y - ty) / ws;
-        int y0 = (int)floorf(sy);
-        float fy = sy - (float)y0;
+        /* 10 fractional bits, then 5: the round_delta of 16 rounds to the nearest 1/32 */
+        long x0 = lrint((i01 * y + i02) * 1024) + 16, y0 = lrint((i11 * y + i12) * 1024) + 16;
         for (int x = 0; x < out->width; x++) {
-            float sx = ((float)x - tx) / hs;
-            int x0 = (int)floorf(sx);
-            float fx = sx - (float)x0;
+            long fxp = (x0 + lrint(i00 * x * 1024)) >> 5, fyp = (y0 + lrint(i10 * x * 1024)) >> 5;
+            long sx = fxp >> 5, sy = fyp >> 5;
+            int fx = (int)(fxp & 31), fy = (int)(fyp & 31);
+            int wgt[4] = {(32 - fy) * (32 - fx) * 32, (32 - fy) * fx * 32, fy * (32 - fx) * 32,
+                          fy * fx * 32};
+            uint8_t *o = out->data + ((size_t)y * out->width + x) * 3;
             for (int c = 0; c < 3; c++) {
-                float v = 0;
+                int v = 0;
                 for (int k = 0; k < 4; k++) {
-                    int xi = x0 + (k & 1), yi = y0 + (k >> 1);
-                    float wgt = ((k & 1) ? fx : 1 - fx) * ((k >> 1) ? fy : 1 - fy);
+                    long xi = sx + (k & 1), yi = sy + (k >> 1);
                     bool inside = xi >= 0 && yi >= 0 && xi < in->width && yi < in->height;
-                    v += wgt * (inside ? in->data[((size_t)yi * in->width + xi) * 3 + c] : 255);
+                    v += wgt[k] * (inside ? in->data[((size_t)yi * in->width + xi) * 3 + c] : fill);
                 }
-                long r = lrintf(v);
-                out->data[((size_t)y * out->width + x) * 3 + c] = (uint8_t)(r < 0     ? 0
-                                                                            : r > 255 ? 255
-                                                                                      : r);
+                o[c] = (uint8_t)((v + (1 << 14)) >> 15);
             }
         }
     }
+    return MXC_OK;
+}
+
+/* MXNet's pad: `pad` pixels of fill_value around `in`, into `out`. */
+static int pad_image(const struct mxc__image *in, int pad, int fill, struct mxc__image *out,
+                     const char *what) {
+    int64_t h = in->height + 2 * (int64_t)pad, w = in->width + 2 * (int64_t)pad;
+    int rc = mxc__image_reserve(out, what, h, w);
+    if (rc != MXC_OK)
+        return rc;
+    memset(out->data, fill, (size_t)(h * w * 3));
+    for (int y = 0; y < in->height; y++)
+        memcpy(out->data + ((size_t)(y + pad) * (size_t)w + (size_t)pad) * 3,
+               in->data + (size_t)y * in->width * 3, (size_t)in->width * 3);
     return MXC_OK;
 }
 
@@ -181,9 +214,10 @@ static uint64_t sample_state(const struct image_source *s, int64_t epoch, int64_
     return state;
 }
 
-/* Crops, mirrors and normalises `img` into one sample's (3, H, W) floats. */
+/* Crops, mirrors and normalises `img` into one sample's (3, H, W) elements: float32, or
+ * uint8 pixels as they are. */
 static void write_sample(const struct image_source *s, const struct mxc__image *img,
-                         uint64_t *state, float *out) {
+                         uint64_t *state, void *out) {
     int64_t H = s->height, W = s->width;
     int64_t y0 = img->height - H, x0 = img->width - W;
     if (s->p.rand_crop) {
@@ -211,8 +245,16 @@ static void write_sample(const struct image_source *s, const struct mxc__image *
                 jitter_hls(row + j * 3, delta, px);
             else
                 memcpy(px, row + j * 3, 3);
-            for (int c = 0; c < 3; c++)
-                out[(c * H + i) * W + oj] = ((float)px[c] - s->mean[c]) * s->mult[c];
+            for (int c = 0; c < 3; c++) {
+                int64_t at = (c * H + i) * W + oj;
+                if (p->dtype == MXC_UINT8)
+                    ((uint8_t *)out)[at] = px[c];
+                else if (s->meanimg) /* at the unmirrored position, as MXNet */
+                    ((float *)out)[at] =
+                        ((float)px[c] - s->meanimg[(c * H + i) * W + j]) * s->mult[c];
+                else
+                    ((float *)out)[at] = ((float)px[c] - s->mean[c]) * s->mult[c];
+            }
         }
     }
 }
@@ -220,7 +262,7 @@ static void write_sample(const struct image_source *s, const struct mxc__image *
 /* Decodes and writes sample `index` (position `pos` of `epoch`); a record that does not
  * decode is skipped for the next one of the file. A damaged file or a wrong label count
  * is an error. */
-static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, float *data,
+static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, void *data,
                    float *label) {
     struct image_source *s = w->src;
     int rc = MXC_OK;
@@ -252,8 +294,12 @@ static int process(struct worker *w, int64_t epoch, int64_t pos, int64_t index, 
         }
         uint64_t state = sample_state(s, epoch, pos);
         if (rc == MXC_OK && s->affine) {
-            rc = scale_aspect(w, img, &state, what);
+            rc = warp_affine(w, img, &state, what);
             img = &w->warped;
+        }
+        if (rc == MXC_OK && s->p.pad > 0) {
+            rc = pad_image(img, s->p.pad, s->p.fill_value, &w->padded, what);
+            img = &w->padded;
         }
         if (rc == MXC_OK && (img->height < s->height || img->width < s->width))
             rc =
@@ -286,13 +332,14 @@ fail:
 /* Takes samples of the posted batch until none is left; records the first error. */
 static void work_on_batch(struct worker *w) {
     struct image_source *s = w->src;
-    int64_t data_elems = 3 * s->height * s->width;
+    size_t data_bytes = (size_t)(3 * s->height * s->width) * mxc_dtype_size(s->p.dtype);
     for (;;) {
         int64_t i = atomic_fetch_add(&s->next, 1);
         if (i >= s->n)
             return;
         float *label = s->label ? s->label + i * s->p.label_width : NULL;
-        int rc = process(w, s->epoch, s->first + i, s->index[i], s->data + i * data_elems, label);
+        int rc = process(w, s->epoch, s->first + i, s->index[i], s->data + (size_t)i * data_bytes,
+                         label);
         if (rc != MXC_OK) {
             mxc__mutex_lock(&s->lock);
             if (s->rc == MXC_OK) {
@@ -328,7 +375,7 @@ static void *worker_main(void *arg) {
 }
 
 static int read_batch(void *impl, int64_t epoch, int64_t first, const int64_t *index, int64_t n,
-                      float *data, float *label) {
+                      void *data, float *label) {
     struct image_source *s = impl;
     mxc__mutex_lock(&s->lock);
     s->epoch = epoch;
@@ -375,8 +422,10 @@ static void source_free(void *impl) {
         mxc__image_free(&w->img);
         mxc__image_free(&w->resized);
         mxc__image_free(&w->warped);
+        mxc__image_free(&w->padded);
     }
     mxc__free(s->workers);
+    mxc__free(s->meanimg);
     mxc__free(s->offsets);
     mxc__free(s->path);
     mxc__cond_destroy(&s->start_cv);
@@ -397,6 +446,40 @@ void mxc_image_record_params_init(mxc_image_record_params *params) {
     params->scale = 1;
     params->preprocess_threads = 4;
     params->max_random_scale = params->min_random_scale = 1;
+    params->rotate = -1;
+    params->fill_value = 255;
+    params->inter_method = 1;
+}
+
+/* Reads mean_img: one float32 array of the sample's shape (3, H, W). */
+static int load_mean_img(struct image_source *s, const char *path) {
+    int rc = MXC_OK;
+    size_t count = 0;
+    mxc_ndarray **arrays = NULL;
+    char **names = NULL;
+    FILE *f = fopen(path, "rb");
+    MXC_CHECK(f != NULL, MXC_EIO,
+              "mean_img '%s' cannot be opened (%s); MXNet would compute it over the records "
+              "and save it there, mxc does not: make it with MXNet or mx.nd.save",
+              path, strerror(errno));
+    fclose(f);
+    MXC_TRY(mxc_nd_load(path, mxc_cpu(), &count, &arrays, &names));
+    mxc_shape shape = {0};
+    if (count == 1)
+        MXC_TRY(mxc_nd_get_shape(arrays[0], &shape));
+    MXC_CHECK(count == 1 && mxc_nd_dtype(arrays[0]) == MXC_FLOAT32 && shape.ndim == 3 &&
+                  shape.dims[0] == 3 && shape.dims[1] == s->height && shape.dims[2] == s->width,
+              MXC_EFORMAT,
+              "mean_img '%s' must hold one float32 array of shape (3, %" PRId64 ", %" PRId64
+              ") (data_shape); it holds %zu array%s, the first of %d dimensions",
+              path, s->height, s->width, count, count == 1 ? "" : "s", shape.ndim);
+    size_t bytes = (size_t)(3 * s->height * s->width) * sizeof(float);
+    s->meanimg = mxc__malloc(bytes);
+    MXC_CHECK(s->meanimg != NULL, MXC_ENOMEM, "out of memory for mean_img '%s'", path);
+    MXC_TRY(mxc_nd_sync_copy_to_cpu(arrays[0], s->meanimg, bytes));
+fail:
+    mxc_nd_list_free(count, arrays, names);
+    return rc;
 }
 
 static int cmp_u64(const void *a, const void *b) {
@@ -489,6 +572,42 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
     for (int c = 0; c < 3; c++)
         MXC_CHECK(stds[c] > 0, MXC_EINVAL, "%s: std_%c is %g, must be > 0", __func__, "rgb"[c],
                   (double)stds[c]);
+    MXC_CHECK(p->dtype == MXC_FLOAT32 || p->dtype == MXC_UINT8, MXC_ENOTSUP,
+              "%s: dtype %d (%s): only float32 and uint8 are supported", __func__, p->dtype,
+              mxc_dtype_name(p->dtype) ? mxc_dtype_name(p->dtype) : "not a dtype");
+    /* MXNet's uint8 output ignores these silently; a setting that would do nothing is
+     * refused instead */
+    MXC_CHECK(p->dtype != MXC_UINT8 ||
+                  (p->mean_r == 0 && p->mean_g == 0 && p->mean_b == 0 && stds[0] == 1 &&
+                   stds[1] == 1 && stds[2] == 1 && p->scale == 1 && !p->mean_img),
+              MXC_EINVAL,
+              "%s: dtype uint8 gives raw pixels: mean_r/g/b (%g, %g, %g), std_r/g/b "
+              "(%g, %g, %g) and scale (%g) must keep their defaults (0, 1, 1), mean_img NULL",
+              __func__, (double)p->mean_r, (double)p->mean_g, (double)p->mean_b, (double)stds[0],
+              (double)stds[1], (double)stds[2], (double)p->scale);
+    /* and MXNet ignores mean_r/g/b beside a mean image */
+    MXC_CHECK(!p->mean_img || (p->mean_r == 0 && p->mean_g == 0 && p->mean_b == 0), MXC_EINVAL,
+              "%s: mean_img replaces mean_r/g/b (%g, %g, %g), which must be 0", __func__,
+              (double)p->mean_r, (double)p->mean_g, (double)p->mean_b);
+    MXC_CHECK(p->max_rotate_angle >= 0 && p->max_rotate_angle <= 360 && p->rotate >= -1 &&
+                  p->rotate <= 360,
+              MXC_EINVAL, "%s: max_rotate_angle %d and rotate %d must be in [0, 360], [-1, 360]",
+              __func__, p->max_rotate_angle, p->rotate);
+    MXC_CHECK(p->max_shear_ratio >= 0 && p->max_shear_ratio <= 10, MXC_EINVAL,
+              "%s: max_shear_ratio is %g, must be in [0, 10]", __func__,
+              (double)p->max_shear_ratio);
+    MXC_CHECK(p->pad >= 0 && p->pad <= 65535 && p->fill_value >= 0 && p->fill_value <= 255,
+              MXC_EINVAL, "%s: pad %d and fill_value %d must be in [0, 65535], [0, 255]", __func__,
+              p->pad, p->fill_value);
+    MXC_CHECK(p->inter_method != 2 && p->inter_method != 3 && p->inter_method != 4 &&
+                  p->inter_method != 9 && p->inter_method != 10,
+              MXC_ENOTSUP,
+              "%s: inter_method %d: only 1 (bilinear) is supported, not cubic (2), area (3), "
+              "Lanczos (4), auto (9) or random (10)",
+              __func__, p->inter_method);
+    MXC_CHECK(p->inter_method == 1, MXC_EINVAL,
+              "%s: inter_method is %d; MXNet's codes are 1 (bilinear), 2, 3, 4, 9, 10", __func__,
+              p->inter_method);
 
     s = mxc__calloc(1, sizeof *s);
     MXC_CHECK(s != NULL, MXC_ENOMEM, "%s: out of memory", __func__);
@@ -500,16 +619,20 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
     MXC_CHECK(s->path != NULL, MXC_ENOMEM, "%s: out of memory", __func__);
     s->p.path_imgrec = s->path;
     s->p.path_imgidx = NULL; /* not kept: used only now */
+    s->p.mean_img = NULL;
     s->height = p->data_shape[1];
     s->width = p->data_shape[2];
     s->seed = params->seed;
-    s->affine = p->min_random_scale != 1 || p->max_random_scale != 1 || p->max_aspect_ratio != 0;
+    s->affine = p->min_random_scale != 1 || p->max_random_scale != 1 || p->max_aspect_ratio != 0 ||
+                p->max_rotate_angle > 0 || p->rotate > 0 || p->max_shear_ratio > 0;
     const float means[3] = {p->mean_r, p->mean_g, p->mean_b};
     for (int c = 0; c < 3; c++) {
         s->mean[c] = means[c];
         s->mult[c] = p->scale / stds[c]; /* MXNet's RGBA_MULT: contrast 1 times scale, / std */
     }
 
+    if (p->mean_img)
+        MXC_TRY(load_mean_img(s, p->mean_img));
     MXC_TRY(mxc_recordio_open(p->path_imgrec, p->path_imgidx, 0, &scan));
     s->p.path_imgidx = p->path_imgidx;
     MXC_TRY(locate_records(s, scan));
@@ -542,6 +665,7 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
     src.data_shape.ndim = 3;
     for (int d = 0; d < 3; d++)
         src.data_shape.dims[d] = p->data_shape[d];
+    src.data_dtype = p->dtype;
     src.label_shape.ndim = 1;
     src.label_shape.dims[0] = p->label_width;
     s = NULL; /* the iterator owns it now, on failure too */

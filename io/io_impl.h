@@ -19,6 +19,8 @@ struct mxc__io_source {
     void *impl;       /* owned by the source; given to read and free */
     int64_t num_samples;
     mxc_shape data_shape;  /* one sample's data (without the batch axis), ndim ≥ 1 */
+    int data_dtype;        /* of batch data: MXC_FLOAT32 (0, for `read`) or, with
+                              read_batch, MXC_UINT8 */
     mxc_shape label_shape; /* one sample's label; ndim 0: no labels. A label of one
                               element gives batch labels of shape (batch_size,). */
     /* Writes sample `index` (0 ≤ index < num_samples) as float32: the data's elements to
@@ -28,12 +30,13 @@ struct mxc__io_source {
     int (*read)(void *impl, int64_t index, float *data, float *label);
     void (*free)(void *impl); /* frees impl; may be NULL */
     /* Optional, used instead of `read` when set: writes the `n` samples `index[0..n)` of a
-     * batch to consecutive rows of `data` and `label` (NULL without labels). Sample i sits
+     * batch to consecutive rows of `data` (elements of data_dtype) and `label` (float32;
+     * NULL without labels). Sample i sits
      * at position `first + i` of epoch `epoch`'s order (positions past the part's end are
      * padding), so a source can draw random numbers from where the sample is rather than
      * from timing. Runs on the prefetch thread, never concurrently with itself. */
     int (*read_batch)(void *impl, int64_t epoch, int64_t first, const int64_t *index, int64_t n,
-                      float *data, float *label);
+                      void *data, float *label);
     /* Optional: samples skipped so far (mxc_data_iter_num_skipped); any thread. */
     int64_t (*skipped)(void *impl);
 };

@@ -7,8 +7,9 @@
  * label array. A slot is in exactly one place: the free list, the prefetch thread's hands
  * (being filled), the ready queue, or the consumer's hands (the current batch). The
  * consumer gives its slot back at the next call to next/reset; the prefetch thread then
- * refills it with mxc_nd_sync_copy_from_cpu, an engine write, so engine operations the
- * consumer pushed reading the batch finish before its memory is rewritten.
+ * refills it inside an engine write on its arrays (fill_slot), so engine operations the
+ * consumer pushed reading the batch finish before its memory is rewritten. Sources write
+ * straight into the batch arrays, which live in pinned memory when a GPU can read them.
  *
  * Epochs. `want_epoch` (under the lock) is the epoch the consumer wants; reset increments
  * it and, in the same critical section, drains the ready queue. The prefetch thread
@@ -20,6 +21,8 @@
 #include "common/handle.h"
 #include "common/thread.h"
 #include "io/io_impl.h"
+#include "mxc/engine.h"
+#include "ndarray/ndarray_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,7 +60,7 @@ struct mxc_data_iter {
     struct slot *slots;
 
     /* Prefetch thread only. */
-    float *stage_data, *stage_label;
+    size_t data_bytes; /* one sample's data */
     int64_t *perm;
     int64_t *batch_index; /* the samples of the batch being filled */
 
@@ -73,6 +76,13 @@ struct mxc_data_iter {
     bool thread_started;
     mxc__thread thread;
     mxc_data_iter *prefetch_prev, *prefetch_next; /* under prefetch_lock while the thread runs */
+
+    /* The engine's hand-over of the buffer being filled (fill_slot), under `lock`. */
+    int filling;           /* its slot */
+    bool handed;           /* the engine ran hand_over for it */
+    mxc_engine_done *done; /* that run, completed once the buffer is written */
+    int hand_rc;           /* mxc__nd_tensor's outcome */
+    struct mxc__tensor to_data, to_label;
 
     /* Consumer only. */
     int current; /* slot of the current batch, -1 when none */
@@ -123,9 +133,30 @@ static void epoch_order(const mxc_data_iter *it, int64_t epoch, int64_t *perm) {
 
 /* ---- Prefetch thread --------------------------------------------------------------- */
 
-/* Fills slot `s` with batch `b` of epoch `epoch`'s order `perm`; writes the padding count. */
-static int fill_slot(mxc_data_iter *it, int64_t epoch, const int64_t *perm, int64_t b,
-                     struct slot *s, int64_t *pad) {
+/* The engine operation that owns the buffer being filled: it runs once every operation
+ * pushed before on the buffer's arrays has finished (the reuse rule), hands their memory
+ * to the prefetch thread and returns; the prefetch thread completes it when the batch is
+ * written. Pushed with `overwrite`, so a failure the consumer's work left on the arrays
+ * neither stops it (it always runs: the prefetch thread waits for it) nor outlives it. */
+static void hand_over(const mxc_run_ctx *rctx, void *arg, mxc_engine_done *done) {
+    (void)rctx;
+    mxc_data_iter *it = arg;
+    struct slot *s = &it->slots[it->filling];
+    int rc = mxc__nd_tensor(s->data, true, &it->to_data);
+    if (rc == MXC_OK && s->label)
+        rc = mxc__nd_tensor(s->label, true, &it->to_label);
+    mxc__mutex_lock(&it->lock);
+    it->done = done;
+    it->hand_rc = rc;
+    it->handed = true;
+    mxc__cond_broadcast(&it->producer_cv);
+    mxc__mutex_unlock(&it->lock);
+}
+
+/* Fills slot `slot` with batch `b` of epoch `epoch`'s order `perm`, the source writing
+ * straight into the batch arrays; writes the padding count. */
+static int fill_slot(mxc_data_iter *it, int64_t epoch, const int64_t *perm, int64_t b, int slot,
+                     int64_t *pad) {
     int rc = MXC_OK;
     int64_t bs = it->params.batch_size;
     *pad = 0;
@@ -136,23 +167,42 @@ static int fill_slot(mxc_data_iter *it, int64_t epoch, const int64_t *perm, int6
             pos %= it->part_count; /* wrap around; several times if the part is tiny */
         }
         it->batch_index[i] = it->part_begin + perm[pos];
-        if (it->src.read_batch)
-            continue;
-        float *label = it->stage_label ? it->stage_label + i * it->label_elems : NULL;
-        MXC_TRY(it->src.read(it->src.impl, it->batch_index[i], it->stage_data + i * it->data_elems,
-                             label));
     }
-    if (it->src.read_batch)
-        MXC_TRY(it->src.read_batch(it->src.impl, epoch, b * bs, it->batch_index, bs, it->stage_data,
-                                   it->stage_label));
-    /* The reuse rule: the copies are engine writes, so they run after every operation
-     * pushed on the buffer before, and overwrite it whole: a failure the consumer left on
-     * it goes too. */
-    MXC_TRY(mxc_nd_sync_copy_from_cpu(s->data, it->stage_data,
-                                      (size_t)(bs * it->data_elems) * sizeof(float)));
-    if (s->label)
-        MXC_TRY(mxc_nd_sync_copy_from_cpu(s->label, it->stage_label,
-                                          (size_t)(bs * it->label_elems) * sizeof(float)));
+
+    struct slot *s = &it->slots[slot];
+    mxc_engine *eng;
+    MXC_TRY(mxc_engine_get_default(&eng));
+    mxc_var *vars[2] = {mxc__nd_var(s->data), s->label ? mxc__nd_var(s->label) : NULL};
+    mxc_engine_op_desc d = {.async_fn = hand_over,
+                            .arg = it,
+                            .mutable_vars = vars,
+                            .num_mutable_vars = s->label ? 2 : 1,
+                            .prop = MXC_PROP_ASYNC,
+                            .name = "data iterator batch",
+                            .overwrite = 1};
+    mxc__mutex_lock(&it->lock);
+    it->filling = slot;
+    it->handed = false;
+    mxc__mutex_unlock(&it->lock);
+    MXC_TRY(mxc_engine_push(eng, &d));
+    mxc__mutex_lock(&it->lock);
+    while (!it->handed)
+        mxc__cond_wait(&it->producer_cv, &it->lock);
+    mxc_engine_done *done = it->done;
+    rc = it->hand_rc;
+    mxc__mutex_unlock(&it->lock);
+
+    unsigned char *data = it->to_data.data;
+    float *label = s->label ? it->to_label.data : NULL;
+    if (rc == MXC_OK && it->src.read_batch) {
+        rc = it->src.read_batch(it->src.impl, epoch, b * bs, it->batch_index, bs, data, label);
+    } else if (rc == MXC_OK) {
+        for (int64_t i = 0; rc == MXC_OK && i < bs; i++)
+            rc = it->src.read(it->src.impl, it->batch_index[i],
+                              (float *)(void *)(data + (size_t)i * it->data_bytes),
+                              label ? label + i * it->label_elems : NULL);
+    }
+    mxc_engine_complete(done, rc);
 fail:
     return rc;
 }
@@ -200,7 +250,7 @@ static void *prefetch_main(void *arg) {
             mxc__mutex_unlock(&it->lock);
 
             int64_t pad = 0;
-            int rc = fill_slot(it, epoch, it->perm, b, &it->slots[slot], &pad);
+            int rc = fill_slot(it, epoch, it->perm, b, slot, &pad);
 
             mxc__mutex_lock(&it->lock);
             bool current = !it->stop && it->want_epoch == epoch;
@@ -327,8 +377,6 @@ static void iter_destroy(mxc_data_iter *it) {
     mxc__free(it->slots);
     mxc__free(it->free_slots);
     mxc__free(it->ready);
-    mxc__free(it->stage_data);
-    mxc__free(it->stage_label);
     mxc__free(it->perm);
     mxc__free(it->batch_index);
     if (it->src.free)
@@ -394,6 +442,8 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
 
     it->data_elems = mxc_shape_size(&it->src.data_shape);
     MXC_CHECK(it->data_elems > 0, MXC_EINVAL, "%s iterator: empty sample shape", name);
+    MXC_ASSERT(it->src.data_dtype == MXC_FLOAT32 || it->src.read_batch);
+    it->data_bytes = (size_t)it->data_elems * mxc_dtype_size(it->src.data_dtype);
     MXC_TRY(batch_shape(p->batch_size, &it->src.data_shape, false, &it->batch_data_shape));
     bool labels = it->src.label_shape.ndim > 0;
     if (labels) {
@@ -407,22 +457,23 @@ int mxc__io_iter_create(struct mxc__io_source *src, const mxc_data_iter_params *
               (long long)p->batch_size);
 
     size_t bs = (size_t)p->batch_size;
-    it->stage_data = mxc__malloc(bs * (size_t)it->data_elems * sizeof(float));
-    it->stage_label = labels ? mxc__malloc(bs * (size_t)it->label_elems * sizeof(float)) : NULL;
     it->perm = mxc__malloc((size_t)it->part_count * sizeof(int64_t));
     it->batch_index = mxc__malloc(bs * sizeof(int64_t));
     it->num_slots = p->prefetch + 1;
     it->slots = mxc__calloc((size_t)it->num_slots, sizeof *it->slots);
     it->free_slots = mxc__malloc((size_t)it->num_slots * sizeof(int));
     it->ready = mxc__calloc((size_t)it->num_slots + 1, sizeof *it->ready);
-    MXC_CHECK(it->stage_data && (!labels || it->stage_label) && it->perm && it->batch_index &&
-                  it->slots && it->free_slots && it->ready,
-              MXC_ENOMEM, "%s iterator: out of memory for batch buffers", name);
+    MXC_CHECK(it->perm && it->batch_index && it->slots && it->free_slots && it->ready, MXC_ENOMEM,
+              "%s iterator: out of memory for batch buffers", name);
+    /* Pinned host memory when a GPU can read it (a CUDA build on a machine with a GPU), so
+     * that copying a batch there needs no staging; plain CPU memory otherwise. */
+    mxc_context mem = mxc_gpu_count() > 0 ? (mxc_context){MXC_CPU_PINNED, 0} : p->ctx;
     for (int i = 0; i < it->num_slots; i++) {
-        MXC_TRY(mxc_nd_create(&it->batch_data_shape, MXC_FLOAT32, p->ctx, 0, &it->slots[i].data));
+        MXC_TRY(
+            mxc_nd_create(&it->batch_data_shape, it->src.data_dtype, mem, 0, &it->slots[i].data));
         if (labels)
             MXC_TRY(
-                mxc_nd_create(&it->batch_label_shape, MXC_FLOAT32, p->ctx, 0, &it->slots[i].label));
+                mxc_nd_create(&it->batch_label_shape, MXC_FLOAT32, mem, 0, &it->slots[i].label));
         it->free_slots[it->num_free++] = i;
     }
 

@@ -23,7 +23,10 @@ tests/data/io/rec/:
   image i (HWC, RGB, what MXNet's OpenCV makes of it).
 - iter.params: batches of mx.io.ImageRecordIter on images.rec / vector.rec, the
   parameters of each case in CASES (repeated in the C test): <case>_data<b> and
-  <case>_label<b> for batch b, and <case>_pad<b> (one element). No case uses
+  <case>_label<b> for batch b, and <case>_pad<b> (one element); data as float32 also
+  where the case asks for uint8 (its values are the bytes).
+- mean16.nd: the mean image of the meanimg case, (3, 16, 16) float32 under the key
+  mean_img, as MXNet writes the mean images it computes. No case uses
   round_batch=False: MXNet 1.9.1 then returns the last partial batch with stale label rows
   and pad 0.
 """
@@ -98,6 +101,13 @@ CASES = [
     ("resize", "images", dict(data_shape=(3, 12, 14), batch_size=4, resize=16)),
     ("upscale", "images", dict(data_shape=(3, 10, 12), batch_size=3, resize=25)),
     ("vector", "vector", dict(data_shape=(3, 20, 24), batch_size=3, label_width=3)),
+    ("u8", "images", dict(data_shape=(3, 12, 14), batch_size=4, resize=16, dtype="uint8")),
+    ("pad", "images", dict(data_shape=(3, 24, 28), batch_size=3, pad=2, fill_value=7)),
+    ("rotate", "images", dict(data_shape=(3, 16, 16), batch_size=3, rotate=30, fill_value=200)),
+    ("rotpad", "images", dict(data_shape=(3, 20, 20), batch_size=4, resize=22, rotate=45, pad=3,
+                              fill_value=0)),
+    ("meanimg", "images", dict(data_shape=(3, 16, 16), batch_size=5, std_r=2, std_g=4, std_b=8,
+                               scale=0.5, mean_img=os.path.join(OUT, "mean16.nd"))),
 ]
 
 
@@ -132,6 +142,11 @@ def main():
     for i, (_, data) in enumerate(IMAGES):
         decoded["img%d" % i] = mx.image.imdecode(data).astype("float32")
     mx.nd.save(os.path.join(OUT, "decoded.params"), decoded)
+
+    # a (3, 16, 16) mean image, as MXNet saves one (a dict with the key mean_img)
+    rng = np.random.RandomState(16)
+    mean = rng.uniform(0, 255, size=(3, 16, 16)).astype(np.float32)
+    mx.nd.save(os.path.join(OUT, "mean16.nd"), {"mean_img": mx.nd.array(mean)})
 
     batches = {}
     for case, rec, params in CASES:

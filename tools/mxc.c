@@ -4,7 +4,7 @@
  * C API (mxc/model.h, mxc/io.h, mxc/networks.h), so this file is also a worked example of
  * it. docs/tool.md is its manual.
  *
- *   mxc train  --network mlp|lenet|<symbol.json> [--data fashion-mnist|<paths>] ...
+ *   mxc train  --network mlp|lenet|resnet|<symbol.json> [--data fashion-mnist|<paths>] ...
  *   mxc score  --prefix P --epoch E [--data ...] [--json]
  *   mxc predict --prefix P --epoch E --input <NDArray list> --output <file>
  *   mxc im2rec PREFIX ROOT [--list] [--resize N] [--quality Q] [--threads N] ...
@@ -69,7 +69,7 @@ static int pick(const char *v, const char *const *names, int n, const char *flag
 static void usage(FILE *f) {
     fprintf(f,
             "usage:\n"
-            "  mxc train --network mlp|lenet|<symbol.json> [--data fashion-mnist|DATA]\n"
+            "  mxc train --network mlp|lenet|resnet|<symbol.json> [--data fashion-mnist|DATA]\n"
             "            [--epochs N] [--batch-size B] [--lr X] [--momentum M] [--wd W]\n"
             "            [--optimizer sgd|adam|nag|rmsprop|adagrad|adadelta|ftrl|signum|\n"
             "                         adamw|lamb]\n"
@@ -380,6 +380,8 @@ static mxc_symbol *network(const char *name, int *flat) {
         CHECK(mxc_net_mlp(2, hidden, "relu", 10, &net));
     } else if (strcmp(name, "lenet") == 0) {
         CHECK(mxc_net_lenet(10, &net));
+    } else if (strcmp(name, "resnet") == 0) { /* ResNet-18 for small images, any size */
+        CHECK(mxc_net_resnet(2, 10, &net));
     } else {
         CHECK(mxc_symbol_load(name, &net));
         /* a user network: flat input when its first layer is fully connected */
@@ -393,12 +395,15 @@ static mxc_symbol *network(const char *name, int *flat) {
 static int cmd_train(struct options *o) {
     if (o->network == NULL)
         usage_error("train needs --network", NULL);
-    int lenet = strcmp(o->network, "lenet") == 0;
+    int lenet = strcmp(o->network, "lenet") == 0, resnet = strcmp(o->network, "resnet") == 0;
     if (o->lr == 0)
         o->lr = lenet ? 0.05f : 0.1f;
     if (o->momentum < 0)
-        o->momentum = lenet ? 0.9f : 0.0f;
-    const char *prefix = o->prefix ? o->prefix : lenet ? "build/lenet" : "build/mlp";
+        o->momentum = lenet || resnet ? 0.9f : 0.0f;
+    const char *prefix = o->prefix ? o->prefix
+                         : lenet   ? "build/lenet"
+                         : resnet  ? "build/resnet"
+                                   : "build/mlp";
     int rank = 0, workers = 1;
     if (o->kvstore && strcmp(o->kvstore, "dist_sync") == 0) {
         /* rank and job size, for the shards: a store of its own (MPI stays up for the fit's) */

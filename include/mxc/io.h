@@ -80,7 +80,10 @@ typedef struct mxc_data_iter_params {
     int num_parts;      /**< number of parts the samples are split into; default 1 */
     int part_index;     /**< which part this iterator reads, 0 ≤ part_index < num_parts */
     int prefetch;       /**< batches filled ahead, 1..64; default 2 */
-    mxc_context ctx;    /**< where batch arrays live; only the CPU (the default) for now */
+    mxc_context ctx;    /**< where batch arrays live; only the CPU (the default) for now:
+                             pinned host memory (MXC_CPU_PINNED) when mxc_gpu_count() > 0,
+                             so that a copy to the GPU needs no staging, else plain CPU
+                             memory (mxc_nd_get_context on a batch array tells which) */
 } mxc_data_iter_params;
 
 /** Fills `params` with the defaults listed above (batch_size 0: the caller must set it).
@@ -167,6 +170,34 @@ typedef struct mxc_image_record_params {
     /** After the crop, add to hue (0..180, OpenCV's 8-bit HLS), saturation and lightness
      * (0..255) integers drawn from [-random_h, random_h] etc., clamped; default 0: off. */
     int random_h, random_s, random_l;
+    /** Batch data type: MXC_FLOAT32 (default) or MXC_UINT8, the augmented pixels as they
+     * are (MXNet's dtype='uint8'); uint8 needs mean, std and scale at their defaults (MXNet
+     * ignores them silently). Labels stay float32. */
+    int dtype;
+    /** Rotation and shear, applied with the random scale and aspect ratio above (one affine
+     * map, MXNet's): an angle in whole degrees drawn uniformly from [-max_rotate_angle,
+     * max_rotate_angle] (0..360; default 0: off), or `rotate` degrees when `rotate` > 0
+     * (1..360; default -1: off; 0 is off too, as in MXNet), counter-clockwise about the
+     * centre; a shear (x, y) -> (x + m y, y) with m drawn from [-max_shear_ratio,
+     * max_shear_ratio] (0..10; default 0: off). The canvas keeps the image's size times the
+     * scale; what falls outside the image is fill_value. */
+    int max_rotate_angle, rotate;
+    float max_shear_ratio;
+    /** After the affine map, `pad` pixels (0..65535; default 0) of fill_value around the
+     * image, before the crop. */
+    int pad;
+    /** The value (0..255, every channel; default 255) of the pixels the affine map and pad
+     * add. */
+    int fill_value;
+    /** Interpolation of resize and the affine map, MXNet's codes: only 1 (bilinear, the
+     * default) is supported; 2, 3, 4, 9 and 10 (cubic, area, Lanczos, auto, random) are
+     * MXC_ENOTSUP, other values MXC_EINVAL (MXNet refuses 0 too). */
+    int inter_method;
+    /** A file of MXNet's NDArray format (mx.nd.save) holding one float32 array of shape
+     * data_shape: subtracted from each sample, before std and scale and before mirroring,
+     * instead of mean_r/g/b (which must then be 0). NULL (default): none. MXNet computes and
+     * saves the file when it is missing; mxc refuses a missing file (MXC_EIO). */
+    const char *mean_img;
 } mxc_image_record_params;
 
 /** Fills `params` with the defaults listed above (path_imgrec NULL and data_shape zero: the
@@ -175,13 +206,15 @@ MXC_API void mxc_image_record_params_init(mxc_image_record_params *params);
 
 /** Creates an iterator over a RecordIO file of images as MXNet's ImageRecordIter: each
  * record an IRHeader with its label(s) and a JPEG or PNG (mxc/recordio.h). A sample is
- * decoded to RGB, its shorter side resized to `resize` (bilinear) when set, randomly
- * scaled and stretched when asked (max/min_random_scale, max_aspect_ratio), cropped to
+ * decoded to RGB, its shorter side resized to `resize` (bilinear) when set, scaled,
+ * stretched, rotated and sheared when asked (max/min_random_scale, max_aspect_ratio,
+ * max_rotate_angle, rotate, max_shear_ratio: one affine map), padded with `pad`, cropped to
  * data_shape's height x width (at the centre, or at a uniformly random position with
  * rand_crop), mirrored with rand_mirror, shifted in hue, saturation and lightness with
- * random_h/s/l, and written as float32 (C, H, W) with
- * (pixel - mean) * (scale / std) per channel — MXNet's formula; without the random
- * augmentations values match MXNet's bit for bit (docs/io.md). Labels: the header's label
+ * random_h/s/l, and written as float32 (C, H, W) with (pixel - mean) * (scale / std) per
+ * channel — MXNet's formula, the mean per channel or mean_img's — or, with dtype uint8, as
+ * the pixels themselves. For the same draws the pixels are OpenCV's (docs/io.md says where
+ * resize may differ by one level). Labels: the header's label
  * (label_width 1, batch labels (batch_size,)) or its label vector (label_width n,
  * (batch_size, n)). Random draws come from `params->seed`, the epoch and the sample's
  * position in the epoch, so they do not depend on the threads.
@@ -195,8 +228,8 @@ MXC_API void mxc_image_record_params_init(mxc_image_record_params *params);
  * skipped with a warning naming it (MXC_LOG_WARN) and replaced by the next record of the
  * part that decodes; mxc_data_iter_num_skipped counts them.
  * Returns MXC_OK, MXC_EINVAL (NULL image_params, params or out, a NULL path_imgrec, bad
- * shape or options), MXC_ENOTSUP (channels other than 3, a non-CPU ctx), MXC_EIO,
- * MXC_EFORMAT (a corrupt .rec or .idx file, with the offset or line; an empty file),
+ * shape or options), MXC_ENOTSUP (channels other than 3, a dtype other than float32 or
+ * uint8, a non-CPU ctx), MXC_EIO, MXC_EFORMAT (a corrupt .rec or .idx file, with the offset or line; an empty file),
  * MXC_ENOMEM. A corrupt .rec file met while iterating, or a record with a label count
  * other than label_width, is an error of mxc_data_iter_next (MXC_EFORMAT naming the
  * record). `*out` is NULL on failure. Thread-safe. */
