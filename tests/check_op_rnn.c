@@ -383,6 +383,75 @@ START_TEST(test_invoke) {
 }
 END_TEST
 
+/* ---- Training ------------------------------------------------------------------------ */
+
+/* An LSTM learns to repeat its input one step late, through the executor: data (T, N, 1) ->
+ * RNN (lstm, 8 units) -> FullyConnected (1) per step -> LinearRegressionOutput against
+ * label_t = x_{t-1}, full-batch SGD (sgd_update) on every argument with a gradient. Only a
+ * state carried across steps can do it: the mean squared error must fall from about 1/3
+ * (the variance of x) to a tenth of where it starts. */
+START_TEST(test_train_lstm) {
+    enum { T = 10, N = 8, STEPS = 800 };
+    mxc_symbol *x = mxct_sym_var("data"), *label = mxct_sym_var("label");
+    const char *const rk[] = {"state_size", "num_layers", "mode"}, *const rv[] = {"8", "1", "lstm"};
+    mxc_symbol *h = mxct_sym_apply("RNN", "lstm", 1, &x, 3, rk, rv);
+    const char *const sk[] = {"shape"}, *const sv[] = {"(-1, 8)"};
+    h = mxct_sym_apply("Reshape", "flat", 1, &h, 1, sk, sv);
+    const char *const fk[] = {"num_hidden"}, *const fv[] = {"1"};
+    h = mxct_sym_apply("FullyConnected", "fc", 1, &h, 1, fk, fv);
+    mxc_symbol *loss_in[2] = {h, label};
+    mxc_symbol *net = mxct_sym_apply("LinearRegressionOutput", "loss", 2, loss_in, 0, NULL, NULL);
+    const char *names[2] = {"data", "label"};
+    mxc_shape shapes[2] = {SHAPE(T, N, 1), SHAPE(T * N, 1)};
+    mxc_executor *ex = NULL;
+    CK_OK(mxc_executor_simple_bind(net, mxc_cpu(), 2, names, shapes, MXC_GRAD_WRITE, &ex));
+    int na;
+    mxc_ndarray *const *args, *const *grads;
+    CK_OK(mxc_executor_arrays(ex, &na, &args, &grads, NULL, NULL));
+    /* the sequences and their one-step-late copies */
+    struct mxct_tensor seq = mxct_tensor_random(shapes[0], -1, 1, 123u);
+    float want[T * N];
+    for (int i = 0; i < T * N; i++)
+        want[i] = i < N ? 0.0f : seq.data[i - N];
+    for (int i = 0; i < na; i++) {
+        if (grads[i])
+            CK_OK(mxc_nd_random_uniform(args[i], -0.3f, 0.3f));
+        else if (mxc_nd_dtype(args[i]) == MXC_FLOAT32) /* data or label */
+            CK_OK(mxc_nd_sync_copy_from_cpu(args[i], i == 0 ? seq.data : want,
+                                            sizeof(float) * T * N));
+    }
+    double first = 0, last = 0;
+    const char *const lk[] = {"lr"}, *const lv[] = {"0.01"};
+    for (int step = 0; step < STEPS; step++) {
+        CK_OK(mxc_executor_forward(ex, 1));
+        CK_OK(mxc_executor_backward(ex, 0, NULL));
+        int no;
+        mxc_ndarray *const *outs;
+        CK_OK(mxc_executor_outputs(ex, &no, &outs));
+        float pred[T * N];
+        CK_OK(mxc_nd_sync_copy_to_cpu(outs[0], pred, sizeof pred));
+        double mse = 0;
+        for (int i = 0; i < T * N; i++)
+            mse += (pred[i] - want[i]) * (pred[i] - want[i]) / (T * N);
+        if (step == 0)
+            first = mse;
+        last = mse;
+        for (int i = 0; i < na; i++) {
+            if (!grads[i])
+                continue;
+            mxc_ndarray *in[2] = {args[i], grads[i]}, *out[1] = {args[i]};
+            CK_OK(mxc_imperative_invoke("sgd_update", 1, lk, lv, 2, in, 1, out, 1));
+        }
+    }
+    CK_OK(mxc_nd_wait_all());
+    ck_assert_msg(last < first / 10, "the LSTM did not learn: MSE %g after %d steps, %g first",
+                  last, STEPS, first);
+    mxc_executor_free(ex);
+    mxc_symbol_free(net);
+    mxct_tensors_free(&seq, 1);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("op_rnn");
     TCase *tc = tcase_create("reference");
@@ -405,6 +474,10 @@ static Suite *suite(void) {
     tcase_add_test(tc, test_params);
     tcase_add_test(tc, test_bad_params);
     tcase_add_test(tc, test_invoke);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("training");
+    tcase_set_timeout(tc, mxct_timeout(60));
+    tcase_add_test(tc, test_train_lstm);
     suite_add_tcase(s, tc);
     return s;
 }
