@@ -77,6 +77,44 @@ def save(name, mode, layers, bidirectional, state_outputs, seed):
     print("%-22s %s -> %s" % (name, params, [o.shape for o in outs]))
 
 
+def export_lm():
+    """A Gluon language model (Embedding -> 2-layer LSTM -> Dense) with its begin states as
+    inputs, exported as Gluon writes it (lm-symbol.json, lm-0000.params: the fused RNN fed by
+    Reshape and _rnn_param_concat of the per-layer weights), with its output and the weight
+    gradients for a head gradient (lm_io.params: data, h0, c0, out, og, grad:<weight>)."""
+    from mxnet.gluon import nn, rnn
+
+    class LM(mx.gluon.HybridBlock):
+        def __init__(self, **kw):
+            super().__init__(**kw)
+            with self.name_scope():
+                self.emb = nn.Embedding(10, 4)
+                self.lstm = rnn.LSTM(H, num_layers=2, input_size=4)
+                self.fc = nn.Dense(10, flatten=False, in_units=H)
+
+        def hybrid_forward(self, F, x, h0, c0):
+            out, _ = self.lstm(self.emb(x), [h0, c0])
+            return self.fc(out)
+
+    mx.random.seed(7)
+    net = LM(prefix="lm_")
+    net.initialize(mx.init.Uniform(0.5))
+    net.hybridize()
+    rng = np.random.RandomState(8)
+    x = mx.nd.array(rng.randint(0, 10, size=(T, N)).astype(np.float32))
+    h0, c0 = (mx.nd.array(rand(rng, (2, N, H))) for _ in range(2))
+    with mx.autograd.record():
+        out = net(x, h0, c0)
+    og = mx.nd.array(rand(rng, out.shape))
+    out.backward(og)
+    net.export(os.path.join(OUT, "lm"))
+    d = {"data": x, "h0": h0, "c0": c0, "out": out, "og": og}
+    for name, prm in net.collect_params().items():
+        d["grad:" + name] = prm.grad()
+    mx.nd.save(os.path.join(OUT, "lm_io.params"), d)
+    print("lm (Gluon export)      -> %s" % (out.shape,))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     seed = 50
@@ -87,6 +125,7 @@ def main():
             name = "%s_l%d_%s%s" % (mode, layers, "bi" if bi else "uni", "_states" if so else "")
             save(name, mode, layers, bi, so, seed)
             seed += 1
+    export_lm()
 
 
 if __name__ == "__main__":

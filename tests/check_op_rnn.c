@@ -18,6 +18,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_IO 4
@@ -452,6 +453,79 @@ START_TEST(test_train_lstm) {
 }
 END_TEST
 
+/* ---- A Gluon export ------------------------------------------------------------------- */
+
+/* Copies reference array `name` of tests/data/`file` into `a`. */
+static void fill_from_ref(mxc_ndarray *a, const char *file, const char *name) {
+    struct mxct_tensor t = mxct_ref_load(file, name);
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, t.data, (size_t)mxc_shape_size(&t.shape) * sizeof(float)));
+    mxct_tensors_free(&t, 1);
+}
+
+/* Gluon's LSTM language model (Embedding -> 2-layer LSTM -> Dense, begin states as inputs)
+ * as HybridBlock.export writes it — the fused RNN fed by Reshape and _rnn_param_concat of
+ * the per-layer weights — loads, runs and gives MXNet's output, and every weight's gradient
+ * for a head gradient equals MXNet's. */
+START_TEST(test_gluon_lm) {
+    const char *dir = getenv("MXC_TEST_DATA");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ops/rnn/lm-symbol.json", dir ? dir : "tests/data");
+    mxc_symbol *net = NULL;
+    CK_OK(mxc_symbol_load(path, &net));
+    const char *inputs[3] = {"data0", "data1", "data2"}, *io_names[3] = {"data", "h0", "c0"};
+    const char *io = "ops/rnn/lm_io.params", *weights = "ops/rnn/lm-0000.params";
+    mxc_shape shapes[3] = {SHAPE(5, 3), SHAPE(2, 3, 6), SHAPE(2, 3, 6)};
+    mxc_executor *ex = NULL;
+    CK_OK(mxc_executor_simple_bind(net, mxc_cpu(), 3, inputs, shapes, MXC_GRAD_WRITE, &ex));
+    int na;
+    const char *const *names;
+    mxc_ndarray *const *args, *const *grads;
+    CK_OK(mxc_symbol_list_arguments(net, &na, &names));
+    CK_OK(mxc_executor_arrays(ex, &na, &args, &grads, NULL, NULL));
+    char key[256];
+    for (int i = 0; i < na; i++) {
+        const char *ref = NULL;
+        for (int k = 0; k < 3; k++)
+            if (strcmp(names[i], inputs[k]) == 0)
+                ref = io_names[k];
+        snprintf(key, sizeof key, "arg:%s", names[i]);
+        fill_from_ref(args[i], ref ? io : weights, ref ? ref : key);
+    }
+    CK_OK(mxc_executor_forward(ex, 1));
+    int no;
+    mxc_ndarray *const *outs;
+    CK_OK(mxc_executor_outputs(ex, &no, &outs));
+    ck_assert_int_eq(no, 1);
+    struct mxct_tensor want = mxct_ref_load(io, "out"), got = mxct_tensor_from(want.shape, NULL);
+    CK_OK(mxc_nd_sync_copy_to_cpu(outs[0], got.data,
+                                  (size_t)mxc_shape_size(&want.shape) * sizeof(float)));
+    mxct_expect_close(&got, want.data, 1e-5, 1e-5, "Gluon LM output vs MXNet");
+    struct mxct_tensor og = mxct_ref_load(io, "og");
+    mxc_ndarray *head = mxct_array_of(&og);
+    CK_OK(mxc_executor_backward(ex, 1, &head));
+    int compared = 0;
+    for (int i = 0; i < na; i++) {
+        if (!grads[i])
+            continue;
+        compared++;
+        snprintf(key, sizeof key, "grad:%s", names[i]);
+        struct mxct_tensor g = mxct_ref_load(io, key), mine = mxct_tensor_from(g.shape, NULL);
+        CK_OK(mxc_nd_sync_copy_to_cpu(grads[i], mine.data,
+                                      (size_t)mxc_shape_size(&g.shape) * sizeof(float)));
+        mxct_expect_close(&mine, g.data, 1e-4, 1e-5, key);
+        mxct_tensors_free(&g, 1);
+        mxct_tensors_free(&mine, 1);
+    }
+    ck_assert_int_eq(compared, na - 3); /* every weight: embedding, 8 of the LSTM, dense 2 */
+    mxc_nd_free(head);
+    mxc_executor_free(ex);
+    mxc_symbol_free(net);
+    mxct_tensors_free(&og, 1);
+    mxct_tensors_free(&want, 1);
+    mxct_tensors_free(&got, 1);
+}
+END_TEST
+
 static Suite *suite(void) {
     Suite *s = suite_create("op_rnn");
     TCase *tc = tcase_create("reference");
@@ -478,6 +552,7 @@ static Suite *suite(void) {
     tc = tcase_create("training");
     tcase_set_timeout(tc, mxct_timeout(60));
     tcase_add_test(tc, test_train_lstm);
+    tcase_add_test(tc, test_gluon_lm);
     suite_add_tcase(s, tc);
     return s;
 }
