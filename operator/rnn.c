@@ -275,11 +275,10 @@ static const float *rnn_layer_input(const struct rnn_geom *g, float *reserve, co
     return drop ? below.dropped : below.y;
 }
 
-/* The reserve: the hidden output when the caller keeps it, else temp space after `ws`. */
-static float *rnn_reserve(const struct mxc__op_call *c, float *ws_end) {
-    int k = c->num_out - 1;
-    bool kept = c->req[k] == MXC__REQ_WRITE || c->req[k] == MXC__REQ_INPLACE;
-    return kept ? c->out_data[k].data : ws_end;
+/* Whether the caller keeps the reserve (the hidden output); else it lives in temp space. */
+static bool rnn_reserve_kept(const struct mxc__op_call *c) {
+    int req = c->req[c->num_out - 1];
+    return req == MXC__REQ_WRITE || req == MXC__REQ_INPLACE;
 }
 
 /* The geometry of a call and its inputs: data, parameters, state, state_cell (NULL but
@@ -303,9 +302,12 @@ static int rnn_forward_run(const struct mxc__op_call *c, const struct mxc__rnn_o
     /* temp: the sequence's input projection, one step's recurrent one, maybe the reserve */
     int64_t ws_n = tn * g.gh + g.N * g.gh;
     float *ws;
-    MXC_TRY(mxc__resource_temp(c->resources[0], (size_t)(ws_n + g.reserve + 1) * sizeof(float),
+    const bool kept = rnn_reserve_kept(c);
+    MXC_TRY(mxc__resource_temp(c->resources[0],
+                               (size_t)(ws_n + (kept ? 0 : g.reserve) + 1) * sizeof(float),
                                (void **)&ws));
-    float *xp = ws, *hp = ws + tn * g.gh, *reserve = rnn_reserve(c, ws + ws_n);
+    float *xp = ws, *hp = ws + tn * g.gh;
+    float *reserve = kept ? c->out_data[c->num_out - 1].data : ws + ws_n;
     for (int64_t l = 0; l < g.L; l++) {
         struct rnn_layer_mem m = rnn_layer_mem(&g, reserve, l);
         const float *in = rnn_layer_input(&g, reserve, x, l, drop);
