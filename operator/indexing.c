@@ -69,6 +69,24 @@ int mxc__index_zero_grads(const struct mxc__op_call *c, int num_in, bool gpu) {
     return MXC_OK;
 }
 
+int mxc__index_find_outside_on(const struct mxc__op_call *c, bool gpu, struct mxc__resource *temp,
+                               const float *v, int64_t n, struct mxc__index_range r, int64_t *first,
+                               float *value) {
+#ifdef MXC_USE_CUDA
+    if (gpu) {
+        void *mark;
+        int rc = mxc__resource_temp(temp, sizeof(int64_t), &mark);
+        if (rc != MXC_OK)
+            return rc;
+        return mxc__index_find_outside_gpu(v, n, r, mark, c->rctx->stream, first, value);
+    }
+#endif
+    (void)c, (void)gpu, (void)temp;
+    *first = mxc__index_find_outside(v, n, &r);
+    *value = *first >= 0 ? v[*first] : 0.0f;
+    return MXC_OK;
+}
+
 /* A shape as MXNet's legacy arrays have it: a result without axes is (1,). */
 static mxc_shape legacy(mxc_shape s) {
     return s.ndim ? s : mxc_shape_make(1, (const int64_t[]){1});

@@ -26,6 +26,7 @@ enum fill {
     CLASSES,  /* integers in [0, classes): labels, Embedding's indices */
     NEAR_ONE, /* uniform in [0.5, 1.5): BatchNorm's gamma and moving variance */
     SMALL,    /* uniform in [0, 0.1): centered RMSProp's mean gradient state */
+    LENGTHS,  /* integers in [1, classes]: SequenceLast's lengths */
 };
 
 struct gpu_case {
@@ -665,6 +666,77 @@ static const struct gpu_case cases[] = {
      true},
     {"topk", {"k", "10", "ret_typ", "value", NULL}, 1, {S(257, 2049)}, {ANY}, 0, {{0}}, 0, true},
     {"gather_nd", {NULL}, 2, {S(9, 7, 5), S(2, 13, 3)}, {ANY, CLASSES}, 0, {{0}}, 7, true},
+/* sequences (operator/sequence_gpu.cu): lengths from 0 (1 for SequenceLast) to T */
+#define SEQ_LEN "use_sequence_length", "True"
+    {"SequenceMask", {SEQ_LEN, NULL}, 2, {S(7, 33, 5), S(33)}, {ANY, CLASSES}, 0, {{0}}, 8, true},
+    {"SequenceMask",
+     {SEQ_LEN, "axis", "1", "value", "-2", NULL},
+     2,
+     {S(9, 13, 1, 3), S(9)},
+     {ANY, CLASSES},
+     0,
+     {{0}},
+     14,
+     true},
+    {"SequenceMask",
+     {SEQ_LEN, NULL},
+     2,
+     {S(2049, 1025), S(1025)},
+     {ANY, CLASSES},
+     0,
+     {{0}},
+     2050,
+     true},
+    {"SequenceLast", {SEQ_LEN, NULL}, 2, {S(6, 17, 3), S(17)}, {ANY, LENGTHS}, 0, {{0}}, 6, true},
+    {"SequenceLast", {"axis", "1", NULL}, 1, {S(5, 7, 2)}, {ANY}, 0, {{0}}, 0, true},
+    {"SequenceLast",
+     {SEQ_LEN, "axis", "1", NULL},
+     2,
+     {S(1025, 2049), S(1025)},
+     {ANY, LENGTHS},
+     0,
+     {{0}},
+     2049,
+     true},
+    {"SequenceReverse",
+     {SEQ_LEN, NULL},
+     2,
+     {S(11, 9, 4), S(9)},
+     {ANY, CLASSES},
+     0,
+     {{0}},
+     12,
+     true},
+    {"SequenceReverse", {NULL}, 1, {S(1025, 2049)}, {ANY}, 0, {{0}}, 0, true},
+#undef SEQ_LEN
+    /* Crop (operator/crop_gpu.cu) */
+    {"Crop",
+     {"num_args", "1", "h_w", "(9, 20)", "offset", "(3, 7)", NULL},
+     1,
+     {S(3, 5, 17, 33)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Crop",
+     {"num_args", "2", "center_crop", "True", NULL},
+     2,
+     {S(2, 3, 31, 31), S(1, 1, 16, 15)},
+     {ANY, ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Crop",
+     {"num_args", "1", "h_w", "(255, 300)", "center_crop", "True", NULL},
+     1,
+     {S(4, 8, 512, 513)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
 };
 
 static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned seed) {
@@ -672,10 +744,11 @@ static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned
     case POSITIVE: return mxct_tensor_random(s, 0.5f, 2.0f, seed);
     case NEAR_ONE: return mxct_tensor_random(s, 0.5f, 1.5f, seed);
     case SMALL: return mxct_tensor_random(s, 0.0f, 0.1f, seed);
-    case CLASSES: {
+    case CLASSES:
+    case LENGTHS: {
         struct mxct_tensor t = mxct_tensor_random(s, 0, (float)classes, seed);
         for (int64_t i = 0; i < mxc_shape_size(&s); i++)
-            t.data[i] = floorf(t.data[i]);
+            t.data[i] = floorf(t.data[i]) + (f == LENGTHS);
         return t;
     }
     default: return mxct_tensor_random(s, -1, 1, seed);

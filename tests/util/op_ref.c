@@ -3,6 +3,7 @@
  */
 #include "tests/util/op_ref.h"
 
+#include "mxc/op.h"
 #include "operator/op.h"
 
 #include <check.h>
@@ -40,4 +41,16 @@ int mxct_op_infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_
     ck_assert_int_eq(mxc__op_num_inputs(d, params, NULL), num_in);
     ck_assert_int_eq(mxc__op_num_outputs(d, params, NULL), num_out);
     return d->infer_shape(params, in, num_in, out, num_out, NULL, 0);
+}
+
+void mxct_expect_default(const char *op, const char *key, const char *want) {
+    mxc_op_info info;
+    ck_assert_int_eq(mxc_op_get_info(op, &info), MXC_OK);
+    for (int i = 0; i < info.num_params; i++)
+        if (strcmp(info.params[i].name, key) == 0) {
+            ck_assert_msg(info.params[i].default_value != NULL, "%s.%s is required", op, key);
+            ck_assert_str_eq(info.params[i].default_value, want);
+            return;
+        }
+    ck_abort_msg("%s has no parameter %s", op, key);
 }

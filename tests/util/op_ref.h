@@ -25,6 +25,10 @@ void mxct_ref_load_all(const char *file, const char *prefix, int n, struct mxct_
 int mxct_op_infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out,
                   int num_out);
 
+/* Asserts that operator `op` has parameter `key` with the default `want`, as MXNet spells
+ * it (mxc_op_get_info's default_value). */
+void mxct_expect_default(const char *op, const char *key, const char *want);
+
 /* Needles for mxct_expect_error (tests/util/test_util.h): MXCT_NEEDLES("a", "b"). */
 #define MXCT_NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
 
