@@ -30,7 +30,7 @@ enum mxc__index_mode { MXC__INDEX_CLIP, MXC__INDEX_WRAP, MXC__INDEX_RAISE };
 /* The element an index value names on an axis of n >= 1: truncated toward zero (as
  * MXNet's cast to int), then clipped to [0, n) (clip, Embedding's rule) or taken modulo n
  * into [0, n) (wrap; -1 is the last). NaN names 0. raise checks the range beforehand
- * (mxc__index_in_range) and resolves like clip. */
+ * (mxc__index_raise_range) and resolves like clip. */
 static inline MXC__HD int64_t mxc__index_resolve(float v, int64_t n, int mode) {
     if (mode != MXC__INDEX_WRAP)
         return mxc__embedding_row(v, n);
@@ -40,12 +40,6 @@ static inline MXC__HD int64_t mxc__index_resolve(float v, int64_t n, int mode) {
     int64_t t = (int64_t)(v > lim ? lim : v < -lim ? -lim : v);
     int64_t r = t % n;
     return r < 0 ? r + n : r;
-}
-
-/* mode=raise's test, MXNet's: whether 0 <= v <= n - 1 (so 2.5 passes for 3 elements and
- * 3.5 fails for 4, though both truncate into range). */
-static inline MXC__HD bool mxc__index_in_range(float v, int64_t n) {
-    return v >= 0.0f && v <= (float)(n - 1);
 }
 
 /* An interval of index values (float32 inputs holding positions or lengths), each bound
@@ -60,6 +54,12 @@ struct mxc__index_range {
 static inline MXC__HD bool mxc__index_range_has(const struct mxc__index_range *r, float v) {
     const double d = (double)v;
     return (r->lo_open ? d > r->lo : d >= r->lo) && (r->hi_open ? d < r->hi : d <= r->hi);
+}
+
+/* mode=raise's range, MXNet's test: 0 <= v <= n - 1 (so 2.5 passes for 3 elements and 3.5
+ * fails for 4, though both truncate into range). */
+static inline struct mxc__index_range mxc__index_raise_range(int64_t n) {
+    return (struct mxc__index_range){0, (double)(n - 1), false, false};
 }
 
 /* The position of the first of v[0 .. n) outside `r`, or -1 (host memory). */
