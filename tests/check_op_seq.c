@@ -53,12 +53,6 @@ static const struct ref_case ref_cases[] = {
     {"crop_like_center", "Crop", 2, 2, {"num_args", "2", "center_crop", "True"}},
 };
 
-static void load_all(const struct ref_case *c, const char *prefix, int n, struct mxct_tensor *t) {
-    char file[256];
-    snprintf(file, sizeof file, "ops/seq/%s.params", c->file);
-    mxct_ref_load_all(file, prefix, n, t);
-}
-
 static struct mxct_params case_params(const struct ref_case *c, const char **keys,
                                       const char **vals) {
     return mxct_kv_split(c->kv, keys, vals, 5);
@@ -71,8 +65,8 @@ START_TEST(test_forward_reference) {
     struct mxct_params kv = case_params(c, keys, vals);
     struct mxct_tensor in[2], out[1], want[1];
     char what[128];
-    load_all(c, "in", c->num_in, in);
-    load_all(c, "out", 1, want);
+    mxct_ref_load_case("seq", c->file, "in", c->num_in, in);
+    mxct_ref_load_case("seq", c->file, "out", 1, want);
     int rc = mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
     snprintf(what, sizeof what, "%s output shape vs MXNet", c->file);
@@ -94,9 +88,9 @@ START_TEST(test_backward_reference) {
     struct mxct_params kv = case_params(c, keys, vals);
     struct mxct_tensor in[2], og[1], grads[2], want[2];
     char what[128];
-    load_all(c, "in", c->num_in, in);
-    load_all(c, "og", 1, og);
-    load_all(c, "grad", c->num_grad, want);
+    mxct_ref_load_case("seq", c->file, "in", c->num_in, in);
+    mxct_ref_load_case("seq", c->file, "og", 1, og);
+    mxct_ref_load_case("seq", c->file, "grad", c->num_grad, want);
     int rc = mxct_op_backward(c->op, kv, true, in, c->num_in, NULL, og, grads);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
     for (int i = 0; i < c->num_in; i++) {
@@ -267,14 +261,6 @@ END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
 
-static struct mxct_tensor tensor_of(mxc_ndarray *a) {
-    mxc_shape s;
-    CK_OK(mxc_nd_get_shape(a, &s));
-    struct mxct_tensor t = mxct_tensor_from(s, NULL);
-    CK_OK(mxc_nd_sync_copy_to_cpu(a, t.data, (size_t)mxc_shape_size(&s) * sizeof(float)));
-    return t;
-}
-
 /* Each reference case with two inputs through mxc_imperative_invoke. */
 START_TEST(test_invoke) {
     const struct ref_case *c = &ref_cases[_i];
@@ -283,12 +269,12 @@ START_TEST(test_invoke) {
     const char *keys[5], *vals[5];
     struct mxct_params kv = case_params(c, keys, vals);
     struct mxct_tensor in[2], want[1];
-    load_all(c, "in", 2, in);
-    load_all(c, "out", 1, want);
+    mxct_ref_load_case("seq", c->file, "in", 2, in);
+    mxct_ref_load_case("seq", c->file, "out", 1, want);
     mxc_ndarray *arrays[2] = {mxct_array_of(&in[0]), mxct_array_of(&in[1])}, *out = NULL;
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, 2, arrays, 1, &out, 1);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    struct mxct_tensor got = tensor_of(out);
+    struct mxct_tensor got = mxct_tensor_of(out);
     mxct_expect_shape(&got.shape, &want[0].shape, c->file);
     mxct_expect_close(&got, want[0].data, 0, 0, c->file);
     mxct_tensors_free(&got, 1);
