@@ -191,12 +191,13 @@ END_TEST
  * and expects an error. */
 static void expect_forward_error(const char *op, struct mxct_params kv, mxc_shape s, mxc_shape ls,
                                  const float *len, int code, const char *const *needles) {
-    struct mxct_tensor in[2], out[1];
+    struct mxct_tensor in[2], out[1] = {{{0}, NULL}};
     in[0] = mxct_tensor_random(s, -1, 1, 5u);
     int n = 1;
     if (ls.ndim)
         in[n++] = len ? mxct_tensor_from(ls, len) : mxct_tensor_random(ls, -1, 1, 6u);
     mxct_expect_error(mxct_op_forward(op, kv, true, in, n, NULL, out), code, needles);
+    mxct_tensors_free(out, 1); /* made before a kernel that failed (a length), else none */
     mxct_tensors_free(in, n);
 }
 
