@@ -69,6 +69,24 @@ int mxc__index_zero_grads(const struct mxc__op_call *c, int num_in, bool gpu) {
     return MXC_OK;
 }
 
+int mxc__index_find_outside_on(const struct mxc__op_call *c, bool gpu, struct mxc__resource *temp,
+                               const float *v, int64_t n, struct mxc__index_range r, int64_t *first,
+                               float *value) {
+#ifdef MXC_USE_CUDA
+    if (gpu) {
+        void *mark;
+        int rc = mxc__resource_temp(temp, sizeof(int64_t), &mark);
+        if (rc != MXC_OK)
+            return rc;
+        return mxc__index_find_outside_gpu(v, n, r, mark, c->rctx->stream, first, value);
+    }
+#endif
+    (void)c, (void)gpu, (void)temp;
+    *first = mxc__index_find_outside(v, n, &r);
+    *value = *first >= 0 ? v[*first] : 0.0f;
+    return MXC_OK;
+}
+
 /* A shape as MXNet's legacy arrays have it: a result without axes is (1,). */
 static mxc_shape legacy(mxc_shape s) {
     return s.ndim ? s : mxc_shape_make(1, (const int64_t[]){1});
@@ -252,14 +270,17 @@ static struct take_view take_view_of(const struct take_param *p, const mxc_shape
     return v;
 }
 
-/* mode=raise: MXC_EINVAL naming the first index outside [0, n). */
-static int check_range(const char *op, const float *idx, int64_t m, int64_t n) {
-    for (int64_t i = 0; i < m; i++)
-        if (!mxc__index_in_range(idx[i], n))
-            return mxc__error(MXC_EINVAL,
-                              "%s: index %g (at %lld) is outside [0, %lld] with mode=raise", op,
-                              (double)idx[i], (long long)i, (long long)(n - 1));
-    return MXC_OK;
+/* mode=raise: MXC_EINVAL naming the first index outside [0, n - 1], on either device. */
+static int check_range(const struct mxc__op_call *c, bool gpu, const float *idx, int64_t m,
+                       int64_t n) {
+    int64_t bad;
+    float x;
+    int rc = mxc__index_find_outside_on(c, gpu, c->resources[0], idx, m, mxc__index_raise_range(n),
+                                        &bad, &x);
+    if (rc != MXC_OK || bad < 0)
+        return rc;
+    return mxc__error(MXC_EINVAL, "take: index %g (at %lld) is outside [0, %lld] with mode=raise",
+                      (double)x, (long long)bad, (long long)(n - 1));
 }
 
 /* out[o, i, :] (=, +=) a[o, index(idx[i]), :] */
@@ -270,20 +291,16 @@ static int take_forward_on(const struct mxc__op_call *c, bool gpu) {
     struct take_view v = take_view_of(c->params, &c->in_data[0].shape, c->in_data[1].size);
     if (req == MXC__REQ_NULL)
         return MXC_OK;
-#ifdef MXC_USE_CUDA
-    if (gpu) {
-        if (v.mode == MXC__INDEX_RAISE) /* the check would read the indices back to the host */
-            return mxc__error(MXC_ENOTSUP, "take: mode=raise is not supported on a GPU "
-                                           "(clip or wrap are)");
-        return mxc__take_gpu(a, idx, out, v.outer, v.n, v.inner, v.m, v.mode, req, c->rctx->stream);
-    }
-#endif
-    (void)gpu;
     if (v.mode == MXC__INDEX_RAISE) {
-        int rc = check_range("take", idx, v.m, v.n);
+        int rc = check_range(c, gpu, idx, v.m, v.n);
         if (rc != MXC_OK)
             return rc;
     }
+#ifdef MXC_USE_CUDA
+    if (gpu)
+        return mxc__take_gpu(a, idx, out, v.outer, v.n, v.inner, v.m, v.mode, req, c->rctx->stream);
+#endif
+    (void)gpu;
     for (int64_t o = 0; o < v.outer; o++)
         for (int64_t i = 0; i < v.m; i++) {
             const float *src = a + (o * v.n + mxc__index_resolve(idx[i], v.n, v.mode)) * v.inner;
@@ -333,6 +350,7 @@ const struct mxc__op_def mxc__op_take = {
     .outputs = one_output,
     .infer_shape = take_shape,
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA,
+    .forward_resources = {MXC__RES_TEMP + 1}, /* mode=raise's check on a GPU */
     .forward_cpu = take_forward,
     .backward_cpu = take_backward,
     .forward_gpu = MXC__GPU(take_forward_gpu),

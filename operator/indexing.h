@@ -30,7 +30,7 @@ enum mxc__index_mode { MXC__INDEX_CLIP, MXC__INDEX_WRAP, MXC__INDEX_RAISE };
 /* The element an index value names on an axis of n >= 1: truncated toward zero (as
  * MXNet's cast to int), then clipped to [0, n) (clip, Embedding's rule) or taken modulo n
  * into [0, n) (wrap; -1 is the last). NaN names 0. raise checks the range beforehand
- * (mxc__index_in_range) and resolves like clip. */
+ * (mxc__index_raise_range) and resolves like clip. */
 static inline MXC__HD int64_t mxc__index_resolve(float v, int64_t n, int mode) {
     if (mode != MXC__INDEX_WRAP)
         return mxc__embedding_row(v, n);
@@ -42,10 +42,33 @@ static inline MXC__HD int64_t mxc__index_resolve(float v, int64_t n, int mode) {
     return r < 0 ? r + n : r;
 }
 
-/* mode=raise's test, MXNet's: whether 0 <= v <= n - 1 (so 2.5 passes for 3 elements and
- * 3.5 fails for 4, though both truncate into range). */
-static inline MXC__HD bool mxc__index_in_range(float v, int64_t n) {
-    return v >= 0.0f && v <= (float)(n - 1);
+/* An interval of index values (float32 inputs holding positions or lengths), each bound
+ * inclusive or not: take's mode=raise accepts [0, n - 1]; the sequence operators accept
+ * the lengths whose truncation is a length they can use (SequenceLast: 1 <= trunc(v) <= T,
+ * so 1 <= v < T + 1). NaN is in no range. The bounds are doubles: exact for any length. */
+struct mxc__index_range {
+    double lo, hi;
+    bool lo_open, hi_open;
+};
+
+static inline MXC__HD bool mxc__index_range_has(const struct mxc__index_range *r, float v) {
+    const double d = (double)v;
+    return (r->lo_open ? d > r->lo : d >= r->lo) && (r->hi_open ? d < r->hi : d <= r->hi);
+}
+
+/* mode=raise's range, MXNet's test: 0 <= v <= n - 1 (so 2.5 passes for 3 elements and 3.5
+ * fails for 4, though both truncate into range). */
+static inline struct mxc__index_range mxc__index_raise_range(int64_t n) {
+    return (struct mxc__index_range){0, (double)(n - 1), false, false};
+}
+
+/* The position of the first of v[0 .. n) outside `r`, or -1 (host memory). */
+static inline int64_t mxc__index_find_outside(const float *v, int64_t n,
+                                              const struct mxc__index_range *r) {
+    for (int64_t i = 0; i < n; i++)
+        if (!mxc__index_range_has(r, v[i]))
+            return i;
+    return -1;
 }
 
 /* where: x where the condition is not zero (NaN is not zero), else y. */
@@ -143,7 +166,21 @@ void mxc__index_view(const mxc_shape *s, int axis, int64_t *outer, int64_t *n, i
  * in_grad[0 .. num_in) that have a write request, on the GPU when `gpu` (a CUDA build). */
 int mxc__index_zero_grads(const struct mxc__op_call *c, int num_in, bool gpu);
 
+/* The position of the first of the n floats at v outside `r` into *first (and its value
+ * into *value), or -1: on the CPU, or on the GPU of c->rctx when `gpu` (a CUDA build; v a
+ * device pointer). The GPU check marks the first position in 8 bytes of the temp space
+ * `temp` and waits for the stream to read it back, so an operator that needs it asks for
+ * temp space and pays one synchronisation. MXC_OK, MXC_ENOMEM or MXC_EDEVICE. */
+int mxc__index_find_outside_on(const struct mxc__op_call *c, bool gpu, struct mxc__resource *temp,
+                               const float *v, int64_t n, struct mxc__index_range r, int64_t *first,
+                               float *value);
+
 /* ---- GPU launchers ----------------------------------------------------------------- */
+
+/* *first = the first position of v[0 .. n) outside `r` (*value = its value), or -1, using
+ * 8 bytes of device memory at `mark`; waits for `stream`. */
+int mxc__index_find_outside_gpu(const float *v, int64_t n, struct mxc__index_range r, void *mark,
+                                void *stream, int64_t *first, float *value);
 
 /* out (size) (=, +=) where(cond[k / cond_inner], x[k], y[k]); cond_inner is 1 when the
  * condition has x's shape, the size of a first-axis slice when it is 1-D. */

@@ -11,6 +11,31 @@ extern "C" {
 #include "operator/indexing.h"
 }
 
+extern "C" int mxc__index_find_outside_gpu(const float *v, int64_t n, struct mxc__index_range r,
+                                           void *mark, void *stream, int64_t *first, float *value) {
+    unsigned long long *m = (unsigned long long *)mark, found;
+    cudaStream_t s = (cudaStream_t)stream;
+    *first = -1;
+    if (n <= 0)
+        return MXC_OK;
+    /* all ones: no position yet; each thread outside the range lowers it to its own */
+    cudaMemsetAsync(m, 0xff, sizeof *m, s);
+    int rc = mxc__launch(n, stream, "index range check", [=] __device__(int64_t i) {
+        if (!mxc__index_range_has(&r, v[i]))
+            atomicMin(m, (unsigned long long)i);
+    });
+    if (rc != MXC_OK)
+        return rc;
+    cudaMemcpyAsync(&found, m, sizeof found, cudaMemcpyDeviceToHost, s);
+    cudaStreamSynchronize(s);
+    rc = mxc__gpu_status("index range check");
+    if (rc != MXC_OK || found == ~0ull)
+        return rc;
+    *first = (int64_t)found;
+    cudaMemcpy(value, v + found, sizeof *value, cudaMemcpyDeviceToHost);
+    return mxc__gpu_status("index range check");
+}
+
 extern "C" int mxc__where_gpu(const float *cond, const float *x, const float *y, float *out,
                               int64_t size, int64_t cond_inner, int req, void *stream) {
     return mxc__launch(size, stream, "where", [=] __device__(int64_t k) {

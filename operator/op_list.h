@@ -180,6 +180,13 @@ MXC__OP(sort)
 MXC__OP(argsort)
 MXC__OP(gather_nd)
 /* end of indexing */
+/* sequences: operator/sequence.c */
+MXC__OP(SequenceMask)
+MXC__OP(SequenceLast)
+MXC__OP(SequenceReverse)
+/* end of sequences */
+/* the legacy Crop: operator/crop.c */
+MXC__OP(Crop)
 /* optimizer updates: operator/optimizer.c */
 MXC__OP(sgd_update)
 MXC__OP(sgd_mom_update)

@@ -29,6 +29,7 @@ enum fill {
     CLASSES,  /* integers in [0, classes): labels, Embedding's indices */
     NEAR_ONE, /* uniform in [0.5, 1.5): BatchNorm's gamma and moving variance */
     SMALL,    /* uniform in [0, 0.1): centered RMSProp's mean gradient state */
+    LENGTHS,  /* integers in [1, classes]: SequenceLast's lengths */
 };
 
 struct gpu_case {
@@ -631,6 +632,8 @@ static const struct gpu_case cases[] = {
     {"take", {"mode", "wrap", NULL}, 2, {S(50, 7), S(33)}, {ANY, CLASSES}, 0, {{0}}, 60, true},
     {"take", {"axis", "1", NULL}, 2, {S(3, 9, 5), S(4, 2)}, {ANY, CLASSES}, 0, {{0}}, 11, true},
     {"take", {NULL}, 2, {S(2049, 1025), S(3001)}, {ANY, CLASSES}, 0, {{0}}, 2049, true},
+    /* mode=raise with every index in range (test_take_raise: out of range) */
+    {"take", {"mode", "raise", NULL}, 2, {S(50, 7), S(33)}, {ANY, CLASSES}, 0, {{0}}, 50, true},
     {"pick", {"axis", "1", NULL}, 2, {S(9, 13, 5), S(9, 5)}, {ANY, CLASSES}, 0, {{0}}, 15, true},
     {"pick",
      {"mode", "wrap", "keepdims", "True", NULL},
@@ -679,6 +682,77 @@ static const struct gpu_case cases[] = {
      true},
     {"topk", {"k", "10", "ret_typ", "value", NULL}, 1, {S(257, 2049)}, {ANY}, 0, {{0}}, 0, true},
     {"gather_nd", {NULL}, 2, {S(9, 7, 5), S(2, 13, 3)}, {ANY, CLASSES}, 0, {{0}}, 7, true},
+/* sequences (operator/sequence_gpu.cu): lengths from 0 (1 for SequenceLast) to T */
+#define SEQ_LEN "use_sequence_length", "True"
+    {"SequenceMask", {SEQ_LEN, NULL}, 2, {S(7, 33, 5), S(33)}, {ANY, CLASSES}, 0, {{0}}, 8, true},
+    {"SequenceMask",
+     {SEQ_LEN, "axis", "1", "value", "-2", NULL},
+     2,
+     {S(9, 13, 1, 3), S(9)},
+     {ANY, CLASSES},
+     0,
+     {{0}},
+     14,
+     true},
+    {"SequenceMask",
+     {SEQ_LEN, NULL},
+     2,
+     {S(2049, 1025), S(1025)},
+     {ANY, CLASSES},
+     0,
+     {{0}},
+     2050,
+     true},
+    {"SequenceLast", {SEQ_LEN, NULL}, 2, {S(6, 17, 3), S(17)}, {ANY, LENGTHS}, 0, {{0}}, 6, true},
+    {"SequenceLast", {"axis", "1", NULL}, 1, {S(5, 7, 2)}, {ANY}, 0, {{0}}, 0, true},
+    {"SequenceLast",
+     {SEQ_LEN, "axis", "1", NULL},
+     2,
+     {S(1025, 2049), S(1025)},
+     {ANY, LENGTHS},
+     0,
+     {{0}},
+     2049,
+     true},
+    {"SequenceReverse",
+     {SEQ_LEN, NULL},
+     2,
+     {S(11, 9, 4), S(9)},
+     {ANY, CLASSES},
+     0,
+     {{0}},
+     12,
+     true},
+    {"SequenceReverse", {NULL}, 1, {S(1025, 2049)}, {ANY}, 0, {{0}}, 0, true},
+#undef SEQ_LEN
+    /* Crop (operator/crop_gpu.cu) */
+    {"Crop",
+     {"num_args", "1", "h_w", "(9, 20)", "offset", "(3, 7)", NULL},
+     1,
+     {S(3, 5, 17, 33)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Crop",
+     {"num_args", "2", "center_crop", "True", NULL},
+     2,
+     {S(2, 3, 31, 31), S(1, 1, 16, 15)},
+     {ANY, ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Crop",
+     {"num_args", "1", "h_w", "(255, 300)", "center_crop", "True", NULL},
+     1,
+     {S(4, 8, 512, 513)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
     /* the fused RNN (operator/rnn.c): data (T, N, I), parameters, state [, state_cell] */
     {"RNN",
      {"state_size", "7", "num_layers", "2", "mode", "lstm", "bidirectional", "True", NULL},
@@ -723,10 +797,11 @@ static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned
     case POSITIVE: return mxct_tensor_random(s, 0.5f, 2.0f, seed);
     case NEAR_ONE: return mxct_tensor_random(s, 0.5f, 1.5f, seed);
     case SMALL: return mxct_tensor_random(s, 0.0f, 0.1f, seed);
-    case CLASSES: {
+    case CLASSES:
+    case LENGTHS: {
         struct mxct_tensor t = mxct_tensor_random(s, 0, (float)classes, seed);
         for (int64_t i = 0; i < mxc_shape_size(&s); i++)
-            t.data[i] = floorf(t.data[i]);
+            t.data[i] = floorf(t.data[i]) + (f == LENGTHS);
         return t;
     }
     default: return mxct_tensor_random(s, -1, 1, seed);
@@ -788,6 +863,56 @@ START_TEST(test_gpu_matches_cpu) {
     mxct_tensors_free(heads, num_out);
     mxct_tensors_free(in, c->num_in);
     mxct_tensors_free(aux, c->num_aux);
+}
+END_TEST
+
+/* A new array on the GPU (or its stand-in) holding `n` values. */
+static mxc_ndarray *device_array(mxc_shape s, const float *values) {
+    mxc_ndarray *a = NULL;
+    CK_OK(mxc_nd_create(&s, MXC_FLOAT32, mxct_gpu_device(), 0, &a));
+    CK_OK(mxc_nd_sync_copy_from_cpu(a, values, (size_t)mxc_shape_size(&s) * sizeof(float)));
+    return a;
+}
+
+/* take(a, indices) with mode=raise on the GPU: MXC_EINVAL at the wait when `want_error`
+ * (the message holding `needles`), else the rows the indices truncate to. */
+static void take_raise(int64_t m, const float *idx, bool want_error, const char *const *needles) {
+    const float rows[8] = {0, 1, 10, 11, 20, 21, 30, 31}; /* a (4, 2) */
+    mxc_ndarray *in[2] = {device_array(SHAPE(4, 2), rows), device_array(SHAPE(m), idx)};
+    mxc_ndarray *out = NULL;
+    const char *const k[] = {"mode"}, *const v[] = {"raise"};
+    CK_OK(mxc_imperative_invoke("take", 1, k, v, 2, in, 1, &out, 0));
+    if (want_error) {
+        mxct_expect_error(mxc_nd_wait_to_read(out), MXC_EINVAL, needles);
+    } else {
+        float got[16];
+        CK_OK(mxc_nd_sync_copy_to_cpu(out, got, (size_t)(2 * m) * sizeof(float)));
+        for (int64_t i = 0; i < 2 * m; i++)
+            ck_assert_float_eq(got[i], rows[2 * (int64_t)idx[i / 2] + i % 2]);
+    }
+    mxc_nd_free(out);
+    mxc_nd_free(in[0]);
+    mxc_nd_free(in[1]);
+    mxc_nd_wait_all(); /* the failed output's error is reported above */
+}
+
+/* take's mode=raise on the GPU refuses an index outside [0, n - 1] as the CPU does, naming
+ * the first one (a device-side check read back after the kernel). */
+START_TEST(test_take_raise) {
+    if (!mxct_gpu_tests_run())
+        return;
+    take_raise(4, (const float[]){0, 2, 7.5f, -1}, true,
+               (const char *const[]){"take", "index 7.5 (at 2)", "[0, 3]", "raise", NULL});
+    take_raise(2, (const float[]){1, NAN}, true, (const char *const[]){"take", "(at 1)", NULL});
+    take_raise(3, (const float[]){3.5f, 0, 0}, true,
+               (const char *const[]){"index 3.5 (at 0)", NULL});
+    take_raise(3, (const float[]){2.5f, 0, 3}, false, NULL);
+    /* many blocks: the first of two bad indices is named, whichever thread sees it first */
+    enum { M = 300007 };
+    float *many = calloc(M, sizeof(float));
+    many[M - 1] = 4, many[77777] = -2;
+    take_raise(M, many, true, (const char *const[]){"index -2 (at 77777)", NULL});
+    free(many);
 }
 END_TEST
 
@@ -934,6 +1059,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("gpu_ops");
     tcase_set_timeout(tc, mxct_timeout(120));
     tcase_add_loop_test(tc, test_gpu_matches_cpu, 0, (int)(sizeof cases / sizeof cases[0]));
+    tcase_add_test(tc, test_take_raise);
     tcase_add_test(tc, test_gpu_dtypes);
     suite_add_tcase(s, tc);
     return s;

@@ -13,6 +13,7 @@
 #include "mxc/op.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
+#include "tests/util/op_ref.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -24,12 +25,6 @@
 static mxc_shape shp(int ndim, int64_t a, int64_t b, int64_t c, int64_t d) {
     int64_t dims[4] = {a, b, c, d};
     return mxc_shape_make(ndim, dims);
-}
-
-static const struct mxc__op_def *def_of(const char *name) {
-    const struct mxc__op_def *d = mxc__op_find(name);
-    ck_assert_msg(d != NULL, "%s is not registered", name);
-    return d;
 }
 
 static struct mxc__tensor view(const struct mxct_tensor *t) {
@@ -44,7 +39,7 @@ static void backward_of(const char *op, struct mxct_params kv, bool is_train,
                         const struct mxct_tensor *in, int num_in, const struct mxct_tensor *out,
                         int num_out, const struct mxct_tensor *aux, int num_aux,
                         const struct mxct_tensor *og, struct mxct_tensor *grads) {
-    const struct mxc__op_def *def = def_of(op);
+    const struct mxc__op_def *def = mxct_op_def(op);
     _Alignas(16) unsigned char params[1024];
     ck_assert_int_eq(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params), MXC_OK);
     struct mxc__resource *res[2] = {NULL, NULL};
@@ -130,24 +125,6 @@ static const struct ref_case ref_cases[] = {
     {"bn_2d", "BatchNorm", 3, 3, 2, true, {"fix_gamma", "False"}},
 };
 
-/* Splits an alternating key/value list into the caller's keys and values. */
-static struct mxct_params split(const char *const *kv, const char **keys, const char **vals) {
-    int n = 0;
-    for (; kv[2 * n]; n++) {
-        keys[n] = kv[2 * n];
-        vals[n] = kv[2 * n + 1];
-    }
-    return (struct mxct_params){n, keys, vals};
-}
-
-static void load_named(const char *file, const char *prefix, int n, struct mxct_tensor *t) {
-    for (int i = 0; i < n; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "%s%d", prefix, i);
-        t[i] = mxct_ref_load(file, name);
-    }
-}
-
 static void expect_ref(const char *file, const char *name, const struct mxct_tensor *got,
                        const char *what_case) {
     char what[160];
@@ -162,12 +139,12 @@ static void expect_ref(const char *file, const char *name, const struct mxct_ten
 START_TEST(test_forward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     char file[256];
     snprintf(file, sizeof file, "ops/activations/%s.params", c->file);
     struct mxct_tensor in[3], aux[2], out[3];
-    load_named(file, "in", c->num_in, in);
-    load_named(file, "aux", c->num_aux, aux);
+    mxct_ref_load_all(file, "in", c->num_in, in);
+    mxct_ref_load_all(file, "aux", c->num_aux, aux);
     int rc = mxct_op_forward(c->op, kv, c->train, in, c->num_in, c->num_aux ? aux : NULL, out);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
     expect_ref(file, "out0", &out[0], c->file);
@@ -187,12 +164,12 @@ END_TEST
 START_TEST(test_backward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     char file[256], what[128];
     snprintf(file, sizeof file, "ops/activations/%s.params", c->file);
     struct mxct_tensor in[3], aux[2], out[3], grads[3];
-    load_named(file, "in", c->num_in, in);
-    load_named(file, "aux", c->num_aux, aux);
+    mxct_ref_load_all(file, "in", c->num_in, in);
+    mxct_ref_load_all(file, "aux", c->num_aux, aux);
     struct mxct_tensor og = mxct_ref_load(file, "og0");
     ck_assert_int_eq(
         mxct_op_forward(c->op, kv, c->train, in, c->num_in, c->num_aux ? aux : NULL, out), MXC_OK);
@@ -259,7 +236,7 @@ static const struct grad_case grad_cases[] = {
 START_TEST(test_gradients) {
     const struct grad_case *c = &grad_cases[_i];
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[3], aux[2];
     for (int i = 0; i < c->num_in; i++)
         in[i] = mxct_tensor_random(c->shapes[i], -1, 1, 10u + (unsigned)i);
@@ -383,22 +360,13 @@ START_TEST(test_dropout_backward) {
 }
 END_TEST
 
-static struct mxct_tensor tensor_of(mxc_ndarray *a) {
-    mxc_shape s;
-    ck_assert_int_eq(mxc_nd_get_shape(a, &s), MXC_OK);
-    struct mxct_tensor t = mxct_tensor_from(s, NULL);
-    ck_assert_int_eq(mxc_nd_sync_copy_to_cpu(a, t.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
-                     MXC_OK);
-    return t;
-}
-
 /* Dropout through the engine, in training: mxc_random_seed makes the draws repeat. */
 static struct mxct_tensor dropout_invoke(uint64_t seed, const struct mxct_tensor *x) {
     ck_assert_int_eq(mxc_random_seed(seed), MXC_OK);
     mxc_ndarray *in = mxct_array_of(x), *out[1] = {NULL};
     int rc = mxc_imperative_invoke("Dropout", 0, NULL, NULL, 1, &in, 1, out, 1);
     ck_assert_msg(rc == MXC_OK, "Dropout: %s", mxc_last_error());
-    struct mxct_tensor t = tensor_of(out[0]);
+    struct mxct_tensor t = mxct_tensor_of(out[0]);
     mxc_nd_free(in);
     mxc_nd_free(out[0]);
     return t;
@@ -428,213 +396,164 @@ END_TEST
 
 /* ---- Shape inference ------------------------------------------------------------------ */
 
-/* Parses `kv` for `op` and runs its shape inference on every argument. */
-static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out,
-                 int num_out, mxc_shape *aux, int num_aux) {
-    const struct mxc__op_def *d = def_of(op);
-    _Alignas(16) unsigned char params[1024];
-    int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
-    if (rc != MXC_OK)
-        return rc;
-    ck_assert_int_eq(mxc__op_num_inputs(d, params, NULL), num_in);
-    ck_assert_int_eq(mxc__op_num_outputs(d, params, NULL), num_out);
-    ck_assert_int_eq(mxc__op_num_aux(d), num_aux);
-    return d->infer_shape(params, in, num_in, out, num_out, aux, num_aux);
-}
-
-static void expect_shape(const mxc_shape *got, mxc_shape want, const char *what) {
-    char a[128], b[128];
-    bool same = got->ndim == want.ndim;
-    for (int i = 0; same && i < want.ndim; i++)
-        same = got->dims[i] == want.dims[i];
-    ck_assert_msg(same, "%s: got %s, expected %s", what, mxc__shape_str(got, a, sizeof a),
-                  mxc__shape_str(&want, b, sizeof b));
-}
-
-static void expect_error(int rc, int code, const char *const *needles) {
-    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
-                  mxc_last_error());
-    for (int i = 0; needles[i]; i++)
-        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
-                      mxc_last_error(), needles[i]);
-}
-
-#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 START_TEST(test_shape_activation) {
     mxc_shape in[2] = {shp(3, 2, 3, 4, 0)}, out = {0};
     struct mxct_params relu = MXCT_KV("act_type", "relu");
-    ck_assert_int_eq(infer("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_OK);
-    expect_shape(&out, shp(3, 2, 3, 4, 0), "activation output");
+    ck_assert_int_eq(mxct_op_infer_aux("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_OK);
+    mxct_expect_shape(&out, (mxc_shape[]){shp(3, 2, 3, 4, 0)}, "activation output");
     /* backwards: from the output */
     in[0] = (mxc_shape){0};
     out = shp(2, 5, 6, 0, 0);
-    ck_assert_int_eq(infer("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_OK);
-    expect_shape(&in[0], shp(2, 5, 6, 0, 0), "activation data from output");
+    ck_assert_int_eq(mxct_op_infer_aux("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_OK);
+    mxct_expect_shape(&in[0], (mxc_shape[]){shp(2, 5, 6, 0, 0)}, "activation data from output");
     in[0] = (mxc_shape){0};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer_aux("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_OK);
     ck_assert_int_eq(out.ndim, 0);
     in[0] = shp(2, 5, 6, 0, 0);
     out = shp(2, 5, 7, 0, 0);
-    expect_error(infer("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_ESHAPE,
-                 NEEDLES("Activation", "data", "(5, 6)", "(5, 7)"));
+    mxct_expect_error(mxct_op_infer_aux("Activation", relu, in, 1, &out, 1, NULL, 0), MXC_ESHAPE,
+                      MXCT_NEEDLES("Activation", "data", "(5, 6)", "(5, 7)"));
 
     /* prelu: gamma (C,) from data's axis 1 */
     struct mxct_params prelu = MXCT_KV("act_type", "prelu");
     in[0] = shp(4, 2, 3, 5, 5);
     in[1] = (mxc_shape){0};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer("LeakyReLU", prelu, in, 2, &out, 1, NULL, 0), MXC_OK);
-    expect_shape(&in[1], shp(1, 3, 0, 0, 0), "prelu gamma");
-    expect_shape(&out, shp(4, 2, 3, 5, 5), "prelu output");
+    ck_assert_int_eq(mxct_op_infer_aux("LeakyReLU", prelu, in, 2, &out, 1, NULL, 0), MXC_OK);
+    mxct_expect_shape(&in[1], (mxc_shape[]){shp(1, 3, 0, 0, 0)}, "prelu gamma");
+    mxct_expect_shape(&out, (mxc_shape[]){shp(4, 2, 3, 5, 5)}, "prelu output");
     in[1] = shp(1, 4, 0, 0, 0);
     out = (mxc_shape){0};
-    expect_error(infer("LeakyReLU", prelu, in, 2, &out, 1, NULL, 0), MXC_ESHAPE,
-                 NEEDLES("LeakyReLU", "gamma", "(4)", "(3)"));
+    mxct_expect_error(mxct_op_infer_aux("LeakyReLU", prelu, in, 2, &out, 1, NULL, 0), MXC_ESHAPE,
+                      MXCT_NEEDLES("LeakyReLU", "gamma", "(4)", "(3)"));
     in[1] = shp(1, 1, 0, 0, 0); /* one shared slope */
-    ck_assert_int_eq(infer("LeakyReLU", prelu, in, 2, &out, 1, NULL, 0), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer_aux("LeakyReLU", prelu, in, 2, &out, 1, NULL, 0), MXC_OK);
     mxc_shape unk[2] = {{0}};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer("LeakyReLU", prelu, unk, 2, &out, 1, NULL, 0), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer_aux("LeakyReLU", prelu, unk, 2, &out, 1, NULL, 0), MXC_OK);
     ck_assert_int_eq(unk[1].ndim, 0);
     mxc_shape flat[2] = {shp(1, 5, 0, 0, 0)};
-    expect_error(infer("LeakyReLU", prelu, flat, 2, &out, 1, NULL, 0), MXC_ESHAPE,
-                 NEEDLES("LeakyReLU", "channel"));
-    expect_error(infer("LeakyReLU", MXCT_KV("act_type", "rrelu"), in, 1, &out, 1, NULL, 0),
-                 MXC_ENOTSUP, NEEDLES("LeakyReLU", "rrelu"));
+    mxct_expect_error(mxct_op_infer_aux("LeakyReLU", prelu, flat, 2, &out, 1, NULL, 0), MXC_ESHAPE,
+                      MXCT_NEEDLES("LeakyReLU", "channel"));
+    mxct_expect_error(
+        mxct_op_infer_aux("LeakyReLU", MXCT_KV("act_type", "rrelu"), in, 1, &out, 1, NULL, 0),
+        MXC_ENOTSUP, MXCT_NEEDLES("LeakyReLU", "rrelu"));
 }
 END_TEST
 
 START_TEST(test_shape_batchnorm) {
     mxc_shape in[3] = {shp(4, 8, 3, 5, 5)}, out[3] = {{0}}, aux[2] = {{0}};
-    ck_assert_int_eq(infer("BatchNorm", MXCT_NO_PARAMS, in, 3, out, 3, aux, 2), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer_aux("BatchNorm", MXCT_NO_PARAMS, in, 3, out, 3, aux, 2), MXC_OK);
     mxc_shape c3 = shp(1, 3, 0, 0, 0);
-    expect_shape(&in[1], c3, "bn gamma");
-    expect_shape(&in[2], c3, "bn beta");
-    expect_shape(&out[0], shp(4, 8, 3, 5, 5), "bn output");
-    expect_shape(&out[1], c3, "bn mean");
-    expect_shape(&out[2], c3, "bn var");
-    expect_shape(&aux[0], c3, "bn moving_mean");
-    expect_shape(&aux[1], c3, "bn moving_var");
+    mxct_expect_shape(&in[1], &c3, "bn gamma");
+    mxct_expect_shape(&in[2], &c3, "bn beta");
+    mxct_expect_shape(&out[0], (mxc_shape[]){shp(4, 8, 3, 5, 5)}, "bn output");
+    mxct_expect_shape(&out[1], &c3, "bn mean");
+    mxct_expect_shape(&out[2], &c3, "bn var");
+    mxct_expect_shape(&aux[0], &c3, "bn moving_mean");
+    mxct_expect_shape(&aux[1], &c3, "bn moving_var");
 
     /* axis -1 */
     mxc_shape a_in[3] = {shp(3, 2, 3, 7, 0)}, a_out[3] = {{0}}, a_aux[2] = {{0}};
-    ck_assert_int_eq(infer("BatchNorm", MXCT_KV("axis", "-1"), a_in, 3, a_out, 3, a_aux, 2),
-                     MXC_OK);
-    expect_shape(&a_aux[1], shp(1, 7, 0, 0, 0), "bn moving_var (axis -1)");
+    ck_assert_int_eq(
+        mxct_op_infer_aux("BatchNorm", MXCT_KV("axis", "-1"), a_in, 3, a_out, 3, a_aux, 2), MXC_OK);
+    mxct_expect_shape(&a_aux[1], (mxc_shape[]){shp(1, 7, 0, 0, 0)}, "bn moving_var (axis -1)");
 
     /* unknown data: C from a moving statistic reaches the other per-channel arguments */
     mxc_shape u_in[3] = {{0}}, u_out[3] = {{0}}, u_aux[2] = {{0}, shp(1, 6, 0, 0, 0)};
-    ck_assert_int_eq(infer("BatchNorm", MXCT_NO_PARAMS, u_in, 3, u_out, 3, u_aux, 2), MXC_OK);
-    expect_shape(&u_in[1], shp(1, 6, 0, 0, 0), "bn gamma from moving_var");
-    expect_shape(&u_aux[0], shp(1, 6, 0, 0, 0), "bn moving_mean from moving_var");
+    ck_assert_int_eq(mxct_op_infer_aux("BatchNorm", MXCT_NO_PARAMS, u_in, 3, u_out, 3, u_aux, 2),
+                     MXC_OK);
+    mxct_expect_shape(&u_in[1], (mxc_shape[]){shp(1, 6, 0, 0, 0)}, "bn gamma from moving_var");
+    mxct_expect_shape(&u_aux[0], (mxc_shape[]){shp(1, 6, 0, 0, 0)},
+                      "bn moving_mean from moving_var");
     ck_assert_int_eq(u_in[0].ndim, 0);
     ck_assert_int_eq(u_out[0].ndim, 0);
     /* data from the output */
     mxc_shape o_in[3] = {{0}}, o_out[3] = {shp(2, 4, 5, 0, 0)}, o_aux[2] = {{0}};
-    ck_assert_int_eq(infer("BatchNorm", MXCT_NO_PARAMS, o_in, 3, o_out, 3, o_aux, 2), MXC_OK);
-    expect_shape(&o_in[0], shp(2, 4, 5, 0, 0), "bn data from output");
-    expect_shape(&o_in[1], shp(1, 5, 0, 0, 0), "bn gamma from output");
+    ck_assert_int_eq(mxct_op_infer_aux("BatchNorm", MXCT_NO_PARAMS, o_in, 3, o_out, 3, o_aux, 2),
+                     MXC_OK);
+    mxct_expect_shape(&o_in[0], (mxc_shape[]){shp(2, 4, 5, 0, 0)}, "bn data from output");
+    mxct_expect_shape(&o_in[1], (mxc_shape[]){shp(1, 5, 0, 0, 0)}, "bn gamma from output");
 
     mxc_shape b_in[3] = {shp(4, 8, 3, 5, 5)}, b_out[3] = {{0}},
               b_aux[2] = {{0}, shp(1, 4, 0, 0, 0)};
-    expect_error(infer("BatchNorm", MXCT_NO_PARAMS, b_in, 3, b_out, 3, b_aux, 2), MXC_ESHAPE,
-                 NEEDLES("BatchNorm", "moving_var", "(4)", "(3)"));
+    mxct_expect_error(mxct_op_infer_aux("BatchNorm", MXCT_NO_PARAMS, b_in, 3, b_out, 3, b_aux, 2),
+                      MXC_ESHAPE, MXCT_NEEDLES("BatchNorm", "moving_var", "(4)", "(3)"));
     mxc_shape g_in[3] = {shp(2, 8, 3, 0, 0), shp(1, 2, 0, 0, 0)}, g_out[3] = {{0}},
               g_aux[2] = {{0}};
-    expect_error(infer("BatchNorm", MXCT_NO_PARAMS, g_in, 3, g_out, 3, g_aux, 2), MXC_ESHAPE,
-                 NEEDLES("BatchNorm", "gamma", "(2)", "(3)"));
+    mxct_expect_error(mxct_op_infer_aux("BatchNorm", MXCT_NO_PARAMS, g_in, 3, g_out, 3, g_aux, 2),
+                      MXC_ESHAPE, MXCT_NEEDLES("BatchNorm", "gamma", "(2)", "(3)"));
     mxc_shape x_in[3] = {shp(2, 8, 3, 0, 0)}, x_out[3] = {{0}}, x_aux[2] = {{0}};
-    expect_error(infer("BatchNorm", MXCT_KV("axis", "2"), x_in, 3, x_out, 3, x_aux, 2), MXC_EINVAL,
-                 NEEDLES("BatchNorm", "axis", "(8, 3)"));
+    mxct_expect_error(
+        mxct_op_infer_aux("BatchNorm", MXCT_KV("axis", "2"), x_in, 3, x_out, 3, x_aux, 2),
+        MXC_EINVAL, MXCT_NEEDLES("BatchNorm", "axis", "(8, 3)"));
 }
 END_TEST
 
 START_TEST(test_shape_dropout) {
     mxc_shape in[1] = {shp(3, 4, 5, 6, 0)}, out[2] = {{0}};
-    ck_assert_int_eq(infer("Dropout", MXCT_NO_PARAMS, in, 1, out, 2, NULL, 0), MXC_OK);
-    expect_shape(&out[0], shp(3, 4, 5, 6, 0), "dropout output");
-    expect_shape(&out[1], shp(3, 4, 5, 6, 0), "dropout mask");
+    ck_assert_int_eq(mxct_op_infer_aux("Dropout", MXCT_NO_PARAMS, in, 1, out, 2, NULL, 0), MXC_OK);
+    mxct_expect_shape(&out[0], (mxc_shape[]){shp(3, 4, 5, 6, 0)}, "dropout output");
+    mxct_expect_shape(&out[1], (mxc_shape[]){shp(3, 4, 5, 6, 0)}, "dropout mask");
     out[0] = out[1] = (mxc_shape){0};
-    ck_assert_int_eq(infer("Dropout", MXCT_KV("axes", "(0, -1)"), in, 1, out, 2, NULL, 0), MXC_OK);
-    expect_shape(&out[1], shp(3, 1, 5, 1, 0), "dropout mask with axes");
+    ck_assert_int_eq(
+        mxct_op_infer_aux("Dropout", MXCT_KV("axes", "(0, -1)"), in, 1, out, 2, NULL, 0), MXC_OK);
+    mxct_expect_shape(&out[1], (mxc_shape[]){shp(3, 1, 5, 1, 0)}, "dropout mask with axes");
     mxc_shape back[1] = {{0}}, bo[2] = {shp(2, 7, 8, 0, 0)};
-    ck_assert_int_eq(infer("Dropout", MXCT_NO_PARAMS, back, 1, bo, 2, NULL, 0), MXC_OK);
-    expect_shape(&back[0], shp(2, 7, 8, 0, 0), "dropout data from output");
+    ck_assert_int_eq(mxct_op_infer_aux("Dropout", MXCT_NO_PARAMS, back, 1, bo, 2, NULL, 0), MXC_OK);
+    mxct_expect_shape(&back[0], (mxc_shape[]){shp(2, 7, 8, 0, 0)}, "dropout data from output");
     out[0] = out[1] = (mxc_shape){0};
-    expect_error(infer("Dropout", MXCT_KV("axes", "(3,)"), in, 1, out, 2, NULL, 0), MXC_EINVAL,
-                 NEEDLES("Dropout", "axes", "(4, 5, 6)"));
+    mxct_expect_error(mxct_op_infer_aux("Dropout", MXCT_KV("axes", "(3,)"), in, 1, out, 2, NULL, 0),
+                      MXC_EINVAL, MXCT_NEEDLES("Dropout", "axes", "(4, 5, 6)"));
     out[0] = shp(2, 4, 5, 0, 0);
-    expect_error(infer("Dropout", MXCT_NO_PARAMS, in, 1, out, 2, NULL, 0), MXC_ESHAPE,
-                 NEEDLES("Dropout", "(4, 5)", "(4, 5, 6)"));
+    mxct_expect_error(mxct_op_infer_aux("Dropout", MXCT_NO_PARAMS, in, 1, out, 2, NULL, 0),
+                      MXC_ESHAPE, MXCT_NEEDLES("Dropout", "(4, 5)", "(4, 5, 6)"));
 }
 END_TEST
 
 /* ---- Parameters ------------------------------------------------------------------------ */
 
-static void expect_param(const char *op, struct mxct_params kv, const char *key, const char *want) {
-    const struct mxc__op_def *d = def_of(op);
-    _Alignas(16) unsigned char params[1024];
-    char buf[64];
-    ck_assert_msg(mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params) == MXC_OK, "%s",
-                  mxc_last_error());
-    for (int i = 0; i < d->num_params; i++)
-        if (strcmp(d->params[i].name, key) == 0) {
-            mxc__op_format_param(&d->params[i], params, buf, sizeof buf);
-            /* numbers are printed to round-trip (0.334f as 0.333999991): compare values */
-            char *end1, *end2;
-            double got_v = strtod(buf, &end1), want_v = strtod(want, &end2);
-            bool numeric = *end1 == '\0' && *end2 == '\0' && end1 != buf;
-            ck_assert_msg(numeric ? fabs(got_v - want_v) <= 1e-7 * fabs(want_v)
-                                  : strcmp(buf, want) == 0,
-                          "%s.%s = %s, expected %s", op, key, buf, want);
-            return;
-        }
-    ck_abort_msg("%s has no parameter %s", op, key);
-}
-
-static int parse(const char *op, struct mxct_params kv) {
-    _Alignas(16) unsigned char params[1024];
-    return mxc__op_parse_params(def_of(op), kv.num, kv.keys, kv.vals, params);
-}
-
 START_TEST(test_params) {
-    expect_param("Activation", MXCT_KV("act_type", "softsign"), "act_type", "softsign");
+    mxct_expect_param("Activation", MXCT_KV("act_type", "softsign"), "act_type", "softsign");
     struct mxct_params none = MXCT_NO_PARAMS;
-    expect_param("LeakyReLU", none, "act_type", "leaky");
-    expect_param("LeakyReLU", none, "slope", "0.25");
-    expect_param("LeakyReLU", none, "lower_bound", "0.125");
-    expect_param("LeakyReLU", none, "upper_bound", "0.334");
-    expect_param("BatchNorm", none, "eps", "0.001");
-    expect_param("BatchNorm", none, "momentum", "0.9");
-    expect_param("BatchNorm", none, "fix_gamma", "True");
-    expect_param("BatchNorm", none, "use_global_stats", "False");
-    expect_param("BatchNorm", none, "output_mean_var", "False");
-    expect_param("BatchNorm", none, "axis", "1");
-    expect_param("BatchNorm", none, "cudnn_off", "False");
-    expect_param("Dropout", none, "p", "0.5");
-    expect_param("Dropout", none, "mode", "training");
-    expect_param("Dropout", none, "axes", "()");
-    expect_param("Dropout", none, "cudnn_off", "False");
-    expect_param("Dropout", MXCT_KV("axes", "(1, 2)"), "axes", "(1, 2)");
+    mxct_expect_param("LeakyReLU", none, "act_type", "leaky");
+    mxct_expect_param("LeakyReLU", none, "slope", "0.25");
+    mxct_expect_param("LeakyReLU", none, "lower_bound", "0.125");
+    mxct_expect_param("LeakyReLU", none, "upper_bound", "0.334");
+    mxct_expect_param("BatchNorm", none, "eps", "0.001");
+    mxct_expect_param("BatchNorm", none, "momentum", "0.9");
+    mxct_expect_param("BatchNorm", none, "fix_gamma", "True");
+    mxct_expect_param("BatchNorm", none, "use_global_stats", "False");
+    mxct_expect_param("BatchNorm", none, "output_mean_var", "False");
+    mxct_expect_param("BatchNorm", none, "axis", "1");
+    mxct_expect_param("BatchNorm", none, "cudnn_off", "False");
+    mxct_expect_param("Dropout", none, "p", "0.5");
+    mxct_expect_param("Dropout", none, "mode", "training");
+    mxct_expect_param("Dropout", none, "axes", "()");
+    mxct_expect_param("Dropout", none, "cudnn_off", "False");
+    mxct_expect_param("Dropout", MXCT_KV("axes", "(1, 2)"), "axes", "(1, 2)");
 
-    expect_error(parse("Activation", none), MXC_EINVAL, NEEDLES("Activation", "act_type"));
-    expect_error(parse("Activation", MXCT_KV("act_type", "swish")), MXC_EINVAL,
-                 NEEDLES("act_type", "softrelu"));
-    expect_error(parse("LeakyReLU", MXCT_KV("act_type", "relu6")), MXC_EINVAL,
-                 NEEDLES("act_type", "prelu"));
-    expect_error(parse("BatchNorm", MXCT_KV("momentum", "1.5")), MXC_EINVAL,
-                 NEEDLES("BatchNorm", "momentum"));
-    expect_error(parse("BatchNorm", MXCT_KV("eps", "-1")), MXC_EINVAL, NEEDLES("eps"));
-    expect_error(parse("BatchNorm", MXCT_KV("fix_gamma", "maybe")), MXC_EINVAL,
-                 NEEDLES("fix_gamma"));
-    expect_error(parse("BatchNorm", MXCT_KV("moment", "0.5")), MXC_EINVAL,
-                 NEEDLES("moment", "momentum"));
-    expect_error(parse("Dropout", MXCT_KV("p", "1.5")), MXC_EINVAL, NEEDLES("Dropout", "p"));
-    expect_error(parse("Dropout", MXCT_KV("mode", "sometimes")), MXC_EINVAL,
-                 NEEDLES("mode", "always"));
-    expect_error(parse("Dropout", MXCT_KV("axes", "(1, x)")), MXC_EINVAL, NEEDLES("axes"));
+    mxct_expect_error(mxct_op_parse("Activation", none), MXC_EINVAL,
+                      MXCT_NEEDLES("Activation", "act_type"));
+    mxct_expect_error(mxct_op_parse("Activation", MXCT_KV("act_type", "swish")), MXC_EINVAL,
+                      MXCT_NEEDLES("act_type", "softrelu"));
+    mxct_expect_error(mxct_op_parse("LeakyReLU", MXCT_KV("act_type", "relu6")), MXC_EINVAL,
+                      MXCT_NEEDLES("act_type", "prelu"));
+    mxct_expect_error(mxct_op_parse("BatchNorm", MXCT_KV("momentum", "1.5")), MXC_EINVAL,
+                      MXCT_NEEDLES("BatchNorm", "momentum"));
+    mxct_expect_error(mxct_op_parse("BatchNorm", MXCT_KV("eps", "-1")), MXC_EINVAL,
+                      MXCT_NEEDLES("eps"));
+    mxct_expect_error(mxct_op_parse("BatchNorm", MXCT_KV("fix_gamma", "maybe")), MXC_EINVAL,
+                      MXCT_NEEDLES("fix_gamma"));
+    mxct_expect_error(mxct_op_parse("BatchNorm", MXCT_KV("moment", "0.5")), MXC_EINVAL,
+                      MXCT_NEEDLES("moment", "momentum"));
+    mxct_expect_error(mxct_op_parse("Dropout", MXCT_KV("p", "1.5")), MXC_EINVAL,
+                      MXCT_NEEDLES("Dropout", "p"));
+    mxct_expect_error(mxct_op_parse("Dropout", MXCT_KV("mode", "sometimes")), MXC_EINVAL,
+                      MXCT_NEEDLES("mode", "always"));
+    mxct_expect_error(mxct_op_parse("Dropout", MXCT_KV("axes", "(1, x)")), MXC_EINVAL,
+                      MXCT_NEEDLES("axes"));
 }
 END_TEST
 
@@ -647,25 +566,25 @@ START_TEST(test_invoke) {
     while (strcmp(c->file, picks[_i]) != 0)
         c++;
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c->kv, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     char file[256];
     snprintf(file, sizeof file, "ops/activations/%s.params", c->file);
     struct mxct_tensor in[5];
-    load_named(file, "in", c->num_in, in);
-    load_named(file, "aux", c->num_aux, in + c->num_in);
+    mxct_ref_load_all(file, "in", c->num_in, in);
+    mxct_ref_load_all(file, "aux", c->num_aux, in + c->num_in);
     int n = c->num_in + c->num_aux;
     mxc_ndarray *arrays[5], *out[1] = {NULL};
     for (int i = 0; i < n; i++)
         arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, n, arrays, 1, out, c->train);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
-    struct mxct_tensor got = tensor_of(out[0]);
+    struct mxct_tensor got = mxct_tensor_of(out[0]);
     expect_ref(file, "out0", &got, "through mxc_imperative_invoke");
     mxct_tensors_free(&got, 1);
     for (int i = 0; i < c->num_aux; i++) {
         char name[32];
         snprintf(name, sizeof name, "auxout%d", i);
-        got = tensor_of(arrays[c->num_in + i]);
+        got = mxct_tensor_of(arrays[c->num_in + i]);
         expect_ref(file, name, &got, "moving statistics through mxc_imperative_invoke");
         mxct_tensors_free(&got, 1);
     }
@@ -687,7 +606,7 @@ START_TEST(test_invoke_bad_shape) {
     for (int i = 0; i < 5; i++)
         arrays[i] = mxct_array_of(&t[i]);
     int rc = mxc_imperative_invoke("BatchNorm", 0, NULL, NULL, 5, arrays, 1, out, 1);
-    expect_error(rc, MXC_ESHAPE, NEEDLES("BatchNorm", "gamma", "(2)", "(3)"));
+    mxct_expect_error(rc, MXC_ESHAPE, MXCT_NEEDLES("BatchNorm", "gamma", "(2)", "(3)"));
     ck_assert_ptr_null(out[0]);
     for (int i = 0; i < 5; i++)
         mxc_nd_free(arrays[i]);

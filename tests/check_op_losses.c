@@ -12,6 +12,7 @@
 #include "mxc/op.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
+#include "tests/util/op_ref.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -65,45 +66,23 @@ static const struct ref_case ref_cases[] = {
     {"mae_3d", "MAERegressionOutput", 2, {NULL}},
 };
 
-/* Splits the alternating key/value list into the caller's keys and values. */
-static struct mxct_params split(const struct ref_case *c, const char **keys, const char **vals) {
-    int n = 0;
-    for (; c->kv[2 * n]; n++) {
-        keys[n] = c->kv[2 * n];
-        vals[n] = c->kv[2 * n + 1];
-    }
-    return (struct mxct_params){n, keys, vals};
-}
-
+/* The case's file name into file (256 bytes) and its inputs into in. */
 static void load_inputs(const struct ref_case *c, char *file, struct mxct_tensor *in) {
     snprintf(file, 256, "ops/losses/%s.params", c->file);
-    for (int i = 0; i < c->num_in; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "in%d", i);
-        in[i] = mxct_ref_load(file, name);
-    }
-}
-
-static void expect_shape(const mxc_shape *got, mxc_shape want, const char *what) {
-    char a[128], b[128];
-    bool same = got->ndim == want.ndim;
-    for (int i = 0; same && i < want.ndim; i++)
-        same = got->dims[i] == want.dims[i];
-    ck_assert_msg(same, "%s: got %s, expected %s", what, mxc__shape_str(got, a, sizeof a),
-                  mxc__shape_str(&want, b, sizeof b));
+    mxct_ref_load_all(file, "in", c->num_in, in);
 }
 
 START_TEST(test_forward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     char file[256], what[128];
     struct mxct_tensor in[2], out[1];
     load_inputs(c, file, in);
     struct mxct_tensor want = mxct_ref_load(file, "out0");
     int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    expect_shape(&out[0].shape, want.shape, c->file);
+    mxct_expect_shape(&out[0].shape, &want.shape, c->file);
     snprintf(what, sizeof what, "%s forward vs MXNet", c->file);
     mxct_expect_close(&out[0], want.data, 1e-5, 1e-6, what);
     mxct_tensors_free(out, 1);
@@ -117,7 +96,7 @@ END_TEST
 START_TEST(test_backward_reference) {
     const struct ref_case *c = &ref_cases[_i];
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     char file[256], what[128];
     struct mxct_tensor in[2], grads[2], og = {{0}, NULL};
     load_inputs(c, file, in);
@@ -150,7 +129,7 @@ START_TEST(test_loss_add_to) {
     if (c->num_in != 2)
         return;
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     char file[256], what[128];
     struct mxct_tensor in[2], out[1], grads[2];
     load_inputs(c, file, in);
@@ -257,59 +236,32 @@ END_TEST
 
 /* ---- Shape inference ------------------------------------------------------------------ */
 
-static const struct mxc__op_def *def_of(const char *name) {
-    const struct mxc__op_def *d = mxc__op_find(name);
-    ck_assert_msg(d != NULL, "%s is not registered", name);
-    return d;
-}
-
-/* Parses `kv` for `op` and runs its shape inference on `in` (num_in) and out[0]. */
-static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out) {
-    const struct mxc__op_def *d = def_of(op);
-    _Alignas(16) unsigned char params[1024];
-    int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
-    if (rc != MXC_OK)
-        return rc;
-    ck_assert_int_eq(mxc__op_num_inputs(d, params, NULL), num_in);
-    return d->infer_shape(params, in, num_in, out, 1, NULL, 0);
-}
-
-static void expect_error(int rc, int code, const char *const *needles) {
-    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
-                  mxc_last_error());
-    for (int i = 0; needles[i]; i++)
-        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
-                      mxc_last_error(), needles[i]);
-}
-
-#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 START_TEST(test_shape_softmax) {
     static const char *const ops[] = {"softmax", "log_softmax"};
     for (int k = 0; k < 2; k++) {
         mxc_shape in[1] = {shp(3, 2, 3, 4, 0)}, out = {0};
-        ck_assert_int_eq(infer(ops[k], MXCT_KV("axis", "-3"), in, 1, &out), MXC_OK);
-        expect_shape(&out, shp(3, 2, 3, 4, 0), ops[k]);
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_KV("axis", "-3"), in, 1, &out, 1), MXC_OK);
+        mxct_expect_shape(&out, (mxc_shape[]){shp(3, 2, 3, 4, 0)}, ops[k]);
         /* the output gives the data */
         mxc_shape back[1] = {{0}};
         out = shp(2, 5, 6, 0, 0);
-        ck_assert_int_eq(infer(ops[k], MXCT_NO_PARAMS, back, 1, &out), MXC_OK);
-        expect_shape(&back[0], shp(2, 5, 6, 0, 0), "data from output");
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_NO_PARAMS, back, 1, &out, 1), MXC_OK);
+        mxct_expect_shape(&back[0], (mxc_shape[]){shp(2, 5, 6, 0, 0)}, "data from output");
         /* unknown: nothing to deduce, no error */
         mxc_shape unk[1] = {{0}};
         out = (mxc_shape){0};
-        ck_assert_int_eq(infer(ops[k], MXCT_KV("axis", "5"), unk, 1, &out), MXC_OK);
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_KV("axis", "5"), unk, 1, &out, 1), MXC_OK);
         ck_assert_int_eq(out.ndim, 0);
         out = shp(2, 5, 7, 0, 0);
-        expect_error(infer(ops[k], MXCT_NO_PARAMS, in, 1, &out), MXC_ESHAPE,
-                     NEEDLES(ops[k], "(5, 7)", "(2, 3, 4)"));
+        mxct_expect_error(mxct_op_infer(ops[k], MXCT_NO_PARAMS, in, 1, &out, 1), MXC_ESHAPE,
+                          MXCT_NEEDLES(ops[k], "(5, 7)", "(2, 3, 4)"));
         out = (mxc_shape){0};
-        expect_error(infer(ops[k], MXCT_KV("axis", "3"), in, 1, &out), MXC_EINVAL,
-                     NEEDLES(ops[k], "axis 3", "(2, 3, 4)"));
-        expect_error(infer(ops[k], MXCT_KV("axis", "-4"), in, 1, &out), MXC_EINVAL,
-                     NEEDLES("axis -4"));
-        expect_error(infer(ops[k], MXCT_KV("temperature", "0"), in, 1, &out), MXC_EINVAL,
-                     NEEDLES(ops[k], "temperature"));
+        mxct_expect_error(mxct_op_infer(ops[k], MXCT_KV("axis", "3"), in, 1, &out, 1), MXC_EINVAL,
+                          MXCT_NEEDLES(ops[k], "axis 3", "(2, 3, 4)"));
+        mxct_expect_error(mxct_op_infer(ops[k], MXCT_KV("axis", "-4"), in, 1, &out, 1), MXC_EINVAL,
+                          MXCT_NEEDLES("axis -4"));
+        mxct_expect_error(mxct_op_infer(ops[k], MXCT_KV("temperature", "0"), in, 1, &out, 1),
+                          MXC_EINVAL, MXCT_NEEDLES(ops[k], "temperature"));
     }
 }
 END_TEST
@@ -317,56 +269,56 @@ END_TEST
 START_TEST(test_shape_softmax_output) {
     const char *op = "SoftmaxOutput";
     mxc_shape in[2] = {shp(2, 8, 10, 0, 0)}, out = {0};
-    ck_assert_int_eq(infer(op, MXCT_NO_PARAMS, in, 2, &out), MXC_OK);
-    expect_shape(&in[1], shp(1, 8, 0, 0, 0), "label");
-    expect_shape(&out, shp(2, 8, 10, 0, 0), "output");
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_NO_PARAMS, in, 2, &out, 1), MXC_OK);
+    mxct_expect_shape(&in[1], (mxc_shape[]){shp(1, 8, 0, 0, 0)}, "label");
+    mxct_expect_shape(&out, (mxc_shape[]){shp(2, 8, 10, 0, 0)}, "output");
 
     mxc_shape m[2] = {shp(4, 2, 3, 4, 5)};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer(op, MXCT_KV("multi_output", "True"), m, 2, &out), MXC_OK);
-    expect_shape(&m[1], shp(2, 2, 20, 0, 0), "multi_output label");
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_KV("multi_output", "True"), m, 2, &out, 1), MXC_OK);
+    mxct_expect_shape(&m[1], (mxc_shape[]){shp(2, 2, 20, 0, 0)}, "multi_output label");
     /* the other label layouts multi_output accepts */
     mxc_shape m2[2] = {shp(4, 2, 3, 4, 5), shp(3, 2, 4, 5, 0)};
-    ck_assert_int_eq(infer(op, MXCT_KV("multi_output", "True"), m2, 2, &out), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_KV("multi_output", "True"), m2, 2, &out, 1), MXC_OK);
     mxc_shape m3[2] = {shp(4, 2, 3, 4, 5), shp(4, 2, 1, 4, 5)};
-    ck_assert_int_eq(infer(op, MXCT_KV("multi_output", "True"), m3, 2, &out), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_KV("multi_output", "True"), m3, 2, &out, 1), MXC_OK);
     mxc_shape mb[2] = {shp(4, 2, 3, 4, 5), shp(2, 2, 4, 0, 0)};
-    expect_error(infer(op, MXCT_KV("multi_output", "True"), mb, 2, &out), MXC_ESHAPE,
-                 NEEDLES(op, "label", "(2, 4)", "(2, 20)", "(2, 4, 5)"));
+    mxct_expect_error(mxct_op_infer(op, MXCT_KV("multi_output", "True"), mb, 2, &out, 1),
+                      MXC_ESHAPE, MXCT_NEEDLES(op, "label", "(2, 4)", "(2, 20)", "(2, 4, 5)"));
 
     mxc_shape pr[2] = {shp(3, 2, 3, 4, 0)};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer(op, MXCT_KV("preserve_shape", "True"), pr, 2, &out), MXC_OK);
-    expect_shape(&pr[1], shp(2, 2, 3, 0, 0), "preserve_shape label");
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_KV("preserve_shape", "True"), pr, 2, &out, 1), MXC_OK);
+    mxct_expect_shape(&pr[1], (mxc_shape[]){shp(2, 2, 3, 0, 0)}, "preserve_shape label");
 
     /* probability labels of data's shape */
     mxc_shape pb[2] = {shp(2, 8, 10, 0, 0), shp(2, 8, 10, 0, 0)};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer(op, MXCT_NO_PARAMS, pb, 2, &out), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_NO_PARAMS, pb, 2, &out, 1), MXC_OK);
 
     /* data from the output; unknown data leaves the label unknown */
     mxc_shape back[2] = {{0}};
     out = shp(2, 4, 3, 0, 0);
-    ck_assert_int_eq(infer(op, MXCT_NO_PARAMS, back, 2, &out), MXC_OK);
-    expect_shape(&back[0], shp(2, 4, 3, 0, 0), "data from output");
-    expect_shape(&back[1], shp(1, 4, 0, 0, 0), "label from output");
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_NO_PARAMS, back, 2, &out, 1), MXC_OK);
+    mxct_expect_shape(&back[0], (mxc_shape[]){shp(2, 4, 3, 0, 0)}, "data from output");
+    mxct_expect_shape(&back[1], (mxc_shape[]){shp(1, 4, 0, 0, 0)}, "label from output");
     mxc_shape unk[2] = {{0}};
     out = (mxc_shape){0};
-    ck_assert_int_eq(infer(op, MXCT_NO_PARAMS, unk, 2, &out), MXC_OK);
+    ck_assert_int_eq(mxct_op_infer(op, MXCT_NO_PARAMS, unk, 2, &out, 1), MXC_OK);
     ck_assert_int_eq(unk[1].ndim, 0);
     ck_assert_int_eq(out.ndim, 0);
 
     mxc_shape bad[2] = {shp(2, 8, 10, 0, 0), shp(1, 7, 0, 0, 0)};
     out = (mxc_shape){0};
-    expect_error(infer(op, MXCT_NO_PARAMS, bad, 2, &out), MXC_ESHAPE,
-                 NEEDLES(op, "label", "(7)", "(8)"));
+    mxct_expect_error(mxct_op_infer(op, MXCT_NO_PARAMS, bad, 2, &out, 1), MXC_ESHAPE,
+                      MXCT_NEEDLES(op, "label", "(7)", "(8)"));
     mxc_shape one[2] = {shp(1, 8, 0, 0, 0)};
     out = (mxc_shape){0};
-    expect_error(infer(op, MXCT_NO_PARAMS, one, 2, &out), MXC_ESHAPE,
-                 NEEDLES(op, "2 dimensions", "(8)"));
+    mxct_expect_error(mxct_op_infer(op, MXCT_NO_PARAMS, one, 2, &out, 1), MXC_ESHAPE,
+                      MXCT_NEEDLES(op, "2 dimensions", "(8)"));
     mxc_shape any[2] = {{0}};
-    expect_error(infer(op, MXCT_KV("out_grad", "True"), any, 2, &out), MXC_ENOTSUP,
-                 NEEDLES(op, "out_grad"));
+    mxct_expect_error(mxct_op_infer(op, MXCT_KV("out_grad", "True"), any, 2, &out, 1), MXC_ENOTSUP,
+                      MXCT_NEEDLES(op, "out_grad"));
 }
 END_TEST
 
@@ -375,84 +327,71 @@ START_TEST(test_shape_regression) {
                                       "MAERegressionOutput"};
     for (int k = 0; k < 3; k++) {
         mxc_shape in[2] = {shp(2, 5, 1, 0, 0)}, out = {0};
-        ck_assert_int_eq(infer(ops[k], MXCT_NO_PARAMS, in, 2, &out), MXC_OK);
-        expect_shape(&in[1], shp(1, 5, 0, 0, 0), "label of (5, 1)");
-        expect_shape(&out, shp(2, 5, 1, 0, 0), "output");
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_NO_PARAMS, in, 2, &out, 1), MXC_OK);
+        mxct_expect_shape(&in[1], (mxc_shape[]){shp(1, 5, 0, 0, 0)}, "label of (5, 1)");
+        mxct_expect_shape(&out, (mxc_shape[]){shp(2, 5, 1, 0, 0)}, "output");
         mxc_shape m[2] = {shp(3, 4, 2, 3, 0)};
         out = (mxc_shape){0};
-        ck_assert_int_eq(infer(ops[k], MXCT_NO_PARAMS, m, 2, &out), MXC_OK);
-        expect_shape(&m[1], shp(3, 4, 2, 3, 0), "label of (4, 2, 3)");
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_NO_PARAMS, m, 2, &out, 1), MXC_OK);
+        mxct_expect_shape(&m[1], (mxc_shape[]){shp(3, 4, 2, 3, 0)}, "label of (4, 2, 3)");
         mxc_shape flat[2] = {shp(3, 4, 2, 3, 0), shp(2, 4, 6, 0, 0)};
-        ck_assert_int_eq(infer(ops[k], MXCT_NO_PARAMS, flat, 2, &out), MXC_OK);
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_NO_PARAMS, flat, 2, &out, 1), MXC_OK);
         mxc_shape back[2] = {{0}};
         out = shp(2, 4, 3, 0, 0);
-        ck_assert_int_eq(infer(ops[k], MXCT_NO_PARAMS, back, 2, &out), MXC_OK);
-        expect_shape(&back[0], shp(2, 4, 3, 0, 0), "data from output");
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_NO_PARAMS, back, 2, &out, 1), MXC_OK);
+        mxct_expect_shape(&back[0], (mxc_shape[]){shp(2, 4, 3, 0, 0)}, "data from output");
         mxc_shape unk[2] = {{0}};
         out = (mxc_shape){0};
-        ck_assert_int_eq(infer(ops[k], MXCT_NO_PARAMS, unk, 2, &out), MXC_OK);
+        ck_assert_int_eq(mxct_op_infer(ops[k], MXCT_NO_PARAMS, unk, 2, &out, 1), MXC_OK);
         ck_assert_int_eq(unk[1].ndim, 0);
         mxc_shape bad[2] = {shp(2, 4, 3, 0, 0), shp(2, 3, 4, 0, 0)};
-        expect_error(infer(ops[k], MXCT_NO_PARAMS, bad, 2, &out), MXC_ESHAPE,
-                     NEEDLES(ops[k], "label", "(3, 4)", "(4, 3)"));
+        mxct_expect_error(mxct_op_infer(ops[k], MXCT_NO_PARAMS, bad, 2, &out, 1), MXC_ESHAPE,
+                          MXCT_NEEDLES(ops[k], "label", "(3, 4)", "(4, 3)"));
         mxc_shape bad_out[2] = {shp(2, 4, 3, 0, 0)};
         out = shp(2, 4, 4, 0, 0);
-        expect_error(infer(ops[k], MXCT_NO_PARAMS, bad_out, 2, &out), MXC_ESHAPE,
-                     NEEDLES(ops[k], "(4, 4)", "(4, 3)"));
+        mxct_expect_error(mxct_op_infer(ops[k], MXCT_NO_PARAMS, bad_out, 2, &out, 1), MXC_ESHAPE,
+                          MXCT_NEEDLES(ops[k], "(4, 4)", "(4, 3)"));
     }
 }
 END_TEST
 
 /* ---- Parameters ------------------------------------------------------------------------ */
 
-static void expect_param(const char *op, struct mxct_params kv, const char *key, const char *want) {
-    const struct mxc__op_def *d = def_of(op);
-    _Alignas(16) unsigned char params[1024];
-    char buf[64];
-    ck_assert_msg(mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params) == MXC_OK, "%s",
-                  mxc_last_error());
-    for (int i = 0; i < d->num_params; i++)
-        if (strcmp(d->params[i].name, key) == 0) {
-            mxc__op_format_param(&d->params[i], params, buf, sizeof buf);
-            ck_assert_msg(strcmp(buf, want) == 0, "%s.%s = %s, expected %s", op, key, buf, want);
-            return;
-        }
-    ck_abort_msg("%s has no parameter %s", op, key);
-}
-
 START_TEST(test_params) {
     struct mxct_params none = MXCT_NO_PARAMS;
-    expect_param("softmax", none, "axis", "-1");
-    expect_param("softmax", none, "temperature", "None");
-    expect_param("log_softmax", MXCT_KV("temperature", "2"), "temperature", "2");
+    mxct_expect_param("softmax", none, "axis", "-1");
+    mxct_expect_param("softmax", none, "temperature", "None");
+    mxct_expect_param("log_softmax", MXCT_KV("temperature", "2"), "temperature", "2");
     const char *so = "SoftmaxOutput";
-    expect_param(so, none, "grad_scale", "1");
-    expect_param(so, none, "ignore_label", "-1");
-    expect_param(so, none, "multi_output", "False");
-    expect_param(so, none, "use_ignore", "False");
-    expect_param(so, none, "preserve_shape", "False");
-    expect_param(so, none, "normalization", "null");
-    expect_param(so, none, "out_grad", "False");
-    expect_param(so, none, "smooth_alpha", "0");
-    expect_param(so, MXCT_KV("normalization", "valid"), "normalization", "valid");
-    expect_param("LinearRegressionOutput", none, "grad_scale", "1");
-    expect_param("LogisticRegressionOutput", none, "grad_scale", "1");
-    expect_param("MAERegressionOutput", MXCT_KV("grad_scale", "0.5"), "grad_scale", "0.5");
+    mxct_expect_param(so, none, "grad_scale", "1");
+    mxct_expect_param(so, none, "ignore_label", "-1");
+    mxct_expect_param(so, none, "multi_output", "False");
+    mxct_expect_param(so, none, "use_ignore", "False");
+    mxct_expect_param(so, none, "preserve_shape", "False");
+    mxct_expect_param(so, none, "normalization", "null");
+    mxct_expect_param(so, none, "out_grad", "False");
+    mxct_expect_param(so, none, "smooth_alpha", "0");
+    mxct_expect_param(so, MXCT_KV("normalization", "valid"), "normalization", "valid");
+    mxct_expect_param("LinearRegressionOutput", none, "grad_scale", "1");
+    mxct_expect_param("LogisticRegressionOutput", none, "grad_scale", "1");
+    mxct_expect_param("MAERegressionOutput", MXCT_KV("grad_scale", "0.5"), "grad_scale", "0.5");
 
     mxc_shape in[2] = {{0}}, out = {0};
-    expect_error(infer(so, MXCT_KV("normalization", "all"), in, 2, &out), MXC_EINVAL,
-                 NEEDLES("normalization", "batch", "valid"));
-    expect_error(infer(so, MXCT_KV("smooth_alpha", "1.5"), in, 2, &out), MXC_EINVAL,
-                 NEEDLES("smooth_alpha"));
-    expect_error(infer(so, MXCT_KV("use_ignore", "maybe"), in, 2, &out), MXC_EINVAL,
-                 NEEDLES("use_ignore"));
-    expect_error(infer(so, MXCT_KV("ignore", "1"), in, 2, &out), MXC_EINVAL,
-                 NEEDLES("ignore", "ignore_label"));
-    expect_error(infer("softmax", MXCT_KV("axis", "x"), in, 1, &out), MXC_EINVAL, NEEDLES("axis"));
-    expect_error(infer("softmax", MXCT_KV("dim", "1"), in, 1, &out), MXC_EINVAL,
-                 NEEDLES("dim", "temperature"));
-    expect_error(infer("LinearRegressionOutput", MXCT_KV("scale", "1"), in, 2, &out), MXC_EINVAL,
-                 NEEDLES("scale", "grad_scale"));
+    mxct_expect_error(mxct_op_infer(so, MXCT_KV("normalization", "all"), in, 2, &out, 1),
+                      MXC_EINVAL, MXCT_NEEDLES("normalization", "batch", "valid"));
+    mxct_expect_error(mxct_op_infer(so, MXCT_KV("smooth_alpha", "1.5"), in, 2, &out, 1), MXC_EINVAL,
+                      MXCT_NEEDLES("smooth_alpha"));
+    mxct_expect_error(mxct_op_infer(so, MXCT_KV("use_ignore", "maybe"), in, 2, &out, 1), MXC_EINVAL,
+                      MXCT_NEEDLES("use_ignore"));
+    mxct_expect_error(mxct_op_infer(so, MXCT_KV("ignore", "1"), in, 2, &out, 1), MXC_EINVAL,
+                      MXCT_NEEDLES("ignore", "ignore_label"));
+    mxct_expect_error(mxct_op_infer("softmax", MXCT_KV("axis", "x"), in, 1, &out, 1), MXC_EINVAL,
+                      MXCT_NEEDLES("axis"));
+    mxct_expect_error(mxct_op_infer("softmax", MXCT_KV("dim", "1"), in, 1, &out, 1), MXC_EINVAL,
+                      MXCT_NEEDLES("dim", "temperature"));
+    mxct_expect_error(
+        mxct_op_infer("LinearRegressionOutput", MXCT_KV("scale", "1"), in, 2, &out, 1), MXC_EINVAL,
+        MXCT_NEEDLES("scale", "grad_scale"));
 }
 END_TEST
 
@@ -466,7 +405,7 @@ START_TEST(test_invoke) {
     while (strcmp(c->file, picks[_i]) != 0)
         c++;
     const char *keys[8], *vals[8];
-    struct mxct_params kv = split(c, keys, vals);
+    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     char file[256], what[128];
     struct mxct_tensor in[2];
     load_inputs(c, file, in);
@@ -479,7 +418,7 @@ START_TEST(test_invoke) {
     ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
     mxc_shape s;
     mxc_nd_get_shape(out[0], &s);
-    expect_shape(&s, want.shape, c->file);
+    mxct_expect_shape(&s, &want.shape, c->file);
     struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
     ck_assert_int_eq(
         mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)),

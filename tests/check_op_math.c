@@ -136,13 +136,6 @@ static const struct ref_case ref_cases[] = {
     {"norm1_zero_row", "norm", 1, {"ord", "1", "axis", "1"}},
 };
 
-/* Loads the arrays `prefix`0 .. `prefix`{n-1} of case c's file. */
-static void load_all(const struct ref_case *c, const char *prefix, int n, struct mxct_tensor *t) {
-    char file[256];
-    snprintf(file, sizeof file, "ops/math/%s.params", c->file);
-    mxct_ref_load_all(file, prefix, n, t);
-}
-
 /* got ≈ want (mxct_expect_close), and every infinity in want is the same infinity in got:
  * the harness's tolerance, scaled by |want|, lets any value pass against one. */
 static void expect_values(const struct mxct_tensor *got, const struct mxct_tensor *want,
@@ -166,8 +159,8 @@ START_TEST(test_forward_reference) {
     struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[2], out[1], want;
     char what[128];
-    load_all(c, "in", c->num_in, in);
-    load_all(c, "out", 1, &want);
+    mxct_ref_load_case("math", c->file, "in", c->num_in, in);
+    mxct_ref_load_case("math", c->file, "out", 1, &want);
     int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
     snprintf(what, sizeof what, "%s forward vs MXNet", c->file);
@@ -186,9 +179,9 @@ START_TEST(test_backward_reference) {
     struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[2], og, grads[2], want[2];
     char what[128];
-    load_all(c, "in", c->num_in, in);
-    load_all(c, "og", 1, &og);
-    load_all(c, "grad", c->num_in, want);
+    mxct_ref_load_case("math", c->file, "in", c->num_in, in);
+    mxct_ref_load_case("math", c->file, "og", 1, &og);
+    mxct_ref_load_case("math", c->file, "grad", c->num_in, want);
     int rc = mxct_op_backward(c->op, kv, true, in, c->num_in, NULL, &og, grads);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
     for (int i = 0; i < c->num_in; i++) {
@@ -291,8 +284,8 @@ START_TEST(test_forward_add) {
     const char *keys[4], *vals[4];
     struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in, want;
-    load_all(c, "in", 1, &in);
-    load_all(c, "out", 1, &want);
+    mxct_ref_load_case("math", c->file, "in", 1, &in);
+    mxct_ref_load_case("math", c->file, "out", 1, &want);
     const struct mxc__op_def *def = mxc__op_find(c->op);
     _Alignas(16) unsigned char params[256];
     CK_OK(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params));
@@ -327,16 +320,6 @@ END_TEST
 
 /* ---- Parameters and shapes ----------------------------------------------------------- */
 
-static void expect_error(int rc, int code, const char *const *needles) {
-    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
-                  mxc_last_error());
-    for (int i = 0; needles[i]; i++)
-        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
-                      mxc_last_error(), needles[i]);
-}
-
-#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
 /* The forward of `op` on inputs of `shapes` (values irrelevant): its status. */
 static int run_on(const char *op, struct mxct_params kv, int num_in, const mxc_shape *shapes) {
     struct mxct_tensor in[2], out[1];
@@ -351,39 +334,41 @@ static int run_on(const char *op, struct mxct_params kv, int num_in, const mxc_s
 
 START_TEST(test_bad_params) {
     const mxc_shape one[1] = {S34};
-    expect_error(run_on("hard_sigmoid", MXCT_KV("alpha", "steep"), 1, one), MXC_EINVAL,
-                 NEEDLES("hard_sigmoid", "alpha", "steep"));
-    expect_error(run_on("hard_sigmoid", MXCT_KV("gamma", "1"), 1, one), MXC_EINVAL,
-                 NEEDLES("hard_sigmoid", "gamma", "alpha", "beta"));
-    expect_error(run_on("_greater_scalar", MXCT_KV("scalar", "x"), 1, one), MXC_EINVAL,
-                 NEEDLES("_greater_scalar", "scalar"));
-    expect_error(run_on("log1p", MXCT_KV("scalar", "1"), 1, one), MXC_EINVAL,
-                 NEEDLES("log1p", "scalar"));
+    mxct_expect_error(run_on("hard_sigmoid", MXCT_KV("alpha", "steep"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("hard_sigmoid", "alpha", "steep"));
+    mxct_expect_error(run_on("hard_sigmoid", MXCT_KV("gamma", "1"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("hard_sigmoid", "gamma", "alpha", "beta"));
+    mxct_expect_error(run_on("_greater_scalar", MXCT_KV("scalar", "x"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("_greater_scalar", "scalar"));
+    mxct_expect_error(run_on("log1p", MXCT_KV("scalar", "1"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("log1p", "scalar"));
     const mxc_shape two[2] = {S34, {2, {4, 3}}};
-    expect_error(run_on("_equal", MXCT_NO_PARAMS, 2, two), MXC_ESHAPE,
-                 NEEDLES("_equal", "(3, 4)", "(4, 3)"));
-    expect_error(run_on("_hypot", MXCT_NO_PARAMS, 2, two), MXC_ESHAPE,
-                 NEEDLES("_hypot", "(3, 4)", "(4, 3)"));
+    mxct_expect_error(run_on("_equal", MXCT_NO_PARAMS, 2, two), MXC_ESHAPE,
+                      MXCT_NEEDLES("_equal", "(3, 4)", "(4, 3)"));
+    mxct_expect_error(run_on("_hypot", MXCT_NO_PARAMS, 2, two), MXC_ESHAPE,
+                      MXCT_NEEDLES("_hypot", "(3, 4)", "(4, 3)"));
     const mxc_shape apart[2] = {S34, {2, {2, 4}}};
-    expect_error(run_on("broadcast_maximum", MXCT_NO_PARAMS, 2, apart), MXC_ESHAPE,
-                 NEEDLES("broadcast_maximum", "(3, 4)", "(2, 4)"));
-    expect_error(run_on("broadcast_lesser", MXCT_NO_PARAMS, 2, apart), MXC_ESHAPE,
-                 NEEDLES("broadcast_lesser", "(3, 4)", "(2, 4)"));
+    mxct_expect_error(run_on("broadcast_maximum", MXCT_NO_PARAMS, 2, apart), MXC_ESHAPE,
+                      MXCT_NEEDLES("broadcast_maximum", "(3, 4)", "(2, 4)"));
+    mxct_expect_error(run_on("broadcast_lesser", MXCT_NO_PARAMS, 2, apart), MXC_ESHAPE,
+                      MXCT_NEEDLES("broadcast_lesser", "(3, 4)", "(2, 4)"));
     /* reductions */
-    expect_error(run_on("norm", MXCT_KV("ord", "3"), 1, one), MXC_EINVAL, NEEDLES("norm", "ord"));
-    expect_error(run_on("norm", MXCT_KV("ord", "0"), 1, one), MXC_EINVAL, NEEDLES("norm", "ord"));
-    expect_error(run_on("norm", MXCT_KV("out_dtype", "float16"), 1, one), MXC_EINVAL,
-                 NEEDLES("norm", "out_dtype", "float32"));
-    expect_error(run_on("norm", MXCT_KV("exclude", "True"), 1, one), MXC_EINVAL,
-                 NEEDLES("norm", "exclude"));
-    expect_error(run_on("norm", MXCT_KV("axis", "2"), 1, one), MXC_EINVAL,
-                 NEEDLES("norm", "axis 2", "(3, 4)"));
-    expect_error(run_on("min", MXCT_KV("axis", "-3"), 1, one), MXC_EINVAL,
-                 NEEDLES("min", "axis -3", "(3, 4)"));
-    expect_error(run_on("prod", MXCT_KV("axis", "(1, -1)"), 1, one), MXC_EINVAL,
-                 NEEDLES("prod", "more than once"));
-    expect_error(run_on("nanprod", MXCT_KV("keepdims", "maybe"), 1, one), MXC_EINVAL,
-                 NEEDLES("nanprod", "keepdims"));
+    mxct_expect_error(run_on("norm", MXCT_KV("ord", "3"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("norm", "ord"));
+    mxct_expect_error(run_on("norm", MXCT_KV("ord", "0"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("norm", "ord"));
+    mxct_expect_error(run_on("norm", MXCT_KV("out_dtype", "float16"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("norm", "out_dtype", "float32"));
+    mxct_expect_error(run_on("norm", MXCT_KV("exclude", "True"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("norm", "exclude"));
+    mxct_expect_error(run_on("norm", MXCT_KV("axis", "2"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("norm", "axis 2", "(3, 4)"));
+    mxct_expect_error(run_on("min", MXCT_KV("axis", "-3"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("min", "axis -3", "(3, 4)"));
+    mxct_expect_error(run_on("prod", MXCT_KV("axis", "(1, -1)"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("prod", "more than once"));
+    mxct_expect_error(run_on("nanprod", MXCT_KV("keepdims", "maybe"), 1, one), MXC_EINVAL,
+                      MXCT_NEEDLES("nanprod", "keepdims"));
 }
 END_TEST
 
@@ -424,8 +409,8 @@ START_TEST(test_invoke) {
     const char *keys[4], *vals[4];
     struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[2], want;
-    load_all(c, "in", c->num_in, in);
-    load_all(c, "out", 1, &want);
+    mxct_ref_load_case("math", c->file, "in", c->num_in, in);
+    mxct_ref_load_case("math", c->file, "out", 1, &want);
     mxc_ndarray *arrays[2], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++)
         arrays[i] = mxct_array_of(&in[i]);

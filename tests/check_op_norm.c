@@ -90,13 +90,6 @@ static const struct ref_case ref_cases[] = {
      {"scale", "3", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"}},
 };
 
-/* Loads the arrays `prefix`0 .. `prefix`{n-1} of the case's file. */
-static void load_all(const struct ref_case *c, const char *prefix, int n, struct mxct_tensor *t) {
-    char file[256];
-    snprintf(file, sizeof file, "ops/norm/%s.params", c->file);
-    mxct_ref_load_all(file, prefix, n, t);
-}
-
 /* Visible outputs: shapes and values. */
 START_TEST(test_forward_reference) {
     const struct ref_case *c = &ref_cases[_i];
@@ -104,8 +97,8 @@ START_TEST(test_forward_reference) {
     struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[MAX_IO], out[MAX_IO], want[MAX_IO];
     char what[128];
-    load_all(c, "in", c->num_in, in);
-    load_all(c, "out", c->num_out, want);
+    mxct_ref_load_case("norm", c->file, "in", c->num_in, in);
+    mxct_ref_load_case("norm", c->file, "out", c->num_out, want);
     int rc = mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
     mxc_op_info info;
@@ -129,9 +122,9 @@ START_TEST(test_backward_reference) {
     struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[MAX_IO], og[MAX_IO], grads[MAX_IO], want[MAX_IO];
     char what[128];
-    load_all(c, "in", c->num_in, in);
-    load_all(c, "og", c->num_out, og);
-    load_all(c, "grad", c->num_in, want);
+    mxct_ref_load_case("norm", c->file, "in", c->num_in, in);
+    mxct_ref_load_case("norm", c->file, "og", c->num_out, og);
+    mxct_ref_load_case("norm", c->file, "grad", c->num_in, want);
     int rc = mxct_op_backward(c->op, kv, true, in, c->num_in, NULL, og, grads);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
     for (int i = 0; i < c->num_in; i++) {
@@ -207,48 +200,25 @@ END_TEST
 
 /* ---- Parameters and shapes ------------------------------------------------------------ */
 
-static void expect_error(int rc, int code, const char *const *needles) {
-    ck_assert_msg(rc == code, "expected %s, got %s (%s)", mxc_err_name(code), mxc_err_name(rc),
-                  mxc_last_error());
-    for (int i = 0; needles[i]; i++)
-        ck_assert_msg(strstr(mxc_last_error(), needles[i]), "message '%s' lacks '%s'",
-                      mxc_last_error(), needles[i]);
-}
-
-#define NEEDLES(...) ((const char *const[]){__VA_ARGS__, NULL})
-
-/* The default of parameter `key` of `op`, as MXNet spells it. */
-static void expect_default(const char *op, const char *key, const char *want) {
-    mxc_op_info info;
-    ck_assert_int_eq(mxc_op_get_info(op, &info), MXC_OK);
-    for (int i = 0; i < info.num_params; i++)
-        if (strcmp(info.params[i].name, key) == 0) {
-            ck_assert_msg(info.params[i].default_value != NULL, "%s.%s is required", op, key);
-            ck_assert_str_eq(info.params[i].default_value, want);
-            return;
-        }
-    ck_abort_msg("%s has no parameter %s", op, key);
-}
-
 START_TEST(test_params) {
-    expect_default("LayerNorm", "axis", "-1");
-    expect_default("LayerNorm", "eps", "1e-05");
-    expect_default("LayerNorm", "output_mean_var", "False");
-    expect_default("InstanceNorm", "eps", "0.001");
-    expect_default("GroupNorm", "num_groups", "1");
-    expect_default("GroupNorm", "eps", "1e-05");
-    expect_default("GroupNorm", "output_mean_var", "False");
-    expect_default("LRN", "alpha", "0.0001");
-    expect_default("LRN", "beta", "0.75");
-    expect_default("LRN", "knorm", "2");
-    expect_default("SoftmaxActivation", "mode", "instance");
-    expect_default("L2Normalization", "eps", "1e-10");
-    expect_default("L2Normalization", "mode", "instance");
-    expect_default("Pad", "mode", "constant");
-    expect_default("Pad", "constant_value", "0");
-    expect_default("UpSampling", "num_filter", "0");
-    expect_default("UpSampling", "multi_input_mode", "concat");
-    expect_default("UpSampling", "workspace", "512");
+    mxct_expect_default("LayerNorm", "axis", "-1");
+    mxct_expect_default("LayerNorm", "eps", "1e-05");
+    mxct_expect_default("LayerNorm", "output_mean_var", "False");
+    mxct_expect_default("InstanceNorm", "eps", "0.001");
+    mxct_expect_default("GroupNorm", "num_groups", "1");
+    mxct_expect_default("GroupNorm", "eps", "1e-05");
+    mxct_expect_default("GroupNorm", "output_mean_var", "False");
+    mxct_expect_default("LRN", "alpha", "0.0001");
+    mxct_expect_default("LRN", "beta", "0.75");
+    mxct_expect_default("LRN", "knorm", "2");
+    mxct_expect_default("SoftmaxActivation", "mode", "instance");
+    mxct_expect_default("L2Normalization", "eps", "1e-10");
+    mxct_expect_default("L2Normalization", "mode", "instance");
+    mxct_expect_default("Pad", "mode", "constant");
+    mxct_expect_default("Pad", "constant_value", "0");
+    mxct_expect_default("UpSampling", "num_filter", "0");
+    mxct_expect_default("UpSampling", "multi_input_mode", "concat");
+    mxct_expect_default("UpSampling", "workspace", "512");
     mxc_op_info info;
     ck_assert_int_eq(mxc_op_get_info("LayerNorm", &info), MXC_OK);
     ck_assert_int_eq(info.num_outputs, 3);
@@ -267,8 +237,8 @@ START_TEST(test_params) {
             mxc__op_format_param(&pad->params[i], params, buf, sizeof buf);
     ck_assert_str_eq(buf, "(0, 0, 0, 0, 1, 0, 0, 1, 2, 1)");
     const char *const long_vals[] = {"(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)"};
-    expect_error(mxc__op_parse_params(pad, 1, keys, long_vals, params), MXC_EINVAL,
-                 NEEDLES("Pad", "pad_width", "tuple"));
+    mxct_expect_error(mxc__op_parse_params(pad, 1, keys, long_vals, params), MXC_EINVAL,
+                      MXCT_NEEDLES("Pad", "pad_width", "tuple"));
 }
 END_TEST
 
@@ -278,7 +248,7 @@ static void expect_forward_error(const char *op, struct mxct_params kv, int num_
     struct mxct_tensor in[MAX_IO], out[MAX_IO];
     for (int i = 0; i < num_in; i++)
         in[i] = mxct_tensor_random(shapes[i], -1, 1, 5u + (unsigned)i);
-    expect_error(mxct_op_forward(op, kv, true, in, num_in, NULL, out), code, needles);
+    mxct_expect_error(mxct_op_forward(op, kv, true, in, num_in, NULL, out), code, needles);
     mxct_tensors_free(in, num_in);
 }
 
@@ -286,123 +256,109 @@ START_TEST(test_bad_params) {
     const mxc_shape ln[3] = {SHAPE(2, 3), SHAPE(3), SHAPE(3)};
     const mxc_shape gn[3] = {SHAPE(2, 6, 2), SHAPE(4), SHAPE(4)};
     expect_forward_error("LayerNorm", MXCT_KV("axis", "2"), 3, ln, MXC_EINVAL,
-                         NEEDLES("LayerNorm", "axis 2", "(2, 3)"));
+                         MXCT_NEEDLES("LayerNorm", "axis 2", "(2, 3)"));
     expect_forward_error("LayerNorm", MXCT_KV("axis", "-3"), 3, ln, MXC_EINVAL,
-                         NEEDLES("LayerNorm", "axis -3"));
+                         MXCT_NEEDLES("LayerNorm", "axis -3"));
     expect_forward_error("LayerNorm", MXCT_KV("axes", "1"), 3, ln, MXC_EINVAL,
-                         NEEDLES("axes", "axis"));
+                         MXCT_NEEDLES("axes", "axis"));
     expect_forward_error("LayerNorm", MXCT_KV("output_mean_var", "maybe"), 3, ln, MXC_EINVAL,
-                         NEEDLES("output_mean_var"));
+                         MXCT_NEEDLES("output_mean_var"));
     const mxc_shape ln_gamma[3] = {SHAPE(2, 3), SHAPE(2), SHAPE(3)};
     expect_forward_error("LayerNorm", MXCT_NO_PARAMS, 3, ln_gamma, MXC_ESHAPE,
-                         NEEDLES("LayerNorm", "gamma", "(2)", "(3)"));
+                         MXCT_NEEDLES("LayerNorm", "gamma", "(2)", "(3)"));
     expect_forward_error("GroupNorm", MXCT_KV("num_groups", "4"), 3, gn, MXC_EINVAL,
-                         NEEDLES("GroupNorm", "6 channels", "num_groups 4"));
+                         MXCT_NEEDLES("GroupNorm", "6 channels", "num_groups 4"));
     expect_forward_error("GroupNorm", MXCT_KV("num_groups", "0"), 3, gn, MXC_EINVAL,
-                         NEEDLES("GroupNorm", "num_groups"));
+                         MXCT_NEEDLES("GroupNorm", "num_groups"));
     const mxc_shape gn2[3] = {SHAPE(2, 4), SHAPE(1), SHAPE(1)};
     expect_forward_error("GroupNorm", MXCT_NO_PARAMS, 3, gn2, MXC_EINVAL,
-                         NEEDLES("GroupNorm", "at least 3 dimensions", "(2, 4)"));
+                         MXCT_NEEDLES("GroupNorm", "at least 3 dimensions", "(2, 4)"));
     const mxc_shape in1[3] = {SHAPE(5), SHAPE(5), SHAPE(5)};
     expect_forward_error("InstanceNorm", MXCT_NO_PARAMS, 3, in1, MXC_EINVAL,
-                         NEEDLES("InstanceNorm", "at least 2 dimensions"));
+                         MXCT_NEEDLES("InstanceNorm", "at least 2 dimensions"));
     const mxc_shape x4[1] = {SHAPE(1, 3, 2, 2)}, x3[1] = {SHAPE(3, 2, 2)};
-    expect_forward_error("LRN", MXCT_NO_PARAMS, 1, x4, MXC_EINVAL, NEEDLES("LRN", "nsize"));
+    expect_forward_error("LRN", MXCT_NO_PARAMS, 1, x4, MXC_EINVAL, MXCT_NEEDLES("LRN", "nsize"));
     expect_forward_error("LRN", MXCT_KV("nsize", "4"), 1, x4, MXC_EINVAL,
-                         NEEDLES("LRN", "nsize must be odd", "4"));
-    expect_forward_error("LRN", MXCT_KV("nsize", "0"), 1, x4, MXC_EINVAL, NEEDLES("nsize"));
+                         MXCT_NEEDLES("LRN", "nsize must be odd", "4"));
+    expect_forward_error("LRN", MXCT_KV("nsize", "0"), 1, x4, MXC_EINVAL, MXCT_NEEDLES("nsize"));
     expect_forward_error("LRN", MXCT_KV("nsize", "3"), 1, x3, MXC_EINVAL,
-                         NEEDLES("LRN", "4-D", "(3, 2, 2)"));
+                         MXCT_NEEDLES("LRN", "4-D", "(3, 2, 2)"));
     const mxc_shape x2[1] = {SHAPE(3, 4)};
     expect_forward_error("SoftmaxActivation", MXCT_KV("mode", "channel"), 1, x2, MXC_EINVAL,
-                         NEEDLES("SoftmaxActivation", "at least 3 dimensions", "(3, 4)"));
+                         MXCT_NEEDLES("SoftmaxActivation", "at least 3 dimensions", "(3, 4)"));
     expect_forward_error("SoftmaxActivation", MXCT_KV("mode", "spatial"), 1, x2, MXC_EINVAL,
-                         NEEDLES("mode", "instance", "channel"));
+                         MXCT_NEEDLES("mode", "instance", "channel"));
     expect_forward_error("L2Normalization", MXCT_KV("mode", "spatial"), 1, x2, MXC_EINVAL,
-                         NEEDLES("L2Normalization", "spatial", "at least 3", "(3, 4)"));
+                         MXCT_NEEDLES("L2Normalization", "spatial", "at least 3", "(3, 4)"));
     expect_forward_error("L2Normalization", MXCT_KV("mode", "pixel"), 1, x2, MXC_EINVAL,
-                         NEEDLES("mode", "instance", "channel", "spatial"));
+                         MXCT_NEEDLES("mode", "instance", "channel", "spatial"));
     const mxc_shape p4[1] = {SHAPE(1, 2, 3, 3)};
-    expect_forward_error("Pad", MXCT_NO_PARAMS, 1, p4, MXC_EINVAL, NEEDLES("Pad", "pad_width"));
+    expect_forward_error("Pad", MXCT_NO_PARAMS, 1, p4, MXC_EINVAL,
+                         MXCT_NEEDLES("Pad", "pad_width"));
     expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 1, 1)"), 1, p4, MXC_EINVAL,
-                         NEEDLES("Pad", "6 values", "needs 8"));
+                         MXCT_NEEDLES("Pad", "6 values", "needs 8"));
     expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 1, 0, 1, 1, 1, 1)"), 1, p4, MXC_EINVAL,
-                         NEEDLES("Pad", "axis 1", "cannot be padded"));
+                         MXCT_NEEDLES("Pad", "axis 1", "cannot be padded"));
     expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, -1, 1, 1, 1)"), 1, p4,
-                         MXC_EINVAL, NEEDLES("Pad", "negative"));
+                         MXC_EINVAL, MXCT_NEEDLES("Pad", "negative"));
     expect_forward_error("Pad", MXCT_KV("mode", "reflect", "pad_width", "(0, 0, 0, 0, 3, 0, 0, 0)"),
-                         1, p4, MXC_EINVAL, NEEDLES("Pad", "reflect", "size 3"));
+                         1, p4, MXC_EINVAL, MXCT_NEEDLES("Pad", "reflect", "size 3"));
     expect_forward_error("Pad", MXCT_KV("mode", "wrap", "pad_width", "(0, 0, 0, 0, 1, 0, 0, 0)"), 1,
-                         p4, MXC_EINVAL, NEEDLES("mode", "reflect"));
+                         p4, MXC_EINVAL, MXCT_NEEDLES("mode", "reflect"));
     expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 1, 1)"), 1, x2, MXC_EINVAL,
-                         NEEDLES("Pad", "4-D or 5-D", "(3, 4)"));
+                         MXCT_NEEDLES("Pad", "4-D or 5-D", "(3, 4)"));
     expect_forward_error("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 0, 0, 0, 9223372036854775807)"),
-                         1, p4, MXC_EINVAL, NEEDLES("Pad", "overflows"));
+                         1, p4, MXC_EINVAL, MXCT_NEEDLES("Pad", "overflows"));
     const mxc_shape u2[2] = {SHAPE(1, 2, 4, 4), SHAPE(1, 3, 3, 2)};
-    expect_forward_error("UpSampling",
-                         MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "2"), 2, u2,
-                         MXC_ESHAPE, NEEDLES("UpSampling", "input 1", "(1, 3, 3, 2)", "8 x 8"));
+    expect_forward_error(
+        "UpSampling", MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "2"), 2, u2,
+        MXC_ESHAPE, MXCT_NEEDLES("UpSampling", "input 1", "(1, 3, 3, 2)", "8 x 8"));
     const mxc_shape u3[2] = {SHAPE(1, 2, 4, 4), SHAPE(1, 3, 2, 2)};
     expect_forward_error(
         "UpSampling",
         MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "2", "multi_input_mode", "sum"),
-        2, u3, MXC_ESHAPE, NEEDLES("UpSampling", "equal channels", "3", "2"));
+        2, u3, MXC_ESHAPE, MXCT_NEEDLES("UpSampling", "equal channels", "3", "2"));
     const mxc_shape b2[2] = {SHAPE(1, 2, 3, 3), SHAPE(2, 1, 4, 4)};
     expect_forward_error("UpSampling",
                          MXCT_KV("scale", "2", "sample_type", "bilinear", "num_args", "1"), 2, b2,
-                         MXC_EINVAL, NEEDLES("UpSampling", "bilinear", "num_filter"));
+                         MXC_EINVAL, MXCT_NEEDLES("UpSampling", "bilinear", "num_filter"));
     expect_forward_error(
         "UpSampling",
         MXCT_KV("scale", "2", "sample_type", "bilinear", "num_filter", "3", "num_args", "1"), 2, b2,
-        MXC_EINVAL, NEEDLES("UpSampling", "num_filter = 3", "(1, 2, 3, 3)"));
+        MXC_EINVAL, MXCT_NEEDLES("UpSampling", "num_filter = 3", "(1, 2, 3, 3)"));
     const mxc_shape b3[2] = {SHAPE(1, 2, 3, 3), SHAPE(2, 1, 3, 3)};
     expect_forward_error(
         "UpSampling",
         MXCT_KV("scale", "2", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"), 2, b3,
-        MXC_ESHAPE, NEEDLES("weight", "(2, 1, 3, 3)", "(2, 1, 4, 4)"));
+        MXC_ESHAPE, MXCT_NEEDLES("weight", "(2, 1, 3, 3)", "(2, 1, 4, 4)"));
     expect_forward_error("UpSampling", MXCT_KV("sample_type", "nearest", "num_args", "1"), 1, p4,
-                         MXC_EINVAL, NEEDLES("UpSampling", "scale"));
+                         MXC_EINVAL, MXCT_NEEDLES("UpSampling", "scale"));
     expect_forward_error("UpSampling",
                          MXCT_KV("scale", "0", "sample_type", "nearest", "num_args", "1"), 1, p4,
-                         MXC_EINVAL, NEEDLES("UpSampling", "scale"));
+                         MXC_EINVAL, MXCT_NEEDLES("UpSampling", "scale"));
     expect_forward_error("UpSampling",
                          MXCT_KV("scale", "2", "sample_type", "nearest", "num_args", "1"), 1, x3,
-                         MXC_EINVAL, NEEDLES("UpSampling", "4-D", "(3, 2, 2)"));
+                         MXC_EINVAL, MXCT_NEEDLES("UpSampling", "4-D", "(3, 2, 2)"));
 }
 END_TEST
-
-/* Shape inference alone (no arrays): outputs whose element count overflows are errors. */
-static int infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out) {
-    const struct mxc__op_def *d = mxc__op_find(op);
-    _Alignas(16) unsigned char params[1024];
-    int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
-    return rc != MXC_OK ? rc : d->infer_shape(params, in, num_in, out, 1, NULL, 0);
-}
 
 START_TEST(test_huge_outputs) {
     const int64_t g = (int64_t)1 << 31;
     mxc_shape in[2] = {SHAPE(1, 1, g, g)}, out = {0};
-    expect_error(infer("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 2147483648, 2147483648, 0, 0)"),
-                       in, 1, &out),
-                 MXC_EINVAL, NEEDLES("Pad", "too many elements"));
+    mxct_expect_error(
+        mxct_op_infer("Pad", MXCT_KV("pad_width", "(0, 0, 0, 0, 2147483648, 2147483648, 0, 0)"), in,
+                      1, &out, 1),
+        MXC_EINVAL, MXCT_NEEDLES("Pad", "too many elements"));
     out = (mxc_shape){0};
-    expect_error(infer("UpSampling",
-                       MXCT_KV("scale", "4", "sample_type", "nearest", "num_args", "1"), in, 1,
-                       &out),
-                 MXC_EINVAL, NEEDLES("UpSampling", "too many elements"));
+    mxct_expect_error(
+        mxct_op_infer("UpSampling",
+                      MXCT_KV("scale", "4", "sample_type", "nearest", "num_args", "1"), in, 1, &out,
+                      1),
+        MXC_EINVAL, MXCT_NEEDLES("UpSampling", "too many elements"));
 }
 END_TEST
 
 /* ---- Through the engine ---------------------------------------------------------------- */
-
-static struct mxct_tensor tensor_of(mxc_ndarray *a) {
-    mxc_shape s;
-    ck_assert_int_eq(mxc_nd_get_shape(a, &s), MXC_OK);
-    struct mxct_tensor t = mxct_tensor_from(s, NULL);
-    ck_assert_int_eq(mxc_nd_sync_copy_to_cpu(a, t.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
-                     MXC_OK);
-    return t;
-}
 
 /* LayerNorm with output_mean_var through mxc_imperative_invoke: three arrays come back. */
 START_TEST(test_invoke) {
@@ -410,15 +366,15 @@ START_TEST(test_invoke) {
     const char *keys[5], *vals[5];
     struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
     struct mxct_tensor in[3], want[3];
-    load_all(c, "in", 3, in);
-    load_all(c, "out", 3, want);
+    mxct_ref_load_case("norm", c->file, "in", 3, in);
+    mxct_ref_load_case("norm", c->file, "out", 3, want);
     mxc_ndarray *arrays[3], *out[3] = {NULL, NULL, NULL};
     for (int i = 0; i < 3; i++)
         arrays[i] = mxct_array_of(&in[i]);
     int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, 3, arrays, 3, out, 1);
     ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
     for (int k = 0; k < 3; k++) {
-        struct mxct_tensor got = tensor_of(out[k]);
+        struct mxct_tensor got = mxct_tensor_of(out[k]);
         mxct_expect_shape(&got.shape, &want[k].shape, "through mxc_imperative_invoke");
         mxct_expect_close(&got, want[k].data, 1e-5, 2e-5, "through mxc_imperative_invoke");
         mxct_tensors_free(&got, 1);

@@ -15,6 +15,7 @@
 #include "mxc/symbol.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
+#include "tests/util/op_ref.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -504,39 +505,21 @@ START_TEST(test_empty_slices) {
 }
 END_TEST
 
-/* The new parameter kinds print back as MXNet spells them (symbol JSON, mxc_op_get_info). */
-static void expect_printed(const char *op, struct mxct_params kv, const char *key,
-                           const char *want) {
-    const struct mxc__op_def *def = mxc__op_find(op);
-    _Alignas(16) unsigned char params[1024];
-    CK_OK(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params));
-    for (int i = 0; i < def->num_params; i++) {
-        if (strcmp(def->params[i].name, key) != 0)
-            continue;
-        char buf[128];
-        int n = mxc__op_format_param(&def->params[i], params, buf, sizeof buf);
-        ck_assert_int_eq(n, (int)strlen(want));
-        ck_assert_str_eq(buf, want);
-        return;
-    }
-    ck_abort_msg("%s has no parameter %s", op, key);
-}
-
 START_TEST(test_params_print_back) {
     struct mxct_params sl = MXCT_KV("begin", "(1, None, -2)", "end", "[None,3 , None]");
-    expect_printed("slice", sl, "begin", "(1, None, -2)");
-    expect_printed("slice", sl, "end", "(None, 3, None)");
-    expect_printed("slice", sl, "step", "()");
-    expect_printed("slice", MXCT_KV("begin", "(None,)", "end", "(2,)"), "begin", "(None,)");
-    expect_printed("squeeze", MXCT_NO_PARAMS, "axis", "None");
-    expect_printed("squeeze", MXCT_KV("axis", "(0, 2)"), "axis", "(0, 2)");
+    mxct_expect_param("slice", sl, "begin", "(1, None, -2)");
+    mxct_expect_param("slice", sl, "end", "(None, 3, None)");
+    mxct_expect_param("slice", sl, "step", "()");
+    mxct_expect_param("slice", MXCT_KV("begin", "(None,)", "end", "(2,)"), "begin", "(None,)");
+    mxct_expect_param("squeeze", MXCT_NO_PARAMS, "axis", "None");
+    mxct_expect_param("squeeze", MXCT_KV("axis", "(0, 2)"), "axis", "(0, 2)");
     struct mxct_params sa = MXCT_KV("axis", "0", "begin", "1", "end", "None");
-    expect_printed("slice_axis", sa, "end", "None");
-    expect_printed("slice_axis", MXCT_KV("axis", "0", "begin", "1", "end", "-1"), "end", "-1");
-    expect_printed("repeat", MXCT_KV("repeats", "2"), "axis", "None");
-    expect_printed("broadcast_like", MXCT_KV("lhs_axes", "(0,)", "rhs_axes", "(1,)"), "lhs_axes",
-                   "(0,)");
-    expect_printed("stack", MXCT_KV("num_args", "2"), "axis", "0");
+    mxct_expect_param("slice_axis", sa, "end", "None");
+    mxct_expect_param("slice_axis", MXCT_KV("axis", "0", "begin", "1", "end", "-1"), "end", "-1");
+    mxct_expect_param("repeat", MXCT_KV("repeats", "2"), "axis", "None");
+    mxct_expect_param("broadcast_like", MXCT_KV("lhs_axes", "(0,)", "rhs_axes", "(1,)"), "lhs_axes",
+                      "(0,)");
+    mxct_expect_param("stack", MXCT_KV("num_args", "2"), "axis", "0");
     /* every default shows in the introspection */
     mxc_op_info info;
     CK_OK(mxc_op_get_info("slice_axis", &info));

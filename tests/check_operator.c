@@ -349,6 +349,8 @@ struct inplace_case {
 
 static const struct inplace_case inplace_cases[] = {
     {"Activation", {"act_type", "sigmoid"}, 1, 0, {{3, {2, 3, 4}}}, -2, 2},
+    /* lengths in [0, 3): some masked, some not */
+    {"SequenceMask", {"use_sequence_length", "True"}, 2, 0, {{2, {3, 4}}, {1, {4}}}, 0, 3},
     {"clip", {"a_min", "-0.5", "a_max", "0.5"}, 1, 0, {{2, {3, 5}}}, -1, 1},
     {"ElementWiseSum", {"num_args", "3"}, 3, 0, {{2, {3, 4}}, {2, {3, 4}}, {2, {3, 4}}}, -1, 1},
     {"_sleep", {"seconds", "0"}, 1, 0, {{1, {6}}}, -1, 1},
@@ -681,6 +683,8 @@ static const struct {
     {"stack", "num_args", {NULL}},
     /* scale 1: the inputs' channels side by side */
     {"UpSampling", "num_args", {"scale", "1", "sample_type", "nearest", NULL}},
+    /* a 1 x 1 crop of input 0; crop_like (input 1) gets a zero gradient */
+    {"Crop", "num_args", {"h_w", "(1, 1)", NULL}},
 };
 
 /* A float32 array of `shape` holding base, base + 1, ... */
@@ -716,6 +720,7 @@ static float want_stack(int64_t i, int k, int v) { return (float)(10 * (i / 2) +
 static float want_sum(int64_t i, int k, int v) { return (float)(v * (v - 1) / 2 + v * i); }
 static float want_part(int64_t i, int k, int v) { return (float)(v * i + k); }
 static float want_one(int64_t i, int k, int v) { return 1; }
+static float want_zero(int64_t i, int k, int v) { return 0; }
 static float want_index(int64_t i, int k, int v) { return (float)i; }
 
 /* Runs case `c` with count `v` imperatively, then bound (forward and backward with head
@@ -724,11 +729,12 @@ static void run_variadic(int c, int v) {
     const char *op = variadic_cases[c].op;
     bool slice = strcmp(op, "SliceChannel") == 0, concat = strcmp(op, "Concat") == 0;
     bool stack = strcmp(op, "stack") == 0, up = strcmp(op, "UpSampling") == 0;
-    float (*want)(int64_t, int, int) = slice    ? want_part
-                                       : concat ? want_concat
-                                       : stack  ? want_stack
-                                       : up     ? want_index
-                                                : want_sum;
+    bool crop = strcmp(op, "Crop") == 0;
+    float (*want)(int64_t, int, int) = slice        ? want_part
+                                       : concat     ? want_concat
+                                       : stack      ? want_stack
+                                       : up || crop ? want_index
+                                                    : want_sum;
     char count[16];
     snprintf(count, sizeof count, "%d", v);
     const char *keys[3] = {variadic_cases[c].param}, *vals[3] = {count};
@@ -740,7 +746,7 @@ static void run_variadic(int c, int v) {
     for (int k = 0; k < n_in; k++)
         in[k] = slice             ? counting(SHAPE(2, v), 0)
                 : concat || stack ? counting(SHAPE(2, 1), 10.0f * k)
-                : up              ? counting(SHAPE(1, 1, 1, 1), (float)k)
+                : up || crop      ? counting(SHAPE(1, 1, 1, 1), (float)k)
                                   : counting(SHAPE(3), (float)k);
     CK_OK(mxc_imperative_invoke(op, np, keys, vals, n_in, in, n_out, out, 0));
     for (int k = 0; k < n_out; k++) {
@@ -775,7 +781,7 @@ static void run_variadic(int c, int v) {
     }
     CK_OK(mxc_executor_backward(x, n_out, heads));
     for (int k = 0; k < n_in; k++)
-        expect_values(grads[k], want_one, k, v, "gradient");
+        expect_values(grads[k], crop && k ? want_zero : want_one, k, v, "gradient");
     mxc_executor_free(x);
     for (int k = 0; k < MXC__MAX_OP_ARGS; k++) {
         mxc_nd_free(in[k]);
@@ -1064,6 +1070,11 @@ static const struct zero_case zero_cases[] = {
      {"data"},
      {SHAPE(0, 1, 2, 3, 3)}},
     {"SoftmaxActivation", {"mode", "channel"}, 1, {"data"}, {SHAPE(0, 3, 2)}},
+    /* sequences (batch first: axis 1) and Crop */
+    {"SequenceMask", {"use_sequence_length", "True", "axis", "1"}, 1, {"data"}, {SHAPE(0, 3, 2)}},
+    {"SequenceLast", {"use_sequence_length", "True", "axis", "1"}, 1, {"data"}, {SHAPE(0, 3)}},
+    {"SequenceReverse", {"use_sequence_length", "True"}, 1, {"data"}, {SHAPE(3, 0, 2)}},
+    {"Crop", {"num_args", "1", "h_w", "(1, 2)"}, 1, {"arg0"}, {SHAPE(0, 2, 3, 3)}},
     /* RNN's first axis is time: a sequence of 0 steps (operator/rnn.c) */
     {"RNN",
      {"state_size", "2", "num_layers", "2", "mode", "lstm", "state_outputs", "True"},

@@ -3,10 +3,13 @@
  */
 #include "tests/util/op_ref.h"
 
+#include "mxc/op.h"
 #include "operator/op.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct mxct_params mxct_kv_split(const char *const *kv, const char **keys, const char **vals,
@@ -28,10 +31,44 @@ void mxct_ref_load_all(const char *file, const char *prefix, int n, struct mxct_
     }
 }
 
+struct mxct_tensor mxct_tensor_of(mxc_ndarray *a) {
+    mxc_shape s;
+    ck_assert_int_eq(mxc_nd_get_shape(a, &s), MXC_OK);
+    struct mxct_tensor t = mxct_tensor_from(s, NULL);
+    ck_assert_int_eq(mxc_nd_sync_copy_to_cpu(a, t.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
+                     MXC_OK);
+    return t;
+}
+
+void mxct_ref_load_case(const char *group, const char *name, const char *prefix, int n,
+                        struct mxct_tensor *t) {
+    char file[256];
+    snprintf(file, sizeof file, "ops/%s/%s.params", group, name);
+    mxct_ref_load_all(file, prefix, n, t);
+}
+
+const struct mxc__op_def *mxct_op_def(const char *name) {
+    const struct mxc__op_def *d = mxc__op_find(name);
+    ck_assert_msg(d != NULL, "%s is not registered", name);
+    return d;
+}
+
+int mxct_op_parse(const char *op, struct mxct_params kv) {
+    const struct mxc__op_def *d = mxct_op_def(op);
+    _Alignas(16) unsigned char params[1024];
+    ck_assert_uint_le(d->param_size, sizeof params);
+    return mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
+}
+
 int mxct_op_infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_in, mxc_shape *out,
                   int num_out) {
-    const struct mxc__op_def *d = mxc__op_find(op);
-    ck_assert_msg(d != NULL, "%s is not registered", op);
+    return mxct_op_infer_aux(op, kv, in, num_in, out, num_out, NULL, -1);
+}
+
+/* num_aux -1: not checked (mxct_op_infer). */
+int mxct_op_infer_aux(const char *op, struct mxct_params kv, mxc_shape *in, int num_in,
+                      mxc_shape *out, int num_out, mxc_shape *aux, int num_aux) {
+    const struct mxc__op_def *d = mxct_op_def(op);
     _Alignas(16) unsigned char params[1024];
     ck_assert_uint_le(d->param_size, sizeof params);
     int rc = mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params);
@@ -39,5 +76,40 @@ int mxct_op_infer(const char *op, struct mxct_params kv, mxc_shape *in, int num_
         return rc;
     ck_assert_int_eq(mxc__op_num_inputs(d, params, NULL), num_in);
     ck_assert_int_eq(mxc__op_num_outputs(d, params, NULL), num_out);
-    return d->infer_shape(params, in, num_in, out, num_out, NULL, 0);
+    if (num_aux >= 0)
+        ck_assert_int_eq(mxc__op_num_aux(d), num_aux);
+    return d->infer_shape(params, in, num_in, out, num_out, aux, num_aux < 0 ? 0 : num_aux);
+}
+
+void mxct_expect_default(const char *op, const char *key, const char *want) {
+    mxc_op_info info;
+    ck_assert_int_eq(mxc_op_get_info(op, &info), MXC_OK);
+    for (int i = 0; i < info.num_params; i++)
+        if (strcmp(info.params[i].name, key) == 0) {
+            ck_assert_msg(info.params[i].default_value != NULL, "%s.%s is required", op, key);
+            ck_assert_str_eq(info.params[i].default_value, want);
+            return;
+        }
+    ck_abort_msg("%s has no parameter %s", op, key);
+}
+
+void mxct_expect_param(const char *op, struct mxct_params kv, const char *key, const char *want) {
+    const struct mxc__op_def *d = mxct_op_def(op);
+    _Alignas(16) unsigned char params[1024];
+    char buf[64];
+    ck_assert_uint_le(d->param_size, sizeof params);
+    ck_assert_msg(mxc__op_parse_params(d, kv.num, kv.keys, kv.vals, params) == MXC_OK, "%s",
+                  mxc_last_error());
+    for (int i = 0; i < d->num_params; i++)
+        if (strcmp(d->params[i].name, key) == 0) {
+            mxc__op_format_param(&d->params[i], params, buf, sizeof buf);
+            char *end1, *end2;
+            double got_v = strtod(buf, &end1), want_v = strtod(want, &end2);
+            bool numeric = *end1 == '\0' && *end2 == '\0' && end1 != buf;
+            ck_assert_msg(numeric ? fabs(got_v - want_v) <= 1e-7 * fabs(want_v)
+                                  : strcmp(buf, want) == 0,
+                          "%s.%s = %s, expected %s", op, key, buf, want);
+            return;
+        }
+    ck_abort_msg("%s has no parameter %s", op, key);
 }
