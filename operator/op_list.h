@@ -103,6 +103,9 @@ MXC__OP(SoftmaxActivation)
 MXC__OP(Pad)
 MXC__OP(UpSampling)
 /* end of activations */
+/* recurrent layers: operator/rnn.c */
+MXC__OP(RNN)
+/* end of recurrent layers */
 /* softmax and loss outputs: operator/softmax.c, regression.c */
 MXC__OP(softmax)
 MXC__OP(log_softmax)

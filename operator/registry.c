@@ -49,6 +49,10 @@ static const char *const aliases[][2] = {
     /* lower-case spellings of layers and shape operators */
     {"add_n", "ElementWiseSum"},
     {"concat", "Concat"},
+    /* Gluon's rnn layers join their weights for RNN with it: MXNet registers it apart, with
+     * Concat's parameters and kernels, differing only in inferring zero-size dimensions,
+     * which mxc does not have (a 0 is a size) */
+    {"_rnn_param_concat", "Concat"},
     {"crop", "slice"},
     {"flatten", "Flatten"},
     {"identity", "_copy"},

@@ -1052,6 +1052,17 @@ static const struct zero_case zero_cases[] = {
      {"data"},
      {SHAPE(0, 1, 2, 3, 3)}},
     {"SoftmaxActivation", {"mode", "channel"}, 1, {"data"}, {SHAPE(0, 3, 2)}},
+    /* RNN's first axis is time: a sequence of 0 steps (operator/rnn.c) */
+    {"RNN",
+     {"state_size", "2", "num_layers", "2", "mode", "lstm", "state_outputs", "True"},
+     1,
+     {"data"},
+     {SHAPE(0, 3, 2)}},
+    {"RNN",
+     {"state_size", "2", "num_layers", "1", "mode", "gru", "bidirectional", "True"},
+     1,
+     {"data"},
+     {SHAPE(0, 3, 2)}},
 };
 
 /* Which arguments want a gradient: all, the first only, all but the first (as data in
