@@ -194,5 +194,12 @@ MXC__OP(_adamw_update)
 MXC__OP(lamb_update_phase1)
 MXC__OP(lamb_update_phase2)
 /* end of optimizers */
+/* fills: operator/fill.c (zeros_like and ones_like are in the element-wise table) */
+MXC__OP(_zeros)
+MXC__OP(_ones)
+MXC__OP(_full)
+MXC__OP(zeros_like)
+MXC__OP(ones_like)
+/* end of fills */
 /* testing the scheduler: operator/debug.c */
 MXC__OP(_sleep)
