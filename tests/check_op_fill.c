@@ -206,6 +206,18 @@ START_TEST(test_params) {
     char buf[64];
     mxc__op_format_param(&d->params[1], params, buf, sizeof buf);
     ck_assert_str_eq(buf, "cpu_pinned(0)");
+
+    /* and survives a JSON round trip, the unknown dim included */
+    const char *sk[] = {"shape", "ctx", "value"}, *sv[] = {"(2, 0)", "gpu(1)", "0.5"};
+    mxc_symbol *f = mxct_sym_apply("_full", "f", 0, NULL, 3, sk, sv), *back = NULL;
+    const char *json = NULL, *again = NULL;
+    CK_OK(mxc_symbol_save_json(f, &json));
+    ck_assert_msg(strstr(json, "gpu(1)") && strstr(json, "(2, 0)"), "%s", json);
+    CK_OK(mxc_symbol_load_json(json, &back));
+    CK_OK(mxc_symbol_save_json(back, &again));
+    ck_assert_str_eq(json, again);
+    mxc_symbol_free(back);
+    mxc_symbol_free(f);
 }
 END_TEST
 
