@@ -26,6 +26,7 @@ struct builder {
     bool *needs;      /* per entry: depends on an argument that wants a gradient */
     int **contrib;    /* per entry: gradient entries to sum */
     int *num_contrib;
+    mxc_shape *seen; /* per fg entry: its shape by whole-graph inference, or NULL */
 };
 
 /* `shape` is taken by value: callers often pass an entry's shape, and the entry array
@@ -131,7 +132,7 @@ static int infer_node(struct builder *b, int k, mxc_shape *out_s, int *out_t, in
         }
     }
     for (int o = 0; o < n_out; o++) {
-        out_s[o] = (mxc_shape){0};
+        out_s[o] = b->seen ? b->seen[b->fg->entry_ptr[k] + o] : (mxc_shape){0};
         out_t[o] = -1;
     }
     int rc = op->infer_shape(fn->params, in_s, n_in, out_s, n_out, aux_s, n_aux);
@@ -150,6 +151,32 @@ static int infer_node(struct builder *b, int k, mxc_shape *out_s, int *out_t, in
             return mxc__error(MXC_ESHAPE, "node %s (%s): the shape of output %d is unknown",
                               fn->name, op->name, o);
     return MXC_OK;
+}
+
+/* Every entry's shape by whole-graph inference from the bound shapes, for a graph with an
+ * operator without inputs: such an output may be determined only by its consumers (a
+ * `_zeros` of shape (2, 0) feeding an RNN's state), which the node-by-node pass of
+ * build_forward cannot see; that pass starts each node's outputs from these. NULL for
+ * other graphs (autograd's tape has no entry table: every shape there was recorded) and
+ * when inference fails (or memory runs out): the pass then reports any error itself. */
+static mxc_shape *whole_graph_shapes(const struct mxc__graph *fg, const mxc_shape *arg_shapes,
+                                     const mxc_shape *aux_shapes) {
+    bool needed = false;
+    for (int k = 0; k < fg->num_nodes && !needed; k++)
+        needed = fg->nodes[k].op != NULL && fg->nodes[k].num_inputs == 0;
+    if (!needed || fg->entry_ptr == NULL)
+        return NULL;
+    mxc_shape *s = mxc__calloc((size_t)fg->num_entries + 1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    for (int i = 0; i < fg->num_args; i++)
+        s[fg->entry_ptr[fg->arg_nodes[i]]] = arg_shapes[i];
+    for (int i = 0; i < fg->num_aux; i++)
+        s[fg->entry_ptr[fg->aux_nodes[i]]] = aux_shapes[i];
+    if (mxc__graph_infer_shape(fg, s, NULL) == MXC_OK)
+        return s;
+    mxc__free(s);
+    return NULL;
 }
 
 static int build_forward(struct builder *b, const mxc_shape *arg_shapes, const int *arg_types,
@@ -447,6 +474,7 @@ int mxc__xgraph_build(const struct mxc__graph *fg, const mxc_shape *arg_shapes,
     MXC_CHECK(b.first_entry && b.num_outputs && out->arg_entry && out->grad_entry &&
                   out->aux_entry && out->head_entry && out->head_grad_entry,
               MXC_ENOMEM, "out of memory");
+    b.seen = whole_graph_shapes(fg, arg_shapes, aux_shapes);
     MXC_TRY(build_forward(&b, arg_shapes, arg_types, aux_shapes, grad_req));
     for (int h = 0; h < fg->num_heads; h++) {
         struct mxc__graph_entry fe = fg->heads[h];
@@ -465,6 +493,7 @@ int mxc__xgraph_build(const struct mxc__graph *fg, const mxc_shape *arg_shapes,
     if (any)
         MXC_TRY(build_backward(&b, grad_req));
 fail:
+    mxc__free(b.seen);
     for (int e = 0; b.contrib && e < out->num_entries; e++)
         mxc__free(b.contrib[e]);
     mxc__free(b.contrib);

@@ -159,10 +159,6 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
                   n_in > 0 ? in_names[0] : def->aux[0],
                   mxc__ctx_name(inputs[0]->chunk->ctx, b2, sizeof b2));
     }
-    MXC_CHECK(num_inputs > 0, MXC_EINVAL,
-              "%s: operators without inputs are not supported "
-              "imperatively yet",
-              name);
 
     /* Shapes and dtypes: known inputs and given outputs in, the rest inferred. */
     mxc_shape in_s[MXC__MAX_OP_ARGS], out_s[MXC__MAX_OP_ARGS], aux_s[MXC__MAX_OP_ARGS];
@@ -198,9 +194,13 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
         for (int i = 0; i < n_aux; i++)
             MXC_TRY(mxc__type_assign(&aux_t[i], in_t[0], name, def->aux[i]));
     }
-    mxc_context ctx = inputs[0]->chunk->ctx;
-    MXC_CHECK(mxc_op_supports(name, ctx, in_t[0]), MXC_ENOTSUP, "%s: no kernel for %s on %s(%d)",
-              name, mxc_dtype_name(in_t[0]), ctx.dev_type == MXC_GPU ? "gpu" : "cpu", ctx.dev_id);
+    /* an operator without inputs (_zeros) runs where its given output is, else on the CPU */
+    mxc_context ctx = num_inputs > 0                ? inputs[0]->chunk->ctx
+                      : n_visible > 0 && outputs[0] ? outputs[0]->chunk->ctx
+                                                    : mxc_cpu();
+    int dtype = n_in > 0 ? in_t[0] : out_t[0];
+    MXC_CHECK(mxc_op_supports(name, ctx, dtype), MXC_ENOTSUP, "%s: no kernel for %s on %s(%d)",
+              name, mxc_dtype_name(dtype), ctx.dev_type == MXC_GPU ? "gpu" : "cpu", ctx.dev_id);
 
     /* Outputs: the caller's (checked), new ones for NULL entries and hidden outputs. */
     for (int i = 0; i < n_out; i++) {
@@ -216,9 +216,9 @@ int mxc__nd_invoke(const struct mxc__op_def *def, const void *params, int num_in
                       mxc_dtype_name(outputs[i]->dtype), mxc_dtype_name(out_t[i]));
             all_out[i] = outputs[i];
         } else {
-            MXC_CHECK(out_s[i].ndim > 0, MXC_EINTERNAL,
-                      "%s: could not infer the shape of "
-                      "output %s",
+            /* only an operator without inputs leaves it unknown (_zeros of shape (2, 0)) */
+            MXC_CHECK(out_s[i].ndim > 0, MXC_ESHAPE,
+                      "%s: the shape of output %s is unknown: nothing gives its 0 (unknown) dims",
                       name, out_names[i]);
             MXC_TRY(mxc_nd_create(&out_s[i], out_t[i], ctx, 1, &all_out[i]));
             created[i] = true;

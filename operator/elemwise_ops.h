@@ -87,7 +87,9 @@ static inline MXC__HD float mxc__ew_fix(float v) { return v > 0.0f ? floorf(v) :
     X(arctanh, "arctanh", "y = atanh(x)", atanhf(x), g / (1.0f - x * x), MXC__EW_IN)              \
     X(degrees, "degrees", "y = x in degrees", x *MXC__EW_DEGREES, g *MXC__EW_DEGREES, 0)          \
     X(radians, "radians", "y = x in radians", x *MXC__EW_RADIANS, g *MXC__EW_RADIANS, 0)          \
-    X(logical_not, "logical_not", "y = 1 where x is 0, else 0", MXC__EW_BOOL(x == 0.0f), 0.0f, 0)
+    X(logical_not, "logical_not", "y = 1 where x is 0, else 0", MXC__EW_BOOL(x == 0.0f), 0.0f, 0) \
+    X(zeros_like, "zeros_like", "y = 0, of x's shape", 0.0f, 0.0f, 0)                             \
+    X(ones_like, "ones_like", "y = 1, of x's shape", 1.0f, 0.0f, 0)
 
 /* X(ident, "name", "description", forward of x and s, gradient of g, x, y, s, deps);
  * smooth_l1 with sigma = s: 0.5 (sigma x)^2 where |x| < 1/sigma^2, else |x| - 0.5/sigma^2 */

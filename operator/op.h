@@ -56,7 +56,11 @@ enum mxc__param_type {
     MXC__PARAM_OPT_TUPLE,  /* struct mxc__opt_tuple: None, or a tuple whose entries may be
                               None: "(1, None, -2)" (slice's begin and end) */
     MXC__PARAM_LONG_TUPLE, /* struct mxc__long_tuple: a tuple longer than a shape (Pad's) */
+    MXC__PARAM_STRING,     /* char[MXC__PARAM_STRING_MAX]: free text (the fill operators' ctx) */
 };
+
+/* Room for a string parameter, its terminating NUL included. */
+#define MXC__PARAM_STRING_MAX 64
 
 /* A tuple of up to 16 integers: two per axis of a 5-D array and more (Pad's pad_width). */
 #define MXC__LONG_TUPLE_MAX 16
@@ -109,6 +113,7 @@ struct mxc__param {
 #define MXC__P_OPT_TUPLE(st, f, def, doc) MXC__P(MXC__PARAM_OPT_TUPLE, st, f, def, 1, 0, NULL, doc)
 #define MXC__P_LONG_TUPLE(st, f, def, doc) \
     MXC__P(MXC__PARAM_LONG_TUPLE, st, f, def, 1, 0, NULL, doc)
+#define MXC__P_STRING(st, f, def, doc) MXC__P(MXC__PARAM_STRING, st, f, def, 1, 0, NULL, doc)
 
 /* The parameters of the `_<op>_scalar` operators and smooth_l1. */
 struct mxc__scalar_param {

@@ -206,5 +206,12 @@ MXC__OP(mp_sgd_mom_update)
 /* dtypes: operator/cast.c */
 MXC__OP(Cast)
 /* end of dtypes */
+/* fills: operator/fill.c (zeros_like and ones_like are in the element-wise table) */
+MXC__OP(_zeros)
+MXC__OP(_ones)
+MXC__OP(_full)
+MXC__OP(zeros_like)
+MXC__OP(ones_like)
+/* end of fills */
 /* testing the scheduler: operator/debug.c */
 MXC__OP(_sleep)

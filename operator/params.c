@@ -198,6 +198,12 @@ static int set_param(const struct mxc__op_def *def, const struct mxc__param *p, 
             goto bad;
         return MXC_OK;
     }
+    case MXC__PARAM_STRING:
+        if (strlen(value) >= MXC__PARAM_STRING_MAX)
+            return mxc__error(MXC_EINVAL, "%s: parameter %s='%s' is longer than %d characters",
+                              def->name, p->name, value, MXC__PARAM_STRING_MAX - 1);
+        strcpy(f, value);
+        return MXC_OK;
     case MXC__PARAM_ENUM:
     case MXC__PARAM_OPT_ENUM: {
         int k =
@@ -327,6 +333,7 @@ int mxc__op_format_param(const struct mxc__param *p, const void *params, char *b
                             : snprintf(buf, size, "None");
     }
     case MXC__PARAM_BOOL: return snprintf(buf, size, "%s", *(const bool *)f ? "True" : "False");
+    case MXC__PARAM_STRING: return snprintf(buf, size, "%s", (const char *)f);
     case MXC__PARAM_TUPLE: {
         const mxc_shape *t = f;
         return format_tuple(buf, size, t->dims, t->ndim, 0);

@@ -217,6 +217,7 @@ static const char *type_name(const struct mxc__param *p) {
     case MXC__PARAM_OPT_ENUM: return "enum or None";
     case MXC__PARAM_OPT_INT: return "int or None";
     case MXC__PARAM_OPT_TUPLE: return "tuple of int or None, entries may be None";
+    case MXC__PARAM_STRING: return "string";
     default: return "enum";
     }
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Fixtures for tests/check_zoo.c: MXNet 1.9.1's Gluon model-zoo vision models and a
-Transformer encoder block, exported with seeded weights, with MXNet's outputs.
+"""Fixtures for tests/check_zoo.c: MXNet 1.9.1's Gluon model-zoo vision models, a
+Transformer encoder block and an LSTM language model (Embedding, Gluon's 2-layer rnn.LSTM,
+which exports the fused RNN operator, Dense), exported with seeded weights, with MXNet's
+outputs.
 
 Run once, from the repository root, and commit the output:
 
@@ -18,7 +20,9 @@ a seeded input called "data" and writes under tests/data/zoo/:
                           input's first 64 values, so the C test can check that its seeded
                           input is MXNet's
 
-No weights are stored. The input sizes are the smallest each model accepts (the models
+The LSTM language model runs in a child process with MXNET_MKLDNN_ENABLED=1: without
+MKL-DNN, MXNet 1.9.1's RNN operator fails on any LSTM (its input count check). Its input is
+word ids (zoo_seeded.tokens). No weights are stored. The input sizes are the smallest each model accepts (the models
 ending in global pooling take 32x32; SqueezeNet's and DenseNet's fixed 7x7 / 13x13 average
 pools need 224, Inception-v3's 8x8 one 299; VGG's and AlexNet's Dense layers take their
 input size from the data, so they run smaller than ImageNet's 224), to keep the C suite
@@ -26,16 +30,17 @@ fast.
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
-os.environ["MXNET_MKLDNN_ENABLED"] = "0"
+os.environ.setdefault("MXNET_MKLDNN_ENABLED", "0")
 os.environ["MXNET_STORAGE_FALLBACK_LOG_VERBOSE"] = "0"
 
 import mxnet as mx
 import numpy as np
 from mxnet import gluon
-from mxnet.gluon import nn
+from mxnet.gluon import nn, rnn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import zoo_seeded  # noqa: E402
@@ -96,19 +101,42 @@ class EncoderBlock(gluon.HybridBlock):
         return self.ln2(x + self.drop2(self.ffn2(self.gelu(self.ffn1(x)))))
 
 
+class LanguageModel(gluon.HybridBlock):
+    """Embedding -> 2-layer LSTM (Gluon's rnn.LSTM: the fused RNN operator) -> Dense.
+    in: (N, T) word ids; out: (N, T, vocab)."""
+
+    def __init__(self, vocab, embed, hidden, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.embed = nn.Embedding(vocab, embed)
+            self.lstm = rnn.LSTM(hidden, num_layers=2, layout="NTC", input_size=embed)
+            self.out = nn.Dense(vocab, flatten=False)
+
+    def hybrid_forward(self, F, x):
+        return self.out(self.lstm(self.embed(x)))
+
+
+LSTM_VOCAB = 50
+
+
 def build(name):
     """(block, input shape)."""
     if name in VISION:
         return gluon.model_zoo.vision.get_model(name), VISION[name]
     if name == "transformer_encoder":
         return EncoderBlock(units=32, heads=4, hidden=64, prefix="encoder_"), (2, 6, 32)
+    if name == "lstm_lm":
+        return LanguageModel(LSTM_VOCAB, 16, 32, prefix="lm_"), (2, 5)
     raise SystemExit("unknown model " + name)
 
 
 def run(name):
     net, shape = build(name)
     net.initialize()
-    data = mx.nd.array(zoo_seeded.values("data", shape))
+    if name == "lstm_lm":  # word ids
+        data = mx.nd.array(zoo_seeded.tokens("data", shape, LSTM_VOCAB))
+    else:
+        data = mx.nd.array(zoo_seeded.values("data", shape))
     net(data)  # completes deferred shapes
     for p in net.collect_params().values():
         p.set_data(mx.nd.array(zoo_seeded.values(p.name, p.shape)))
@@ -133,9 +161,15 @@ def run(name):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    names = sys.argv[1:] or list(VISION) + ["transformer_encoder"]
+    names = sys.argv[1:] or list(VISION) + ["transformer_encoder", "lstm_lm"]
     for name in names:
-        run(name)
+        if name == "lstm_lm" and os.environ["MXNET_MKLDNN_ENABLED"] != "1":
+            # MXNet 1.9.1's RNN without MKL-DNN refuses an LSTM ("Check failed:
+            # in_data.size() == num_inputs (4 vs. 3)"), so this one runs with it.
+            env = dict(os.environ, MXNET_MKLDNN_ENABLED="1")
+            subprocess.run([sys.executable, __file__, name], env=env, check=True)
+        else:
+            run(name)
 
 
 if __name__ == "__main__":

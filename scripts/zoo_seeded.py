@@ -22,6 +22,9 @@ with (offset, scale) by the name's ending (Gluon's and MXNet's parameter suffixe
     *_running_mean, *_moving_mean 0, 0.125
     anything else (inputs)       0, 1
 
+Token inputs (a language model's word ids in [0, vocab)) take the same 24 bits k_i = z_i >> 40
+as integers: token_i = (k_i * vocab) >> 24, stored as float32 (MXNet's Embedding input).
+
 sqrt(6 / fan_in) is computed in float32 (a correctly rounded division and square root),
 and the power-of-two scales make t * scale exact, so an FMA cannot change the result.
 """
@@ -73,3 +76,13 @@ def values(name, shape):
     t = unit(name, count) * np.float32(2) - np.float32(1)
     offset, scale = kind(name, shape)
     return (offset + t * scale).astype(np.float32).reshape(shape)
+
+
+def tokens(name, shape, vocab):
+    """Seeded word ids in [0, vocab) as float32, for `name` with `shape`."""
+    count = int(np.prod(shape))
+    h = np.uint64(fnv1a64(name))
+    i = np.arange(1, count + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        k = _mix64(h + i * np.uint64(GOLDEN)) >> np.uint64(40)
+    return ((k * np.uint64(vocab)) >> np.uint64(24)).astype(np.float32).reshape(shape)

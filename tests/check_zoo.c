@@ -40,6 +40,9 @@ static const struct {
     {"data", {4, {1, 3, 32, 32}}, 3071, 0x1.d6dce00000000p-2f},
 };
 
+/* zoo_seeded.tokens("data", (2, 5), 50), the LSTM language model's input. */
+static const float numpy_tokens[10] = {28, 5, 24, 4, 33, 21, 18, 21, 22, 28};
+
 START_TEST(test_seeded_values_equal_numpy) {
     ck_assert_uint_eq(mxct_seeded_hash("resnetv10_conv0_weight"), 0x9967eb126ddbc90bull);
     for (size_t i = 0; i < sizeof numpy_values / sizeof numpy_values[0]; i++) {
@@ -56,6 +59,15 @@ START_TEST(test_seeded_values_equal_numpy) {
                       "%s[%lld]: C %a, numpy %a", numpy_values[i].name,
                       (long long)numpy_values[i].index, (double)got, (double)numpy_values[i].value);
     }
+}
+END_TEST
+
+START_TEST(test_seeded_tokens_equal_numpy) {
+    float tokens[10];
+    mxct_seeded_tokens("data", 10, 50, tokens);
+    for (int i = 0; i < 10; i++)
+        ck_assert_msg(tokens[i] == numpy_tokens[i], "token %d: C %g, numpy %g", i,
+                      (double)tokens[i], (double)numpy_tokens[i]);
 }
 END_TEST
 
@@ -85,14 +97,21 @@ END_TEST
 struct zoo_model {
     const char *name;
     mxc_shape input; /* "data", as scripts/gen_model_zoo.py ran it */
+    int64_t vocab;   /* > 0: the input is word ids in [0, vocab) (mxct_seeded_tokens) */
 };
 
 static const struct zoo_model models[] = {
-    {"resnet18_v1", {4, {1, 3, 32, 32}}},     {"resnet18_v2", {4, {1, 3, 32, 32}}},
-    {"mobilenet1.0", {4, {1, 3, 32, 32}}},    {"mobilenetv2_1.0", {4, {1, 3, 32, 32}}},
-    {"vgg11_bn", {4, {1, 3, 32, 32}}},        {"alexnet", {4, {1, 3, 63, 63}}},
-    {"squeezenet1.1", {4, {1, 3, 209, 209}}}, {"densenet121", {4, {1, 3, 224, 224}}},
-    {"inceptionv3", {4, {1, 3, 299, 299}}},   {"transformer_encoder", {3, {2, 6, 32}}},
+    {"resnet18_v1", {4, {1, 3, 32, 32}}, 0},
+    {"resnet18_v2", {4, {1, 3, 32, 32}}, 0},
+    {"mobilenet1.0", {4, {1, 3, 32, 32}}, 0},
+    {"mobilenetv2_1.0", {4, {1, 3, 32, 32}}, 0},
+    {"vgg11_bn", {4, {1, 3, 32, 32}}, 0},
+    {"alexnet", {4, {1, 3, 63, 63}}, 0},
+    {"squeezenet1.1", {4, {1, 3, 209, 209}}, 0},
+    {"densenet121", {4, {1, 3, 224, 224}}, 0},
+    {"inceptionv3", {4, {1, 3, 299, 299}}, 0},
+    {"transformer_encoder", {3, {2, 6, 32}}, 0},
+    {"lstm_lm", {2, {2, 5}}, 50},
 };
 #define NUM_MODELS ((int)(sizeof models / sizeof models[0]))
 
@@ -134,6 +153,14 @@ START_TEST(test_model_equals_mxnet) {
     CK_OK(mxc_executor_arrays(x, NULL, &args, NULL, NULL, NULL));
     CK_OK(mxc_symbol_list_arguments(sym, &na, &arg_names));
     ck_assert_str_eq(arg_names[0], "data");
+    if (m->vocab > 0) {
+        int64_t n = mxc_nd_size(args[0]);
+        float *ids = malloc((size_t)n * sizeof(float));
+        ck_assert_ptr_nonnull(ids);
+        mxct_seeded_tokens("data", n, m->vocab, ids);
+        CK_OK(mxc_nd_sync_copy_from_cpu(args[0], ids, (size_t)n * sizeof(float)));
+        free(ids);
+    }
     mxc_ndarray *first = NULL;
     CK_OK(mxc_nd_reshape(args[0], &SHAPE(mxc_nd_size(args[0])), &first));
     mxc_ndarray *slice = NULL;
@@ -170,6 +197,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("seeded");
     tcase_add_test(tc, test_seeded_values_equal_numpy);
     tcase_add_test(tc, test_seeded_value_ranges);
+    tcase_add_test(tc, test_seeded_tokens_equal_numpy);
     suite_add_tcase(s, tc);
     tc = tcase_create("models");
     tcase_set_timeout(tc, mxct_timeout(60));

@@ -59,9 +59,11 @@ MXC_API int mxc_op_supports(const char *name, mxc_context ctx, int dtype);
 
 /** Runs operator `name` with string parameters on `inputs` (the operator's inputs, then
  * its auxiliary states, which it may update), pushed to the engine like every array
- * operation. `outputs` has room for `num_outputs` handles (at least the operator's
- * visible outputs): a NULL entry receives a new array of the inferred shape (the caller
- * frees it), a non-NULL entry must have that shape and dtype and is overwritten. A given
+ * operation, on the inputs' device; an operator without inputs (_zeros, _full) runs on its
+ * given output's device, else on the CPU (its `ctx` parameter is ignored). `outputs` has
+ * room for `num_outputs` handles (at least the operator's visible outputs): a NULL entry
+ * receives a new array of the inferred shape (the caller frees it), a non-NULL entry must
+ * have that shape and dtype and is overwritten. A given
  * output may be an input (or share its memory) only where the operator computes in
  * place: any input of an element-wise operator (mxc_nd_add(a, b, &b)), otherwise the
  * input the operator declares in place (docs/operators.md, "In place"); any other

@@ -21,9 +21,19 @@ uint64_t mxct_seeded_hash(const char *name) {
     return h;
 }
 
+/* k_index: the top 24 bits of splitmix64's draw `index` from state `hash`. */
+static uint64_t seeded_bits(uint64_t hash, int64_t index) {
+    return mxct_mix64(hash + (uint64_t)(index + 1) * 0x9E3779B97F4A7C15ull) >> 40;
+}
+
 float mxct_seeded_unit(uint64_t hash, int64_t index) {
-    uint64_t z = mxct_mix64(hash + (uint64_t)(index + 1) * 0x9E3779B97F4A7C15ull);
-    return (float)(z >> 40) * 0x1p-24f;
+    return (float)seeded_bits(hash, index) * 0x1p-24f;
+}
+
+void mxct_seeded_tokens(const char *name, int64_t count, int64_t vocab, float *out) {
+    uint64_t h = mxct_seeded_hash(name);
+    for (int64_t i = 0; i < count; i++)
+        out[i] = (float)((seeded_bits(h, i) * (uint64_t)vocab) >> 24);
 }
 
 static int ends_with(const char *s, const char *suffix) {

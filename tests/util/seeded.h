@@ -8,7 +8,8 @@
  *
  * with (offset, scale) by the name's suffix: *_weight (0, sqrt(6 / fan_in)); *_gamma,
  * *_running_var, *_moving_var (1, 0.25); *_bias, *_beta, *_running_mean, *_moving_mean
- * (0, 0.125); anything else (inputs) (0, 1).
+ * (0, 0.125); anything else (inputs) (0, 1). Word ids for a language model use the same
+ * 24 bits k_i as an integer: token_i = (k_i * vocab) >> 24.
  */
 #ifndef MXC_TEST_SEEDED_H
 #define MXC_TEST_SEEDED_H
@@ -27,6 +28,9 @@ float mxct_seeded_unit(uint64_t hash, int64_t index);
 
 /* The seeded values of a float32 array called `name` with `shape` into out[0 .. size). */
 void mxct_seeded_values(const char *name, const mxc_shape *shape, float *out);
+
+/* Seeded word ids in [0, vocab) of an input called `name`, as float32, into out[0 .. count). */
+void mxct_seeded_tokens(const char *name, int64_t count, int64_t vocab, float *out);
 
 /* Fills the float32 CPU array `array` with the seeded values of `name` (its own shape). */
 int mxct_seeded_fill(mxc_ndarray *array, const char *name);
