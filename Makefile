@@ -166,7 +166,7 @@ $(OBJ)/%.o: %.c | $(BUILD)/.deps-ok
 $(OBJ)/%.cu.o: %.cu | $(BUILD)/.deps-ok
 	@mkdir -p $(@D)
 	@echo "  NVCC    $<"
-	$(Q)$(NVCC) $(NVCCFLAGS) -DMXC_BUILDING_LIBRARY -c $< -o $@
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -DMXC_BUILDING_LIBRARY -c $< -o $@
 
 # Tests, benchmarks, examples and tools link the static library, so tests can reach the
 # internal (mxc__) functions they check.
