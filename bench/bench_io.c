@@ -6,7 +6,7 @@
  *
  *   build/bin/bench_io [--json] [--rec PATH] [--images N] [--threads 1,2] [--epochs E]
  *
- * --rec PATH reads PATH, writing it first when it does not exist (N JPEGs of 320 x 256
+ * --rec PATH reads PATH, writing it first when it does not exist (N JPEGs of 500 x 375
  * pixels, quality 90, made from a smooth pattern with noise: about the size and decoding
  * cost of an ImageNet photo), so scripts/bench_io_mxnet.sh can give MXNet 1.9.1's
  * ImageRecordIter the same file. Without --rec a temporary file is made and removed.
@@ -29,7 +29,8 @@
         exit(1);                                                       \
     } while (0)
 
-/* Writes `n` image records (label i % 10) of 320 x 256 JPEGs to `path` and its .idx. */
+/* Writes `n` image records (label i % 10) of 500 x 375 JPEGs (the size of a typical ImageNet photo, which
+ * resize 256 scales to 341 x 256) to `path` and its .idx. */
 static void make_rec(const char *path, int n) {
     char idx[4096];
     snprintf(idx, sizeof idx, "%.*s.idx", (int)(strlen(path) > 4 ? strlen(path) - 4 : 0), path);
@@ -37,7 +38,7 @@ static void make_rec(const char *path, int n) {
     if (mxc_recordio_open(path, idx, 1, &w) != MXC_OK)
         FAIL("writing the records");
     struct mxc__image img = {0};
-    if (mxc__image_reserve(&img, "bench", 256, 320) != MXC_OK)
+    if (mxc__image_reserve(&img, "bench", 375, 500) != MXC_OK)
         FAIL("an image");
     uint64_t state = 42;
     for (int i = 0; i < n; i++) {

@@ -273,6 +273,7 @@ static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out,
         alpha[2 * dx + 1] = (short)lrintf(fx * ONE);
     }
     int *rows[2] = {row0, row1};
+    int held[2] = {-1, -1}; /* the source rows rows[0] and rows[1] hold, as OpenCV's cache */
     int row_len = dw * 3;
     for (int dy = 0; dy < dh; dy++) {
         float fy = (float)((dy + 0.5) * scale_y - 0.5);
@@ -285,6 +286,14 @@ static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out,
         int b0 = (short)lrintf((1.f - fy) * ONE), b1 = (short)lrintf(fy * ONE);
         for (int k = 0; k < 2; k++) {
             int y = sy + k < sh ? sy + k : sh - 1;
+            if (held[k] == y)
+                continue;
+            if (k == 0 && held[1] == y) { /* the next row down: reuse it */
+                int *t = rows[0];
+                rows[0] = rows[1], rows[1] = t;
+                held[0] = y, held[1] = -1;
+                continue;
+            }
             const uint8_t *s = in->data + (size_t)y * sw * 3;
             int *d = rows[k];
             for (int dx = 0; dx < dw; dx++) {
@@ -293,7 +302,9 @@ static void resize_bilinear(const struct mxc__image *in, struct mxc__image *out,
                 for (int c = 0; c < 3; c++)
                     d[dx * 3 + c] = s[sx * 3 + c] * a0 + s[sx1 * 3 + c] * a1;
             }
+            held[k] = y;
         }
+        row0 = rows[0], row1 = rows[1];
         uint8_t *o = out->data + (size_t)dy * row_len;
         /* the columns OpenCV 3.4's SSE2 loop covers (VResizeLinearVec_32s8u): blocks of 16,
          * then of 4 while more than 4 are left; the rest is its scalar loop */
@@ -328,6 +339,10 @@ int mxc__image_resize_shorter(const struct mxc__image *in, int size, struct mxc_
     int *xofs = NULL, *rows = NULL;
     short *alpha = NULL;
     MXC_TRY(mxc__image_reserve(out, what, nh, nw));
+    if (nh == in->height && nw == in->width) { /* as cv::resize: the same size is a copy */
+        memcpy(out->data, in->data, (size_t)nh * (size_t)nw * 3);
+        return MXC_OK;
+    }
     xofs = mxc__malloc((size_t)nw * sizeof *xofs);
     alpha = mxc__malloc(2 * (size_t)nw * sizeof *alpha);
     rows = mxc__malloc((size_t)nw * 3 * 2 * sizeof *rows);

@@ -8,7 +8,7 @@
 #                                  [--json]
 #
 # The file is build/bench_io.rec by default, written by build/bin/bench_io when missing
-# (N JPEGs of 320 x 256, default 256). MXNet runs from $MXNET_PYTHON when set, else from the
+# (N JPEGs of 500 x 375, default 256). MXNet runs from $MXNET_PYTHON when set, else from the
 # virtual environment build/mxnet-venv, made and filled from PyPI (mxnet==1.9.1,
 # numpy<1.24) the first time. --json prints bench_io's lines and one line per thread count
 # with bench "io", case "rec_224_t<threads>_mxnet", the MXNet figure and ratio_vs_baseline
