@@ -26,7 +26,11 @@ struct param_state {
     bool used;
     int count;                      /* updates of this parameter */
     mxc_ndarray *state[MAX_STATES]; /* the kind's states, named by state_names */
+    mxc_ndarray *master;            /* multi_precision: the float32 copy of a float16 weight */
 };
+
+/* The name of the master copy among the saved states. */
+static const char master_name[] = "weight32";
 
 struct mult {
     char *name;
@@ -234,6 +238,12 @@ float mxc_optimizer_current_lr(const mxc_optimizer *o) {
 
 static int grow_params(mxc_optimizer *o, int index);
 
+/* x cast to `dtype` into *out (a new array when *out is NULL, else written). */
+static int cast(mxc_ndarray *x, int dtype, mxc_ndarray **out) {
+    const char *key[] = {"dtype"}, *val[] = {mxc_dtype_name(dtype)};
+    return mxc_imperative_invoke("Cast", 1, key, val, 1, &x, 1, out, 0);
+}
+
 static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct param_state **out) {
     if (grow_params(o, index) != MXC_OK)
         return mxc__error(MXC_ENOMEM, "mxc_optimizer_update: out of memory");
@@ -260,25 +270,34 @@ static int state_for(mxc_optimizer *o, int index, mxc_ndarray *weight, struct pa
     /* States loaded from a checkpoint live on the CPU: they follow the weight. */
     mxc_context wctx;
     int rc = mxc_nd_get_context(weight, &wctx);
-    for (int i = 0; i < MAX_STATES && rc == MXC_OK; i++) {
+    mxc_ndarray **held[MAX_STATES + 1] = {&s->master};
+    for (int i = 0; i < MAX_STATES; i++)
+        held[i + 1] = &s->state[i];
+    for (int i = 0; i < MAX_STATES + 1 && rc == MXC_OK; i++) {
         mxc_context sctx;
-        if (s->state[i] == NULL || mxc_nd_get_context(s->state[i], &sctx) != MXC_OK ||
+        mxc_ndarray **a = held[i];
+        if (*a == NULL || mxc_nd_get_context(*a, &sctx) != MXC_OK ||
             (sctx.dev_type == wctx.dev_type && sctx.dev_id == wctx.dev_id))
             continue;
         mxc_shape shape;
         mxc_ndarray *moved = NULL;
-        rc = mxc_nd_get_shape(s->state[i], &shape);
+        rc = mxc_nd_get_shape(*a, &shape);
         if (rc == MXC_OK)
             rc = mxc_nd_create(&shape, MXC_FLOAT32, wctx, 1, &moved);
         if (rc == MXC_OK)
-            rc = mxc_nd_copy_to(s->state[i], moved);
+            rc = mxc_nd_copy_to(*a, moved);
         if (rc != MXC_OK) {
             mxc_nd_free(moved);
             return rc;
         }
-        mxc_nd_free(s->state[i]);
-        s->state[i] = moved;
+        mxc_nd_free(*a);
+        *a = moved;
     }
+    /* multi_precision: the master copy of a float16 weight, made from it at its first
+     * update (or after loading states saved without one) */
+    if (rc == MXC_OK && o->cfg.multi_precision && s->master == NULL &&
+        mxc_nd_dtype(weight) == MXC_FLOAT16)
+        rc = cast(weight, MXC_FLOAT32, &s->master);
     if (rc != MXC_OK)
         return rc;
     *out = s;
@@ -326,10 +345,11 @@ static int run(const char *op, const struct op_args *a, int num_in, mxc_ndarray 
 /* What one step of one parameter needs besides the optimizer. */
 struct step {
     mxc_ndarray *weight, *grad, **state;
-    double lr; /* the schedule's rate times the parameter's lr_mult */
-    float wd;  /* wd times the parameter's wd_mult */
-    int count; /* this parameter's updates, this one included */
-    bool clip; /* clip_gradient > 0: MXNet passes it only then */
+    mxc_ndarray *master; /* multi_precision: the float32 copy of a float16 weight, or NULL */
+    double lr;           /* the schedule's rate times the parameter's lr_mult */
+    float wd;            /* wd times the parameter's wd_mult */
+    int count;           /* this parameter's updates, this one included */
+    bool clip;           /* clip_gradient > 0: MXNet passes it only then */
 };
 
 /* The temporaries of the array-arithmetic steps: freed at the end (the engine keeps them
@@ -563,13 +583,41 @@ static int step(const mxc_optimizer_config *c, const struct step *st) {
         if (c->wd_lh != 0)
             arg(&a, "wd_lh", c->wd_lh);
         return run("signum_update", &a, 3, in, st->weight);
-    default: /* SGD, NAG */
+    default:                      /* SGD, NAG */
+        if (st->master != NULL) { /* SGD's own multi-precision operators */
+            mxc_ndarray *mp[4] = {st->weight, st->grad, mom ? st->state[0] : st->master,
+                                  st->master};
+            if (!mom)
+                return run("mp_sgd_update", &a, 3, mp, st->weight);
+            arg(&a, "momentum", c->momentum);
+            return run("mp_sgd_mom_update", &a, 4, mp, st->weight);
+        }
         if (!mom)
             return run("sgd_update", &a, 2, in, st->weight);
         arg(&a, "momentum", c->momentum);
         return run(c->kind == MXC_OPT_NAG ? "nag_mom_update" : "sgd_mom_update", &a, 3, in,
                    st->weight);
     }
+}
+
+/* A multi-precision step as MXNet's Optimizer.update_multi_precision: SGD through its
+ * operators; any other kind steps the master copy with the gradient cast to float32, then
+ * the master is cast into the weight. */
+static int step_multi_precision(const mxc_optimizer_config *c, const struct step *st) {
+    if (c->kind == MXC_OPT_SGD)
+        return step(c, st);
+    mxc_ndarray *grad32 = NULL, *weight = st->weight;
+    struct step on_master = *st;
+    int rc = cast(st->grad, MXC_FLOAT32, &grad32);
+    on_master.weight = st->master;
+    on_master.grad = grad32;
+    on_master.master = NULL;
+    if (rc == MXC_OK)
+        rc = step(c, &on_master);
+    if (rc == MXC_OK)
+        rc = cast(st->master, mxc_nd_dtype(weight), &weight);
+    mxc_nd_free(grad32);
+    return rc;
 }
 
 int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndarray *weight,
@@ -603,16 +651,24 @@ int mxc_optimizer_update(mxc_optimizer *o, int index, const char *name, mxc_ndar
                             .lr = scheduled_lr(o) * lr_mult,
                             .wd = c->wd * wd_mult,
                             .count = s->count,
-                            .clip = c->clip_gradient > 0};
-    return mxc__in_call(__func__, step(c, &st));
+                            .clip = c->clip_gradient > 0,
+                            .master = s->master};
+    return mxc__in_call(__func__, st.master ? step_multi_precision(c, &st) : step(c, &st));
+}
+
+/* Frees the arrays of `n` parameters' states (not the table). */
+static void free_states(struct param_state *params, int n) {
+    for (int i = 0; params != NULL && i < n; i++) {
+        for (int k = 0; k < MAX_STATES; k++)
+            mxc_nd_free(params[i].state[k]);
+        mxc_nd_free(params[i].master);
+    }
 }
 
 void mxc_optimizer_free(mxc_optimizer *o) {
     if (!mxc__handle_check_free(&opt_kind, o, __func__, "optimizer"))
         return;
-    for (int i = 0; i < o->num_params; i++)
-        for (int k = 0; k < MAX_STATES; k++)
-            mxc_nd_free(o->params[i].state[k]);
+    free_states(o->params, o->num_params);
     for (int i = 0; i < o->num_mults; i++)
         mxc__free(o->mults[i].name);
     mxc__free(o->params);
@@ -634,7 +690,7 @@ static int host_array(int dtype, const void *data, int64_t n, mxc_ndarray **out)
 static int save_states(const mxc_optimizer *o, const char *path) {
     int rc = MXC_OK, nstates;
     const char *const *snames = state_names(&o->cfg, &nstates);
-    size_t cap = 1 + (size_t)o->num_params * (size_t)(1 + nstates), n = 0;
+    size_t cap = 1 + (size_t)o->num_params * (size_t)(2 + nstates), n = 0;
     mxc_ndarray **arrays = mxc__calloc(cap, sizeof *arrays);
     char **names = mxc__calloc(cap, sizeof *names);
     bool *owned = mxc__calloc(cap, sizeof *owned);
@@ -656,6 +712,11 @@ static int save_states(const mxc_optimizer *o, const char *path) {
         for (int k = 0; k < nstates; k++) {
             arrays[n] = s->state[k];
             snprintf(name, sizeof name, "%d_%s", i, snames[k]);
+            names[n++] = mxc__strdup(name);
+        }
+        if (s->master != NULL) {
+            arrays[n] = s->master;
+            snprintf(name, sizeof name, "%d_%s", i, master_name);
             names[n++] = mxc__strdup(name);
         }
     }
@@ -739,6 +800,13 @@ static int load_states(mxc_optimizer *o, const char *path) {
             s->used = true;
             continue;
         }
+        if (strcmp(what, master_name) == 0) {
+            MXC_CHECK(mxc_nd_dtype(arrays[i]) == MXC_FLOAT32 && s->master == NULL, MXC_EINVAL,
+                      "%s: %s is not float32 or repeated", path, name);
+            s->master = arrays[i];
+            arrays[i] = NULL;
+            continue;
+        }
         int k = 0;
         while (k < nstates && strcmp(what, snames[k]) != 0)
             k++;
@@ -765,9 +833,7 @@ static int load_states(mxc_optimizer *o, const char *path) {
                   MXC_EINVAL, "%s: no entry \"%d_count\"", path, i);
     }
     /* Everything read: the optimizer takes the new state. */
-    for (int i = 0; i < o->num_params; i++)
-        for (int k = 0; k < MAX_STATES; k++)
-            mxc_nd_free(o->params[i].state[k]);
+    free_states(o->params, o->num_params);
     mxc__free(o->params);
     o->params = params;
     o->num_params = num_params;
@@ -777,9 +843,7 @@ static int load_states(mxc_optimizer *o, const char *path) {
     o->sched_index = (int)sched[2];
     o->sched_lr = sched[3];
 fail:
-    for (int i = 0; params != NULL && i < num_params; i++)
-        for (int k = 0; k < MAX_STATES; k++)
-            mxc_nd_free(params[i].state[k]);
+    free_states(params, num_params);
     mxc__free(params);
     mxc_nd_list_free(count, arrays, names);
     return rc;

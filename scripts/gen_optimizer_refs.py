@@ -84,6 +84,15 @@ CASES = [
      dict(learning_rate=0.01, bias_correction=False, wd=0.01)),
 ]
 
+# multi_precision=True on float16 weights: SGD through mp_sgd_(mom_)update, the others
+# through the base class's float32 master copy
+MP_CASES = [
+    ("mp_sgd", mx.optimizer.SGD, dict(learning_rate=0.1, multi_precision=True, **COMMON)),
+    ("mp_sgd_mom", mx.optimizer.SGD,
+     dict(learning_rate=0.1, momentum=0.9, multi_precision=True, **COMMON)),
+    ("mp_adam", mx.optimizer.Adam, dict(learning_rate=0.01, multi_precision=True, **COMMON)),
+]
+
 # name, scheduler (as MXNet's optimizer uses it: called with the update count)
 SCHEDULES = [
     ("factor", lambda: ls.FactorScheduler(step=5, factor=0.5, stop_factor_lr=0.02,
@@ -120,6 +129,28 @@ def main():
                 d["g%d_%d" % (p, k)] = g.copy()
                 opt.update(p, w, g, states[p])
                 d["w%d_%d" % (p, k)] = w.copy()
+        mx.nd.save(os.path.join(OUT, name + ".params"), d)
+        print("%-18s %s %s" % (name, cls.__name__, kwargs))
+    for idx, (name, cls, kwargs) in enumerate(MP_CASES):
+        # mp_<case>.params: as above with float16 "w<p>", "g<p>_<k>", "w<p>_<k>", and
+        # "m<p>" the float32 master copy after the last step
+        rng = np.random.RandomState(3000 + idx)
+        opt = cls(**kwargs)
+        opt.set_lr_mult({1: 0.5})
+        opt.set_wd_mult({1: 2.0})
+        weights = [mx.nd.array(rng.uniform(-1, 1, size=s), dtype=np.float16) for s in SHAPES]
+        states = [opt.create_state_multi_precision(p, w) for p, w in enumerate(weights)]
+        d = {"w%d" % p: w.copy() for p, w in enumerate(weights)}
+        for k in range(STEPS):
+            for p, w in enumerate(weights):
+                g = mx.nd.array(rng.uniform(-3, 3, size=w.shape), dtype=np.float16)
+                d["g%d_%d" % (p, k)] = g.copy()
+                opt.update_multi_precision(p, w, g, states[p])
+                d["w%d_%d" % (p, k)] = w.copy()
+        for p, st in enumerate(states):
+            # SGD keeps (mom, weight32), the base class (weight32, state)
+            d["m%d" % p] = (st[1] if cls is mx.optimizer.SGD else st[0]).copy()
+            assert d["m%d" % p].dtype == np.float32
         mx.nd.save(os.path.join(OUT, name + ".params"), d)
         print("%-18s %s %s" % (name, cls.__name__, kwargs))
     d = {}

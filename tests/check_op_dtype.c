@@ -13,7 +13,7 @@
 #include "mxc/op.h"
 #include "mxc/symbol.h"
 #include "operator/op.h"
-#include "tests/util/op_check.h"
+#include "tests/util/op_ref.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -22,37 +22,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DATA_DIR "tests/data/ops/dtype/"
-
 static const int all_dtypes[] = {MXC_FLOAT32, MXC_FLOAT64, MXC_FLOAT16, MXC_UINT8,
                                  MXC_INT32,   MXC_INT8,    MXC_INT64};
 
 /* ---- Helpers ------------------------------------------------------------------------- */
 
-/* A reference file's arrays by name. */
-struct refs {
-    size_t n;
-    mxc_ndarray **a;
-    char **names;
-};
-
-static struct refs refs_load(const char *file) {
+/* A reference file of tests/data/ops/dtype by its name ("half"). */
+static struct mxct_refs refs_load(const char *file) {
     char path[256];
-    snprintf(path, sizeof path, DATA_DIR "%s.params", file);
-    struct refs r;
-    CK_OK(mxc_nd_load(path, mxc_cpu(), &r.n, &r.a, &r.names));
-    return r;
+    snprintf(path, sizeof path, "ops/dtype/%s.params", file);
+    return mxct_refs_load(path);
 }
-
-static mxc_ndarray *refs_get(const struct refs *r, const char *name) {
-    for (size_t i = 0; i < r->n; i++)
-        if (strcmp(r->names[i], name) == 0)
-            return r->a[i];
-    ck_abort_msg("reference array %s missing", name);
-    return NULL;
-}
-
-static void refs_free(struct refs *r) { mxc_nd_list_free(r->n, r->a, r->names); }
 
 static int64_t nd_size(const mxc_ndarray *a) {
     mxc_shape s;
@@ -194,9 +174,9 @@ END_TEST
 /* numpy's float16 of 1612 floats (boundaries of a sample of halves, specials, random bit
  * patterns) and its float32 of every 61st half, bit for bit. */
 START_TEST(test_half_against_numpy) {
-    struct refs r = refs_load("half");
-    mxc_ndarray *f = refs_get(&r, "f"), *h = refs_get(&r, "h");
-    mxc_ndarray *hb = refs_get(&r, "hb"), *hf = refs_get(&r, "hf");
+    struct mxct_refs r = refs_load("half");
+    mxc_ndarray *f = mxct_refs_get(&r, "f"), *h = mxct_refs_get(&r, "h");
+    mxc_ndarray *hb = mxct_refs_get(&r, "hb"), *hf = mxct_refs_get(&r, "hf");
     ck_assert_int_eq(mxc_nd_dtype(h), MXC_FLOAT16);
     ck_assert_int_eq(mxc_nd_dtype(hb), MXC_FLOAT16);
     float *fv = nd_bytes(f), *hfv = nd_bytes(hf);
@@ -212,7 +192,7 @@ START_TEST(test_half_against_numpy) {
     free(hfv);
     free(hv);
     free(hbv);
-    refs_free(&r);
+    mxct_refs_free(&r);
 }
 END_TEST
 
@@ -224,8 +204,8 @@ START_TEST(test_cast_against_mxnet) {
     int src = all_dtypes[_i];
     char file[64];
     snprintf(file, sizeof file, "cast_%s", mxc_dtype_name(src));
-    struct refs r = refs_load(file);
-    mxc_ndarray *in = refs_get(&r, "in");
+    struct mxct_refs r = refs_load(file);
+    mxc_ndarray *in = mxct_refs_get(&r, "in");
     ck_assert_int_eq(mxc_nd_dtype(in), src);
     for (size_t d = 0; d < MXC_ARRAY_SIZE(all_dtypes); d++) {
         const char *dst = mxc_dtype_name(all_dtypes[d]);
@@ -234,10 +214,10 @@ START_TEST(test_cast_against_mxnet) {
         mxc_ndarray *out = invoke1("Cast", 1, keys, vals, in);
         snprintf(name, sizeof name, "out_%s", dst);
         snprintf(what, sizeof what, "Cast %s -> %s", mxc_dtype_name(src), dst);
-        expect_same(out, refs_get(&r, name), what);
+        expect_same(out, mxct_refs_get(&r, name), what);
 
         snprintf(name, sizeof name, "og_%s", dst);
-        mxc_ndarray *og = refs_get(&r, name);
+        mxc_ndarray *og = mxct_refs_get(&r, name);
         mxc_shape s;
         CK_OK(mxc_nd_get_shape(in, &s));
         mxc_ndarray *g = NULL;
@@ -245,7 +225,7 @@ START_TEST(test_cast_against_mxnet) {
         run_backward("Cast", 1, keys, vals, og, g, MXC__REQ_WRITE);
         snprintf(name, sizeof name, "grad_%s", dst);
         snprintf(what, sizeof what, "Cast %s -> %s backward", mxc_dtype_name(src), dst);
-        expect_same(g, refs_get(&r, name), what);
+        expect_same(g, mxct_refs_get(&r, name), what);
         /* add-to: the gradient twice, as adding it in src's dtype gives */
         mxc_ndarray *twice = NULL;
         const char *okeys[] = {"dtype"}, *ovals[] = {mxc_dtype_name(src)};
@@ -262,7 +242,7 @@ START_TEST(test_cast_against_mxnet) {
         mxc_nd_free(g);
         mxc_nd_free(out);
     }
-    refs_free(&r);
+    mxct_refs_free(&r);
 }
 END_TEST
 
@@ -580,29 +560,30 @@ static void expect_close_f32(const mxc_ndarray *a, const mxc_ndarray *b, double 
  * step from it (when weight32 lies near a rounding boundary). */
 START_TEST(test_mp_sgd_against_mxnet) {
     const struct mp_case *c = &mp_cases[_i];
-    struct refs r = refs_load(c->file);
+    struct mxct_refs r = refs_load(c->file);
     const char *keys[5], *vals[5];
     int nkv = 0;
     for (; nkv < 5 && c->kv[2 * nkv]; nkv++) {
         keys[nkv] = c->kv[2 * nkv];
         vals[nkv] = c->kv[2 * nkv + 1];
     }
-    mxc_ndarray *w = nd_clone(refs_get(&r, "weight"));
-    mxc_ndarray *w32 = nd_clone(refs_get(&r, "weight32")), *mom = nd_clone(refs_get(&r, "mom"));
+    mxc_ndarray *w = nd_clone(mxct_refs_get(&r, "weight"));
+    mxc_ndarray *w32 = nd_clone(mxct_refs_get(&r, "weight32")),
+                *mom = nd_clone(mxct_refs_get(&r, "mom"));
     ck_assert_int_eq(mxc_nd_dtype(w), MXC_FLOAT16);
     const char *op = c->mom ? "mp_sgd_mom_update" : "mp_sgd_update";
     for (int k = 0; k < 3; k++) {
         char name[32];
         snprintf(name, sizeof name, "grad%d", k);
-        mxc_ndarray *in[4] = {w, refs_get(&r, name), c->mom ? mom : w32, w32};
+        mxc_ndarray *in[4] = {w, mxct_refs_get(&r, name), c->mom ? mom : w32, w32};
         mxc_ndarray *out[1] = {w};
         CK_OK(mxc_imperative_invoke(op, nkv, keys, vals, c->mom ? 4 : 3, in, 1, out, 0));
         snprintf(name, sizeof name, "weight32_%d", k);
-        expect_close_f32(w32, refs_get(&r, name), 1e-6, 1e-7, name);
+        expect_close_f32(w32, mxct_refs_get(&r, name), 1e-6, 1e-7, name);
         snprintf(name, sizeof name, "mom_%d", k);
-        expect_close_f32(mom, refs_get(&r, name), 1e-6, 1e-7, name);
+        expect_close_f32(mom, mxct_refs_get(&r, name), 1e-6, 1e-7, name);
         snprintf(name, sizeof name, "out%d", k);
-        uint16_t *got = nd_bytes(w), *want = nd_bytes(refs_get(&r, name));
+        uint16_t *got = nd_bytes(w), *want = nd_bytes(mxct_refs_get(&r, name));
         float *m32 = nd_bytes(w32);
         for (int64_t i = 0; i < nd_size(w); i++) {
             ck_assert_msg(got[i] == mxc__float_to_half(m32[i]), "%s: not weight32 rounded", name);
@@ -616,7 +597,7 @@ START_TEST(test_mp_sgd_against_mxnet) {
     mxc_nd_free(w);
     mxc_nd_free(w32);
     mxc_nd_free(mom);
-    refs_free(&r);
+    mxct_refs_free(&r);
 }
 END_TEST
 

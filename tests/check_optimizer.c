@@ -9,7 +9,8 @@
  */
 #include "mxc/model.h"
 #include "mxc/ndarray.h"
-#include "tests/util/op_check.h"
+#include "mxc/op.h"
+#include "tests/util/op_ref.h"
 #include "tests/util/test_util.h"
 
 #include <check.h>
@@ -179,6 +180,99 @@ START_TEST(test_save_load_resume) {
         mxc_nd_free(a[p]);
         mxc_nd_free(b[p]);
     }
+    CK_OK(mxc_nd_wait_all());
+}
+END_TEST
+
+/* multi_precision on float16 weights (scripts/gen_optimizer_refs.py's MP_CASES). */
+static const struct opt_case mp_cases[] = {
+    {"mp_sgd", {.kind = MXC_OPT_SGD, .lr = 0.1f, .multi_precision = 1, COMMON}},
+    {"mp_sgd_mom",
+     {.kind = MXC_OPT_SGD, .lr = 0.1f, .momentum = 0.9f, .multi_precision = 1, COMMON}},
+    {"mp_adam", {.kind = MXC_OPT_ADAM, .lr = 0.01f, .multi_precision = 1, COMMON}},
+};
+
+/* The float32 values of array a (any float dtype), cast on the CPU. */
+static struct mxct_tensor host_f32(mxc_ndarray *a) {
+    mxc_ndarray *f = NULL;
+    const char *key[] = {"dtype"}, *val[] = {"float32"};
+    CK_OK(mxc_imperative_invoke("Cast", 1, key, val, 1, &a, 1, &f, 0));
+    struct mxct_tensor t = host(f);
+    mxc_nd_free(f);
+    return t;
+}
+
+/* Every step against MXNet's update_multi_precision: the float16 weight within one
+ * half-precision step (the float32 master rounds to it), and the master copy (saved as
+ * "<i>_weight32") after the last step within float32 rounding; then the states load and
+ * the update continues. */
+START_TEST(test_multi_precision) {
+    const struct opt_case *c = &mp_cases[_i];
+    char file[64];
+    snprintf(file, sizeof file, "optimizers/%s.params", c->file);
+    struct mxct_refs r = mxct_refs_load(file);
+    mxc_ndarray *w[2];
+    char name[32];
+    for (int p = 0; p < 2; p++) {
+        mxc_ndarray *w0 = mxct_refs_get(&r, p ? "w1" : "w0");
+        ck_assert_int_eq(mxc_nd_dtype(w0), MXC_FLOAT16);
+        mxc_shape s;
+        CK_OK(mxc_nd_get_shape(w0, &s));
+        CK_OK(mxc_nd_create(&s, MXC_FLOAT16, mxc_cpu(), 0, &w[p]));
+        CK_OK(mxc_nd_copy_to(w0, w[p]));
+    }
+    mxc_optimizer *o = make(&c->cfg);
+    for (int k = 0; k < STEPS; k++)
+        for (int p = 0; p < 2; p++) {
+            snprintf(name, sizeof name, "g%d_%d", p, k);
+            int rc = mxc_optimizer_update(o, p, param_names[p], w[p], mxct_refs_get(&r, name));
+            ck_assert_msg(rc == MXC_OK, "%s step %d: %s", c->file, k, mxc_last_error());
+            ck_assert_int_eq(mxc_nd_dtype(w[p]), MXC_FLOAT16);
+            snprintf(name, sizeof name, "w%d_%d", p, k);
+            struct mxct_tensor got = host_f32(w[p]), want = host_f32(mxct_refs_get(&r, name));
+            char what[96];
+            snprintf(what, sizeof what, "%s: float16 parameter %d after step %d", c->file, p, k);
+            mxct_expect_close(&got, want.data, 1e-3, 1e-3, what); /* 2^-10: one half step */
+            mxct_tensors_free(&got, 1);
+            mxct_tensors_free(&want, 1);
+        }
+    const char *path = "check_optimizer_mp.states";
+    CK_OK(mxc_optimizer_save_states(o, path));
+    struct mxct_refs saved = {0};
+    CK_OK(mxc_nd_load(path, mxc_cpu(), &saved.n, &saved.a, &saved.names));
+    for (int p = 0; p < 2; p++) {
+        snprintf(name, sizeof name, "%d_weight32", p);
+        struct mxct_tensor got = host(mxct_refs_get(&saved, name));
+        snprintf(name, sizeof name, "m%d", p);
+        struct mxct_tensor want = host(mxct_refs_get(&r, name));
+        mxct_expect_close(&got, want.data, RTOL, ATOL, c->file);
+        mxct_tensors_free(&got, 1);
+        mxct_tensors_free(&want, 1);
+    }
+    mxct_refs_free(&saved);
+    /* a fresh optimizer from the states takes the same next step as this one */
+    mxc_optimizer *second = make(&c->cfg);
+    CK_OK(mxc_optimizer_load_states(second, path));
+    remove(path);
+    mxc_ndarray *again = NULL;
+    mxc_shape s;
+    CK_OK(mxc_nd_get_shape(w[0], &s));
+    CK_OK(mxc_nd_create(&s, MXC_FLOAT16, mxc_cpu(), 0, &again));
+    CK_OK(mxc_nd_copy_to(w[0], again));
+    mxc_ndarray *g = mxct_refs_get(&r, "g0_0");
+    CK_OK(mxc_optimizer_update(o, 0, "p0", w[0], g));
+    CK_OK(mxc_optimizer_update(second, 0, "p0", again, g));
+    struct mxct_tensor x = host_f32(w[0]), y = host_f32(again);
+    ck_assert_msg(memcmp(x.data, y.data, (size_t)mxc_shape_size(&x.shape) * 4) == 0,
+                  "%s: the step after loading the states differs", c->file);
+    mxct_tensors_free(&x, 1);
+    mxct_tensors_free(&y, 1);
+    mxc_nd_free(again);
+    mxc_optimizer_free(second);
+    mxc_optimizer_free(o);
+    mxc_nd_free(w[0]);
+    mxc_nd_free(w[1]);
+    mxct_refs_free(&r);
     CK_OK(mxc_nd_wait_all());
 }
 END_TEST
@@ -444,6 +538,7 @@ static Suite *suite(void) {
     TCase *tc = tcase_create("optimizers");
     tcase_set_timeout(tc, mxct_timeout(30));
     tcase_add_loop_test(tc, test_against_mxnet, 0, NUM_CASES);
+    tcase_add_loop_test(tc, test_multi_precision, 0, COUNT(mp_cases));
     tcase_add_loop_test(tc, test_save_load_resume, 0, NUM_CASES);
     tcase_add_test(tc, test_load_other_kind);
     tcase_add_test(tc, test_multipliers);

@@ -152,6 +152,12 @@ typedef struct mxc_optimizer_config {
     int warmup_steps;       /**< every schedule: warm-up updates (0: none) */
     float warmup_begin_lr;  /**< the warm-up's first rate (<= lr) */
     int warmup_mode;        /**< an mxc_warmup_mode */
+    /** Non-zero: a float16 weight is updated through a float32 master copy (state
+     * "weight32", made from the weight at its first update), as MXNet's
+     * multi_precision=True: SGD runs mp_sgd_update / mp_sgd_mom_update, every other kind
+     * its float32 step on the master copy with the gradient cast to float32, then the
+     * master is cast back into the weight. Weights of other dtypes update as usual. */
+    int multi_precision;
 } mxc_optimizer_config;
 
 typedef struct mxc_optimizer mxc_optimizer;
@@ -183,7 +189,8 @@ MXC_API void mxc_optimizer_free(mxc_optimizer *opt);
  * (mxc_nd_save: written to a temporary file renamed over `path`): per parameter index i
  * its update count "i_count" (int64, (1)) and its states "i_<state>" (float32) named by
  * the kind (docs/formats.md: "mom"; "mean", "var"; "n", "g", "delta"; "history"; "acc_g",
- * "acc_delta"; "z", "n"), and the schedule as "__schedule__" (float64: highest update
+ * "acc_delta"; "z", "n"; with multi_precision, a float16 weight's master copy
+ * "weight32"), and the schedule as "__schedule__" (float64: highest update
  * count, the schedule's step count, its next step, its current rate). Waits for the
  * states' pending updates. Returns MXC_OK, MXC_EMISUSE, MXC_EINVAL (NULL path), MXC_EIO,
  * MXC_ENOMEM, or a failure of an update. */

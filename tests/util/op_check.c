@@ -1067,32 +1067,3 @@ void mxct_op_bound_grads(const char *name, struct mxct_params params, const stru
     exec_grads(mxc_cpu(), name, params, in, num_in, aux, num_aux, reqs, NULL, head, head ? 1 : 0,
                name, grads);
 }
-
-struct mxct_tensor mxct_ref_load(const char *file, const char *name) {
-    const char *dir = getenv("MXC_TEST_DATA");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/data", file);
-    size_t n;
-    mxc_ndarray **arrays;
-    char **names;
-    int rc = mxc_nd_load(path, mxc_cpu(), &n, &arrays, &names);
-    ck_assert_msg(rc == MXC_OK,
-                  "cannot load %s (run from the repo root or set "
-                  "MXC_TEST_DATA): %s",
-                  path, mxc_last_error());
-    for (size_t i = 0; names && i < n; i++) {
-        if (strcmp(names[i], name) != 0)
-            continue;
-        ck_assert_msg(mxc_nd_dtype(arrays[i]) == MXC_FLOAT32, "%s:%s is not float32", path, name);
-        mxc_shape s;
-        mxc_nd_get_shape(arrays[i], &s);
-        struct mxct_tensor t = mxct_tensor_from(s, NULL);
-        rc = mxc_nd_sync_copy_to_cpu(arrays[i], t.data, (size_t)mxc_shape_size(&s) * sizeof(float));
-        ck_assert_msg(rc == MXC_OK, "%s:%s: %s", path, name, mxc_last_error());
-        mxc_nd_list_free(n, arrays, names);
-        return t;
-    }
-    mxc_nd_list_free(n, arrays, names);
-    ck_abort_msg("%s has no array named %s", path, name);
-    return (struct mxct_tensor){{0}, NULL};
-}

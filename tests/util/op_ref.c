@@ -40,6 +40,37 @@ struct mxct_tensor mxct_tensor_of(mxc_ndarray *a) {
     return t;
 }
 
+struct mxct_refs mxct_refs_load(const char *file) {
+    const char *dir = getenv("MXC_TEST_DATA");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/data", file);
+    struct mxct_refs r = {0};
+    int rc = mxc_nd_load(path, mxc_cpu(), &r.n, &r.a, &r.names);
+    ck_assert_msg(rc == MXC_OK, "cannot load %s (run from the repo root or set MXC_TEST_DATA): %s",
+                  path, mxc_last_error());
+    ck_assert_msg(r.names != NULL || r.n == 0, "%s holds unnamed arrays", path);
+    return r;
+}
+
+mxc_ndarray *mxct_refs_get(const struct mxct_refs *r, const char *name) {
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->names[i], name) == 0)
+            return r->a[i];
+    ck_abort_msg("reference array %s missing", name);
+    return NULL;
+}
+
+void mxct_refs_free(struct mxct_refs *r) { mxc_nd_list_free(r->n, r->a, r->names); }
+
+struct mxct_tensor mxct_ref_load(const char *file, const char *name) {
+    struct mxct_refs r = mxct_refs_load(file);
+    mxc_ndarray *a = mxct_refs_get(&r, name);
+    ck_assert_msg(mxc_nd_dtype(a) == MXC_FLOAT32, "%s:%s is not float32", file, name);
+    struct mxct_tensor t = mxct_tensor_of(a);
+    mxct_refs_free(&r);
+    return t;
+}
+
 void mxct_ref_load_case(const char *group, const char *name, const char *prefix, int n,
                         struct mxct_tensor *t) {
     char file[256];

@@ -30,6 +30,18 @@ void mxct_ref_load_all(const char *file, const char *prefix, int n, struct mxct_
 void mxct_ref_load_case(const char *group, const char *name, const char *prefix, int n,
                         struct mxct_tensor *t);
 
+/* Every array of a reference file, any dtype, by name: mxct_refs_load reads
+ * tests/data/`file` (or $MXC_TEST_DATA/`file`), asserting success; mxct_refs_get asserts
+ * the array `name` exists; mxct_refs_free frees them all. */
+struct mxct_refs {
+    size_t n;
+    mxc_ndarray **a;
+    char **names;
+};
+struct mxct_refs mxct_refs_load(const char *file);
+mxc_ndarray *mxct_refs_get(const struct mxct_refs *r, const char *name);
+void mxct_refs_free(struct mxct_refs *r);
+
 /* Parses `kv` for operator `op` (asserting it is registered) and returns the parser's
  * status: the bad-parameter checks. */
 int mxct_op_parse(const char *op, struct mxct_params kv);
