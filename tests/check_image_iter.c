@@ -1014,6 +1014,26 @@ START_TEST(im2rec_and_train_commands) {
         snprintf(args, sizeof args, "%s/%s-0001.params", root, nets[k][0]);
         ck_assert_int_eq(access(args, R_OK), 0);
     }
+    /* the training set's augmenters under MXNet's names; an unknown name is a usage error,
+     * a value out of range the library's refusal */
+    snprintf(args, sizeof args,
+             "train --network mlp --data rec:%s/data.rec,%s/data.rec --data-shape 3,28,28 "
+             "--epochs 1 --batch-size 5 --frequent 0 --json --prefix %s/aug "
+             "--aug max_rotate_angle=15,max_shear_ratio=0.1,pad=2,fill_value=0,random_l=20",
+             root, root, root);
+    ck_assert_msg(run_mxc(args, out, sizeof out) == 0, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "\"test_accuracy\""));
+    snprintf(args, sizeof args,
+             "train --network mlp --data rec:%s/data.rec --data-shape 3,28,28 --aug tilt=3",
+             root);
+    ck_assert_int_eq(run_mxc(args, out, sizeof out), 2);
+    ck_assert_ptr_nonnull(strstr(out, "unknown augmenter"));
+    snprintf(args, sizeof args,
+             "train --network mlp --data rec:%s/data.rec --data-shape 3,28,28 "
+             "--aug max_rotate_angle=400",
+             root);
+    ck_assert_int_eq(run_mxc(args, out, sizeof out), 1);
+    ck_assert_ptr_nonnull(strstr(out, "max_rotate_angle"));
     /* usage errors */
     ck_assert_int_eq(run_mxc("im2rec --resize 3", out, sizeof out), 2);
     snprintf(args, sizeof args, "train --network mlp --data rec:%s/data.rec --data-shape 3,28",

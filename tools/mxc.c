@@ -14,6 +14,7 @@
 #include "mxc/mxc.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,7 @@ struct options {
     /* image records: rec: data and im2rec */
     int64_t data_shape[3];
     int resize, quality, threads, shuffle, list_only;
+    const char *aug; /* --aug: the training set's augmenters, MXNet's names */
     unsigned long long seed;
     mxc_optimizer_config sched; /* --lr-schedule and its options (the schedule fields) */
 };
@@ -80,7 +82,8 @@ static void usage(FILE *f) {
             "            [--prefix P] [--seed S] [--resume]\n"
             "            [--num-samples N] [--frequent N] [--json] [--ctx CTX[,CTX...]]\n"
             "            [--kvstore local|device|dist_sync] [--params FILE]\n"
-            "            [--data-shape C,H,W] [--resize N] [--threads N] (rec: data)\n"
+            "            [--data-shape C,H,W] [--resize N] [--threads N]\n"
+            "            [--aug NAME=VALUE[,NAME=VALUE...]] (rec: data)\n"
             "  mxc score --prefix P --epoch E [--data fashion-mnist|DATA] [--json] [--ctx CTX]\n"
             "  mxc predict --prefix P --epoch E --input FILE --output FILE [--ctx CTX]\n"
             "  mxc im2rec PREFIX ROOT [--list] [--resize N] [--quality Q] [--threads N]\n"
@@ -95,7 +98,10 @@ static void usage(FILE *f) {
             "or TRAIN_IMAGES,TRAIN_LABELS,TEST_IMAGES,TEST_LABELS (IDX files, gzip or raw),\n"
             "or csv:TRAIN_DATA,TRAIN_LABELS,TEST_DATA,TEST_LABELS (784 values per line),\n"
             "or rec:TRAIN.rec[,TEST.rec] (image records, e.g. from mxc im2rec; with\n"
-            "--data-shape C,H,W (default 3,28,28), --resize N, --threads N).\n");
+            "--data-shape C,H,W (default 3,28,28), --resize N, --threads N, and --aug with\n"
+            "ImageRecordIter's augmenters for training: rand_crop, rand_mirror (0|1),\n"
+            "max_rotate_angle, max_shear_ratio, max_random_scale, min_random_scale,\n"
+            "max_aspect_ratio, random_h, random_s, random_l, pad, fill_value).\n");
 }
 
 static void usage_error(const char *msg, const char *arg) {
@@ -119,6 +125,46 @@ static float parse_float(const char *s, const char *flag) {
     if (*end || end == s || !(v >= 0))
         usage_error("bad non-negative number for", flag);
     return v;
+}
+
+/* --aug NAME=VALUE,...: the training set's augmenters under MXNet's ImageRecordIter names
+ * (their ranges are the library's to check). */
+static void parse_aug(const char *spec, mxc_image_record_params *ip) {
+    char buf[1024], *save = NULL;
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *v = strchr(t, '=');
+        if (v == NULL)
+            usage_error("--aug takes NAME=VALUE pairs", t);
+        *v++ = '\0';
+        struct {
+            const char *name;
+            int *i;
+            float *f;
+        } const fields[] = {
+            {"rand_crop", &ip->rand_crop, NULL},
+            {"rand_mirror", &ip->rand_mirror, NULL},
+            {"max_rotate_angle", &ip->max_rotate_angle, NULL},
+            {"max_shear_ratio", NULL, &ip->max_shear_ratio},
+            {"max_random_scale", NULL, &ip->max_random_scale},
+            {"min_random_scale", NULL, &ip->min_random_scale},
+            {"max_aspect_ratio", NULL, &ip->max_aspect_ratio},
+            {"random_h", &ip->random_h, NULL},
+            {"random_s", &ip->random_s, NULL},
+            {"random_l", &ip->random_l, NULL},
+            {"pad", &ip->pad, NULL},
+            {"fill_value", &ip->fill_value, NULL},
+        };
+        size_t k = 0;
+        while (k < sizeof fields / sizeof fields[0] && strcmp(t, fields[k].name) != 0)
+            k++;
+        if (k == sizeof fields / sizeof fields[0])
+            usage_error("--aug: unknown augmenter (see mxc --help)", t);
+        if (fields[k].i)
+            *fields[k].i = (int)parse_int(v, t, INT_MIN, INT_MAX);
+        else
+            *fields[k].f = parse_float(v, t);
+    }
 }
 
 /* --lr-steps N,N,...: the multi-factor schedule's update counts (checked for order by
@@ -261,6 +307,8 @@ static void parse(int argc, char **argv, int first, struct options *o) {
             o->quality = (int)parse_int(v, a, 1, 100);
         else if (strcmp(a, "--threads") == 0)
             o->threads = (int)parse_int(v, a, 1, 64);
+        else if (strcmp(a, "--aug") == 0)
+            o->aug = v;
         else if (strcmp(a, "--shuffle") == 0)
             o->shuffle = (int)parse_int(v, a, 0, 1);
         else if (strcmp(a, "--ctx") == 0) {
@@ -321,6 +369,8 @@ static mxc_data_iter *create(const struct options *o, int train, int flat,
         ip.rand_crop = ip.rand_mirror = train;
         ip.scale = 1.0f / 255;
         ip.preprocess_threads = o->threads;
+        if (train && o->aug)
+            parse_aug(o->aug, &ip);
         CHECK(mxc_data_iter_create_image_record(&ip, p, &it));
         return it;
     }
