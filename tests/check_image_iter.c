@@ -1024,8 +1024,7 @@ START_TEST(im2rec_and_train_commands) {
     ck_assert_msg(run_mxc(args, out, sizeof out) == 0, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "\"test_accuracy\""));
     snprintf(args, sizeof args,
-             "train --network mlp --data rec:%s/data.rec --data-shape 3,28,28 --aug tilt=3",
-             root);
+             "train --network mlp --data rec:%s/data.rec --data-shape 3,28,28 --aug tilt=3", root);
     ck_assert_int_eq(run_mxc(args, out, sizeof out), 2);
     ck_assert_ptr_nonnull(strstr(out, "unknown augmenter"));
     snprintf(args, sizeof args,
