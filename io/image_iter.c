@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MAX_THREADS 64
 
@@ -458,10 +459,7 @@ static int load_mean_img(struct image_source *s, const char *path) {
     mxc_ndarray **arrays = NULL;
     char **names = NULL;
     FILE *f = fopen(path, "rb");
-    MXC_CHECK(f != NULL, MXC_EIO,
-              "mean_img '%s' cannot be opened (%s); MXNet would compute it over the records "
-              "and save it there, mxc does not: make it with MXNet or mx.nd.save",
-              path, strerror(errno));
+    MXC_CHECK(f != NULL, MXC_EIO, "mean_img '%s' cannot be opened: %s", path, strerror(errno));
     fclose(f);
     MXC_TRY(mxc_nd_load(path, mxc_cpu(), &count, &arrays, &names));
     mxc_shape shape = {0};
@@ -479,6 +477,54 @@ static int load_mean_img(struct image_source *s, const char *path) {
     MXC_TRY(mxc_nd_sync_copy_to_cpu(arrays[0], s->meanimg, bytes));
 fail:
     mxc_nd_list_free(count, arrays, names);
+    return rc;
+}
+
+static int read_batch(void *impl, int64_t epoch, int64_t first, const int64_t *index, int64_t n,
+                      void *data, float *label);
+
+/* MXNet's mean image, when mean_img names no file: the mean of every record's sample as
+ * the iterator writes it without a mean (augmenters, scale and std applied), summed in
+ * float32 in file order and multiplied by 1 / count, then saved to `path` under the key
+ * "mean_img" for the next run. */
+static int create_mean_img(struct image_source *s, const char *path) {
+    enum { CHUNK = 64 };
+    const int64_t per = 3 * s->height * s->width;
+    int rc = MXC_OK;
+    int64_t index[CHUNK];
+    mxc_ndarray *saved = NULL;
+    float *batch = mxc__malloc((size_t)(CHUNK * per) * sizeof(float));
+    float *sum = mxc__calloc((size_t)per, sizeof(float));
+    MXC_CHECK(batch && sum && s->count > 0, s->count > 0 ? MXC_ENOMEM : MXC_EFORMAT,
+              "mean_img '%s': %s", path,
+              s->count > 0 ? "out of memory" : "no records to compute it over");
+    mxc__log(MXC_LOG_INFO,
+             "image record iterator: mean_img '%s' does not exist: computing it "
+             "over the %" PRId64 " records of '%s'",
+             path, s->count, s->path);
+    for (int64_t first = 0; first < s->count; first += CHUNK) {
+        int64_t n = s->count - first < CHUNK ? s->count - first : CHUNK;
+        for (int64_t i = 0; i < n; i++)
+            index[i] = first + i;
+        MXC_TRY(read_batch(s, 0, first, index, n, batch, NULL));
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t k = 0; k < per; k++)
+                sum[k] += batch[i * per + k];
+    }
+    const float inv = 1.0f / (float)s->count;
+    for (int64_t k = 0; k < per; k++)
+        sum[k] *= inv;
+    const mxc_shape shape = {.ndim = 3, .dims = {3, s->height, s->width}};
+    const char *const names[] = {"mean_img"};
+    MXC_TRY(mxc_nd_create(&shape, MXC_FLOAT32, mxc_cpu(), 0, &saved));
+    MXC_TRY(mxc_nd_sync_copy_from_cpu(saved, sum, (size_t)per * sizeof(float)));
+    MXC_TRY(mxc_nd_save(path, 1, &saved, names));
+    s->meanimg = sum;
+    sum = NULL;
+fail:
+    mxc_nd_free(saved);
+    mxc__free(batch);
+    mxc__free(sum);
     return rc;
 }
 
@@ -631,7 +677,10 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
         s->mult[c] = p->scale / stds[c]; /* MXNet's RGBA_MULT: contrast 1 times scale, / std */
     }
 
-    if (p->mean_img)
+    /* an existing mean image is read now; a missing one is computed once the decoding
+     * threads run */
+    const bool make_mean = p->mean_img && access(p->mean_img, F_OK) != 0 && errno == ENOENT;
+    if (p->mean_img && !make_mean)
         MXC_TRY(load_mean_img(s, p->mean_img));
     MXC_TRY(mxc_recordio_open(p->path_imgrec, p->path_imgidx, 0, &scan));
     s->p.path_imgidx = p->path_imgidx;
@@ -653,6 +702,9 @@ int mxc_data_iter_create_image_record(const mxc_image_record_params *image_param
             w->started = true;
         }
     }
+
+    if (make_mean)
+        MXC_TRY(create_mean_img(s, p->mean_img));
 
     struct mxc__io_source src = {
         .name = "image record",

@@ -25,6 +25,9 @@ tests/data/io/rec/:
   parameters of each case in CASES (repeated in the C test): <case>_data<b> and
   <case>_label<b> for batch b, and <case>_pad<b> (one element); data as float32 also
   where the case asks for uint8 (its values are the bytes).
+- made_mean.params: "mean_img", the mean image MXNet computes and saves when mean_img
+  names no file (the parameters of MADE_MEAN), and "data0", the first batch normalised
+  with it.
 - mean16.nd: the mean image of the meanimg case, (3, 16, 16) float32 under the key
   mean_img, as MXNet writes the mean images it computes. No case uses
   round_batch=False: MXNet 1.9.1 then returns the last partial batch with stale label rows
@@ -110,6 +113,10 @@ CASES = [
                                scale=0.5, mean_img=os.path.join(OUT, "mean16.nd"))),
 ]
 
+# the parameters under which MXNet computes a mean image (made_mean.params)
+MADE_MEAN = dict(data_shape=(3, 12, 14), batch_size=4, resize=16, std_r=2, std_g=4, std_b=8,
+                 scale=0.5)
+
 
 def write_plain():
     rec = recordio.MXIndexedRecordIO(os.path.join(OUT, "plain.idx"),
@@ -157,6 +164,17 @@ def main():
             batches["%s_label%d" % (case, b)] = batch.label[0].astype("float32")
             batches["%s_pad%d" % (case, b)] = mx.nd.array([batch.pad], dtype="float32")
     mx.nd.save(os.path.join(OUT, "iter.params"), batches)
+    # a mean image MXNet computes itself (mean_img names no file yet), and the first batch
+    # normalised with it
+    made = os.path.join(OUT, "made_mean.tmp")
+    if os.path.exists(made):
+        os.remove(made)
+    it = mx.io.ImageRecordIter(path_imgrec=os.path.join(OUT, "images.rec"), shuffle=False,
+                               preprocess_threads=1, **MADE_MEAN, mean_img=made)
+    data0 = it.next().data[0].astype("float32")
+    mx.nd.save(os.path.join(OUT, "made_mean.params"),
+               {"mean_img": mx.nd.load(made)["mean_img"], "data0": data0})
+    os.remove(made)
     for name in sorted(os.listdir(OUT)):
         print("%-16s %6d bytes" % (name, os.path.getsize(os.path.join(OUT, name))))
     print("batches:", {case: sum(1 for k in batches if k.startswith(case + "_data"))

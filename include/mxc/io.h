@@ -195,8 +195,10 @@ typedef struct mxc_image_record_params {
     int inter_method;
     /** A file of MXNet's NDArray format (mx.nd.save) holding one float32 array of shape
      * data_shape: subtracted from each sample, before std and scale and before mirroring,
-     * instead of mean_r/g/b (which must then be 0). NULL (default): none. MXNet computes and
-     * saves the file when it is missing; mxc refuses a missing file (MXC_EIO). */
+     * instead of mean_r/g/b (which must then be 0). NULL (default): none. A file that does
+     * not exist is made as MXNet makes it, when the iterator is created: the mean over every
+     * record of the samples as the iterator writes them without a mean (augmenters, scale
+     * and std applied; summed in float32 in file order), saved under the key "mean_img". */
     const char *mean_img;
 } mxc_image_record_params;
 
