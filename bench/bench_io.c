@@ -29,8 +29,8 @@
         exit(1);                                                       \
     } while (0)
 
-/* Writes `n` image records (label i % 10) of 500 x 375 JPEGs (the size of a typical ImageNet photo, which
- * resize 256 scales to 341 x 256) to `path` and its .idx. */
+/* Writes `n` image records (label i % 10) of 500 x 375 JPEGs (the size of a typical
+ * ImageNet photo, which resize 256 scales to 341 x 256) to `path` and its .idx. */
 static void make_rec(const char *path, int n) {
     char idx[4096];
     snprintf(idx, sizeof idx, "%.*s.idx", (int)(strlen(path) > 4 ? strlen(path) - 4 : 0), path);

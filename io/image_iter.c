@@ -495,9 +495,8 @@ static int create_mean_img(struct image_source *s, const char *path) {
     mxc_ndarray *saved = NULL;
     float *batch = mxc__malloc((size_t)(CHUNK * per) * sizeof(float));
     float *sum = mxc__calloc((size_t)per, sizeof(float));
-    MXC_CHECK(batch && sum && s->count > 0, s->count > 0 ? MXC_ENOMEM : MXC_EFORMAT,
-              "mean_img '%s': %s", path,
-              s->count > 0 ? "out of memory" : "no records to compute it over");
+    MXC_CHECK(s->count > 0, MXC_EFORMAT, "mean_img '%s': no records to compute it over", path);
+    MXC_CHECK(batch && sum, MXC_ENOMEM, "mean_img '%s': out of memory", path);
     mxc__log(MXC_LOG_INFO,
              "image record iterator: mean_img '%s' does not exist: computing it "
              "over the %" PRId64 " records of '%s'",

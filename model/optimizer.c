@@ -585,12 +585,14 @@ static int step(const mxc_optimizer_config *c, const struct step *st) {
         return run("signum_update", &a, 3, in, st->weight);
     default:                      /* SGD, NAG */
         if (st->master != NULL) { /* SGD's own multi-precision operators */
-            mxc_ndarray *mp[4] = {st->weight, st->grad, mom ? st->state[0] : st->master,
-                                  st->master};
-            if (!mom)
-                return run("mp_sgd_update", &a, 3, mp, st->weight);
-            arg(&a, "momentum", c->momentum);
-            return run("mp_sgd_mom_update", &a, 4, mp, st->weight);
+            mxc_ndarray *mp[4] = {st->weight, st->grad};
+            int n = 2;
+            if (mom) {
+                mp[n++] = st->state[0];
+                arg(&a, "momentum", c->momentum);
+            }
+            mp[n++] = st->master;
+            return run(mom ? "mp_sgd_mom_update" : "mp_sgd_update", &a, n, mp, st->weight);
         }
         if (!mom)
             return run("sgd_update", &a, 2, in, st->weight);
