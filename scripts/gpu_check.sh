@@ -4,6 +4,7 @@
 # skip elsewhere), then the GPU benchmarks, and ends with a summary.
 #
 #   scripts/gpu_check.sh [--deps DIR|FILE.tar.xz] [--log DIR] [--jobs N] [--no-bench]
+#                        [--stage build,test,bench]
 #
 # --deps  the Debian packages the build needs (check, libsubunit, libopenblas, zlib,
 #         libjpeg62-turbo, libpng16 with their -dev packages, and the Fashion-MNIST data set), unpacked as a root file system (usr/include, usr/lib/...),
@@ -11,6 +12,11 @@
 #         unpacked first. Made on a Debian machine with `apt-get download` and `dpkg -x`
 #         (docs/testing.md, "On a GPU").
 # --log   where each step's full output goes (default build-cuda/gpu_check)
+# --jobs  make's jobs (default: the cores); the suites run MXC_TEST_JOBS at a time
+#         (default half the cores)
+# --stage which steps run (default all three): a lent GPU machine allows 10 minutes per
+#         command, so `--stage build,test` and then `--stage bench` (the build is kept
+#         while the machine stays warm) split the work; each step prints its duration.
 # cuDNN and cuBLAS are taken from CUDA_HOME (default /usr/local/cuda), else from the
 # nvidia-cudnn / nvidia-cublas Python wheels when those are installed.
 set -uo pipefail
@@ -20,12 +26,14 @@ deps=""
 log=""
 jobs=$(nproc 2>/dev/null || echo 4)
 bench=1
+stages=build,test,bench
 while [ $# -gt 0 ]; do
     case "$1" in
     --deps) deps=$2; shift 2 ;;
     --log) log=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --no-bench) bench=0; shift ;;
+    --stage) stages=$2; shift 2 ;;
     *) echo "gpu_check: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -100,24 +108,37 @@ wheel_lib cublas
     date -u
 } | tee "$log/device.txt"
 
+stage() { [[ ",$stages," == *",$1,"* ]]; }
+took() { echo "gpu_check: $1 took $((SECONDS - $2)) s"; }
+
 status=0
-echo "== build (make ${make_args[*]})"
-if ! make -j"$jobs" "${make_args[@]}" all tools >"$log/build.txt" 2>&1; then
-    tail -n 40 "$log/build.txt"
-    echo "gpu_check: build failed (log: $log/build.txt)"
-    exit 1
+if stage build; then
+    echo "== build (make ${make_args[*]})"
+    t=$SECONDS
+    if ! make -j"$jobs" "${make_args[@]}" all tools >"$log/build.txt" 2>&1; then
+        tail -n 40 "$log/build.txt"
+        echo "gpu_check: build failed (log: $log/build.txt)"
+        exit 1
+    fi
+    tail -n 3 "$log/build.txt"
+    took build $t
 fi
-tail -n 3 "$log/build.txt"
 
-echo "== tests"
-# each forked test starts CUDA, its engine's GPU workers and library handles afresh
-export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-120}
-bash scripts/run_tests.sh $build/bin >"$log/tests.txt" 2>&1 || status=1
-grep -E "^(== |[0-9]+%: Checks)|failed suites|^tests:" "$log/tests.txt"
-grep -E ":[EF]:" "$log/tests.txt" | head -n 40
+if stage test; then
+    echo "== tests"
+    t=$SECONDS
+    # each forked test starts CUDA, its engine's GPU workers and library handles afresh
+    export CK_DEFAULT_TIMEOUT=${CK_DEFAULT_TIMEOUT:-120}
+    export MXC_TEST_JOBS=${MXC_TEST_JOBS:-$(((jobs + 1) / 2))}
+    bash scripts/run_tests.sh $build/bin >"$log/tests.txt" 2>&1 || status=1
+    grep -E "^(== |[0-9]+%: Checks)|failed suites|^tests:" "$log/tests.txt"
+    grep -E ":[EF]:" "$log/tests.txt" | head -n 40
+    took tests $t
+fi
 
-if [ $bench -eq 1 ]; then
+if [ $bench -eq 1 ] && stage bench; then
     echo "== GPU benchmarks"
+    t=$SECONDS
     for b in $build/bin/bench_ops $build/bin/bench_train; do
         [ -x "$b" ] || continue
         if "$b" --help 2>&1 | grep -q -- "--ctx"; then
@@ -126,9 +147,10 @@ if [ $bench -eq 1 ]; then
             tail -n 30 "$log/$(basename "$b").txt"
         fi
     done
+    took benchmarks $t
 fi
 
 echo "== summary"
-grep -E "^tests:|failed suites" "$log/tests.txt"
-[ $status -eq 0 ] && echo "gpu_check: all passed" || echo "gpu_check: FAILED"
+stage test && grep -E "^tests:|failed suites" "$log/tests.txt"
+[ $status -eq 0 ] && echo "gpu_check: all passed (stages $stages)" || echo "gpu_check: FAILED (stages $stages)"
 exit $status

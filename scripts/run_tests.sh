@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Runs the Check suites in a build's bin folder: scripts/run_tests.sh BIN [name ...]
 # (names without the check_ prefix limit the run). Exits non-zero if any suite fails and
-# ends with one summary line: "N passed, N failed".
+# ends with one summary line: "N passed, N failed". MXC_TEST_JOBS=N runs N suites at a
+# time (default 1; each suite's output is still printed whole, in order): for machines
+# with many cores, such as the GPU machine of scripts/gpu_check.sh. The suites' scratch
+# files under build/ are named after their suite, so they do not collide.
 set -u
 bin=$1
 shift
@@ -19,14 +22,31 @@ fi
 # which a build for another folder (build-cuda) does not create.
 mkdir -p build
 
+# Each suite's output and exit status go to a scratch folder; with MXC_TEST_JOBS > 1 all
+# suites run first, up to that many at once, else each runs just before its report.
+jobs=${MXC_TEST_JOBS:-1}
+outdir=$(mktemp -d)
+trap 'rm -rf "$outdir"' EXIT
+run_suite() { # run_suite BINARY OUTDIR
+    "$1" >"$2/$(basename "$1").out" 2>&1
+    echo $? >"$2/$(basename "$1").rc"
+}
+if [ "$jobs" -gt 1 ]; then
+    export -f run_suite
+    for s in "${suites[@]}"; do
+        [ -x "$s" ] && printf '%s\0' "$s"
+    done | xargs -0 -r -P "$jobs" -I{} bash -c 'run_suite "$1" "$2"' _ {} "$outdir"
+fi
+
 passed=0
 failed=0
 failed_suites=()
 for s in "${suites[@]}"; do
     [ -x "$s" ] || { echo "missing test binary $s"; failed=$((failed + 1)); continue; }
     echo "== $(basename "$s")"
-    out=$("$s" 2>&1)
-    status=$?
+    [ "$jobs" -gt 1 ] || run_suite "$s" "$outdir"
+    out=$(cat "$outdir/$(basename "$s").out")
+    status=$(cat "$outdir/$(basename "$s").rc")
     echo "$out"
     # Check prints "NN%: Checks: C, Failures: F, Errors: E"
     line=$(echo "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
