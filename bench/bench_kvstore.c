@@ -16,8 +16,9 @@
  *   model_<net>        every parameter of LeNet / ResNet-18, one key each, pushed
  *                      together: the communicator with fusion (default settings) and
  *                      without (MXC_KV_FUSION_BYTES=4), vs one MPI_Allreduce per key.
- * Each measurement alternates with its baseline per size, and each repetition starts
- * after a barrier. A build without MPI prints one line saying so.
+ * Each repetition of a measurement alternates with one of its baseline (the same machine
+ * load for both), and each starts after a barrier; the communicator is opened for its
+ * repetition and closed before the bare one, whose MPI calls must not run beside it. A build without MPI prints one line saying so.
  */
 #include "bench/bench_util.h"
 #include "kvstore/kvstore_impl.h"
@@ -100,13 +101,36 @@ static double time_bare(int num, float **bufs, const int64_t *n) {
     return (double)(bench_now_ns() - t0) * 1e-9;
 }
 
-static double median_of(double (*fn)(int, float **, const int64_t *), int reps, int num,
-                        float **bufs, const int64_t *n) {
-    double t[64];
-    fn(num, bufs, n); /* warm-up */
-    for (int r = 0; r < reps; r++)
-        t[r] = fn(num, bufs, n);
-    return bench_median(t, reps);
+/* The communicator's time for one sum of every key: opened afresh (a bare MPI call must
+ * not run beside its thread), warmed up by one untimed sum, then timed. */
+static double time_ours_fresh(int num, float **bufs, const int64_t *n) {
+    open_comm();
+    time_ours(num, bufs, n);
+    double t = time_ours(num, bufs, n);
+    close_comm();
+    return t;
+}
+
+/* Medians of `reps` timings of the communicator and of the bare baseline, alternated
+ * repetition by repetition so that both see the same machine; with `unfused`, also of
+ * the communicator without fusion (MXC_KV_FUSION_BYTES=4). */
+static void measure(int reps, int num, float **bufs, const int64_t *n, double *ours, double *bare,
+                    double *unfused) {
+    double t[3][64];
+    for (int r = 0; r < reps; r++) {
+        t[0][r] = time_ours_fresh(num, bufs, n);
+        time_bare(num, bufs, n); /* warm-up, as the communicator's */
+        t[1][r] = time_bare(num, bufs, n);
+        if (unfused) {
+            setenv("MXC_KV_FUSION_BYTES", "4", 1);
+            t[2][r] = time_ours_fresh(num, bufs, n);
+            unsetenv("MXC_KV_FUSION_BYTES");
+        }
+    }
+    *ours = bench_median(t[0], reps);
+    *bare = bench_median(t[1], reps);
+    if (unfused)
+        *unfused = bench_median(t[2], reps);
 }
 
 static void report(const char *kase, const char *metric, double ours, double base,
@@ -194,15 +218,8 @@ static void free_bufs(int num, float **b) {
 
 static void model_case(const char *name, int num, const int64_t *n, int reps) {
     float **b = alloc_bufs(num, n);
-    open_comm();
-    double fused = median_of(time_ours, reps, num, b, n);
-    close_comm();
-    setenv("MXC_KV_FUSION_BYTES", "4", 1);
-    open_comm();
-    double unfused = median_of(time_ours, reps, num, b, n);
-    close_comm();
-    unsetenv("MXC_KV_FUSION_BYTES");
-    double bare = median_of(time_bare, reps, num, b, n);
+    double fused, bare, unfused;
+    measure(reps, num, b, n, &fused, &bare, &unfused);
     char kase[64];
     snprintf(kase, sizeof kase, "model_%s_%dkeys", name, num);
     report(kase, "ms", fused * 1e3, bare * 1e3, "MPI_Allreduce_per_key", "mxc_unfused_ms",
@@ -236,10 +253,8 @@ static int rank_main(int argc, char **argv) {
             for (int k = 0; k < num; k++)
                 n[k] = bytes / 4;
             float **b = alloc_bufs(num, n);
-            open_comm();
-            double ours = median_of(time_ours, reps, num, b, n);
-            close_comm();
-            double bare = median_of(time_bare, reps, num, b, n);
+            double ours, bare;
+            measure(reps, num, b, n, &ours, &bare, NULL);
             char kase[64];
             if (num == 1)
                 snprintf(kase, sizeof kase, "allreduce_%lldKB", (long long)(bytes >> 10));
