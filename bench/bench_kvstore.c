@@ -18,7 +18,8 @@
  *                      without (MXC_KV_FUSION_BYTES=4), vs one MPI_Allreduce per key.
  * Each repetition of a measurement alternates with one of its baseline (the same machine
  * load for both), and each starts after a barrier; the communicator is opened for its
- * repetition and closed before the bare one, whose MPI calls must not run beside it. A build without MPI prints one line saying so.
+ * repetition and closed before the bare one, whose MPI calls must not run beside it.
+ * A build without MPI prints one line saying so.
  */
 #include "bench/bench_util.h"
 #include "kvstore/kvstore_impl.h"
