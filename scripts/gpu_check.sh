@@ -123,7 +123,7 @@ if [ $bench -eq 1 ]; then
         if "$b" --help 2>&1 | grep -q -- "--ctx"; then
             echo "-- $b --ctx gpu"
             timeout 300 "$b" --ctx gpu >"$log/$(basename "$b").txt" 2>&1 || status=1
-            tail -n 30 "$log/$(basename "$b").txt"
+            tail -n 70 "$log/$(basename "$b").txt"
         fi
     done
 fi
