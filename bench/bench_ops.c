@@ -119,12 +119,15 @@ static void cublas_ok(cublasStatus_t s, const char *what) {
 static cudaStream_t gpu_stream; /* the benchmark's stream, made in main */
 #endif
 #ifdef MXC_USE_CUDNN
+static const bool have_cudnn = true;
 static void cudnn_ok(cudnnStatus_t s, const char *what) {
     if (s != CUDNN_STATUS_SUCCESS) {
         fprintf(stderr, "bench_ops: %s: %s\n", what, cudnnGetErrorString(s));
         exit(1);
     }
 }
+#else
+static const bool have_cudnn = false;
 #endif
 
 static float *buffer(int64_t n, unsigned seed) {
@@ -202,7 +205,7 @@ static float *data_on(bool gpu, int64_t n, unsigned seed) {
 static void data_free(bool gpu, void *p) {
 #ifdef MXC_USE_CUDA
     if (gpu) {
-        cudaFree(p);
+        cuda_ok(cudaFree(p), "cudaFree");
         return;
     }
 #endif
@@ -415,9 +418,9 @@ static struct gemm gemm_make_gpu(bool ta, bool tb, int m, int n, int k, int batc
 }
 
 static void gemm_free_gpu(struct gemm *g) {
-    cudaFree(g->a);
-    cudaFree(g->b);
-    cudaFree(g->c);
+    cuda_ok(cudaFree(g->a), "cudaFree");
+    cuda_ok(cudaFree(g->b), "cudaFree");
+    cuda_ok(cudaFree(g->c), "cudaFree");
 }
 #endif
 
@@ -516,20 +519,20 @@ static void dnn_conv_run(const struct dnn_conv *d, bool backward) {
 }
 
 static void dnn_conv_free(struct dnn_conv *d) {
-    cudnnDestroyTensorDescriptor(d->x);
-    cudnnDestroyTensorDescriptor(d->y);
-    cudnnDestroyFilterDescriptor(d->w);
-    cudnnDestroyConvolutionDescriptor(d->conv);
-    cudaFree(d->ws);
+    cudnn_ok(cudnnDestroyTensorDescriptor(d->x), "cudnnDestroyTensorDescriptor");
+    cudnn_ok(cudnnDestroyTensorDescriptor(d->y), "cudnnDestroyTensorDescriptor");
+    cudnn_ok(cudnnDestroyFilterDescriptor(d->w), "cudnnDestroyFilterDescriptor");
+    cudnn_ok(cudnnDestroyConvolutionDescriptor(d->conv), "cudnnDestroyConvolutionDescriptor");
+    cuda_ok(cudaFree(d->ws), "cudaFree");
     float *bufs[] = {d->xd, d->wd, d->yd, d->dx, d->dw, d->dy};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        cudaFree(bufs[i]);
+        cuda_ok(cudaFree(bufs[i]), "cudaFree");
 }
 
 /* ---- A memory-bound layer through cuDNN, on the operator's own arrays ----------------- */
 
 /* Exits naming the case when its parameters ask for what its cuDNN call cannot match. */
-static void dnn_refuse(const struct bcase *c, const char *why) {
+_Noreturn static void dnn_refuse(const struct bcase *c, const char *why) {
     fprintf(stderr, "bench_ops: %s_%s: no cuDNN call matches: %s\n", c->op, c->name, why);
     exit(1);
 }
@@ -742,16 +745,16 @@ static void dnn_layer_run(const struct dnn_layer *l, bool backward) {
 }
 
 static void dnn_layer_free(struct dnn_layer *l) {
-    cudnnDestroyTensorDescriptor(l->x);
-    cudnnDestroyTensorDescriptor(l->y);
+    cudnn_ok(cudnnDestroyTensorDescriptor(l->x), "cudnnDestroyTensorDescriptor");
+    cudnn_ok(cudnnDestroyTensorDescriptor(l->y), "cudnnDestroyTensorDescriptor");
     if (l->bn)
-        cudnnDestroyTensorDescriptor(l->bn);
+        cudnn_ok(cudnnDestroyTensorDescriptor(l->bn), "cudnnDestroyTensorDescriptor");
     if (l->pool)
-        cudnnDestroyPoolingDescriptor(l->pool);
+        cudnn_ok(cudnnDestroyPoolingDescriptor(l->pool), "cudnnDestroyPoolingDescriptor");
     if (l->act)
-        cudnnDestroyActivationDescriptor(l->act);
+        cudnn_ok(cudnnDestroyActivationDescriptor(l->act), "cudnnDestroyActivationDescriptor");
     if (l->lrn)
-        cudnnDestroyLRNDescriptor(l->lrn);
+        cudnn_ok(cudnnDestroyLRNDescriptor(l->lrn), "cudnnDestroyLRNDescriptor");
 }
 #endif
 
@@ -939,15 +942,11 @@ static void run_case(const struct options *o, const struct bcase *c) {
         return;
     }
     const struct mxc__op_def *def = mxc__op_find(c->op);
-    if (o->gpu && c->bandwidth) { /* the copy loop is CPU-only: a GPU needs the cuDNN call */
-#ifndef MXC_USE_CUDNN
+    if (o->gpu && c->bandwidth && !(c->dnn && have_cudnn)) { /* the copy loop is CPU-only */
         if (c->dnn)
             fprintf(stderr, "bench_ops: %s is compared with cuDNN, not in this build; skipping\n",
                     full);
         return;
-#endif
-        if (!c->dnn)
-            return;
     }
     if (o->gpu && def->forward_gpu == NULL) {
         fprintf(stderr, "bench_ops: %s has no GPU kernel; skipping %s\n", c->op, c->name);
@@ -1092,13 +1091,14 @@ static const char empty_ptx[] = ".version 7.0\n"
                                 "}\n";
 static const void *empty_kernel; /* a cudaKernel_t: cudaLaunchKernel takes one as its func */
 
-static void empty_kernel_load(void) {
+static cudaLibrary_t empty_kernel_load(void) {
     cudaLibrary_t lib;
     cudaKernel_t k;
     cuda_ok(cudaLibraryLoadData(&lib, empty_ptx, NULL, NULL, 0, NULL, NULL, 0),
             "cudaLibraryLoadData (the empty kernel's PTX)");
     cuda_ok(cudaLibraryGetKernel(&k, lib, "mxc_bench_empty"), "cudaLibraryGetKernel");
     empty_kernel = (const void *)k;
+    return lib;
 }
 
 /* One block of one thread of the empty kernel on `stream`. */
@@ -1122,7 +1122,7 @@ static void engine_overhead(const struct options *o) {
     const int n = o->quick ? 2000 : 20000;
     mxc_engine *eng = NULL;
     mxc_var *v = NULL;
-    empty_kernel_load();
+    cudaLibrary_t lib = empty_kernel_load();
     if (mxc_engine_get_default(&eng) != MXC_OK || mxc_engine_new_var(eng, &v) != MXC_OK)
         die("engine");
     mxc_engine_op_desc d = {.fn = empty_op,
@@ -1151,7 +1151,9 @@ static void engine_overhead(const struct options *o) {
         cuda_ok(cudaStreamSynchronize(gpu_stream), "cudaStreamSynchronize");
     }
     uint64_t t3 = bench_now_ns();
-    mxc_engine_delete_var(eng, v, NULL, NULL);
+    if (mxc_engine_delete_var(eng, v, NULL, NULL) != MXC_OK)
+        die("mxc_engine_delete_var");
+    cuda_ok(cudaLibraryUnload(lib), "cudaLibraryUnload");
     double ops = n / ((double)(t1 - t0) / 1e9), bare = n / ((double)(t3 - t2) / 1e9);
     if (o->json) {
         bench_json j;
