@@ -144,7 +144,7 @@ if [ $bench -eq 1 ] && stage bench; then
         if "$b" --help 2>&1 | grep -q -- "--ctx"; then
             echo "-- $b --ctx gpu"
             timeout 300 "$b" --ctx gpu >"$log/$(basename "$b").txt" 2>&1 || status=1
-            tail -n 30 "$log/$(basename "$b").txt"
+            tail -n 70 "$log/$(basename "$b").txt"
         fi
     done
     took benchmarks $t
