@@ -40,7 +40,7 @@ static struct mxc__kv_comm *comm;
 static mxc_engine *engine;
 /* One variable per key, as the store gives each key's array its own: the sums of
  * different keys may run together (and fuse), as in training. */
-#define MAX_KEYS    128
+#define MAX_KEYS 128
 static mxc_var *key_var[MAX_KEYS];
 static bool json;
 
@@ -102,6 +102,52 @@ static double time_bare(int num, float **bufs, const int64_t *n) {
     return (double)(bench_now_ns() - t0) * 1e-9;
 }
 
+/* The bound of any store that, like this one, adds in its own fixed order so that every
+ * process holds the same bits: the same ring (reduce-scatter, then allgather) run on the
+ * calling thread with blocking MPI_Sendrecv, one key after another: no engine operation,
+ * no communication thread, no agreement round, no fusion. */
+static float *ring_tmp;
+static int64_t ring_cap;
+
+static void ring_sum(float *buf, int64_t n) {
+    int p = 1, r = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &p);
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    if (n / p + 1 > ring_cap) {
+        free(ring_tmp);
+        ring_cap = n / p + 1;
+        ring_tmp = calloc((size_t)ring_cap, sizeof(float));
+        if (!ring_tmp)
+            die("calloc");
+    }
+#define LO(b)    ((int64_t)(b)*n / p)
+#define LEN(b)   ((int)(LO((b) + 1) - LO(b)))
+    int next = (r + 1) % p, prev = (r + p - 1) % p;
+    for (int s = 0; s < p - 1; s++) {
+        int sb = (r - s + p) % p, rb = (r - s - 1 + 2 * p) % p;
+        MPI_Sendrecv(buf + LO(sb), LEN(sb), MPI_FLOAT, next, 5, ring_tmp, LEN(rb), MPI_FLOAT, prev,
+                     5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        float *dst = buf + LO(rb);
+        for (int i = 0; i < LEN(rb); i++)
+            dst[i] += ring_tmp[i];
+    }
+    for (int s = 0; s < p - 1; s++) {
+        int sb = (r + 1 - s + p) % p, rb = (r - s + p) % p;
+        MPI_Sendrecv(buf + LO(sb), LEN(sb), MPI_FLOAT, next, 6, buf + LO(rb), LEN(rb), MPI_FLOAT,
+                     prev, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+#undef LO
+#undef LEN
+}
+
+static double time_ring(int num, float **bufs, const int64_t *n) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    uint64_t t0 = bench_now_ns();
+    for (int k = 0; k < num; k++)
+        ring_sum(bufs[k], n[k]);
+    return (double)(bench_now_ns() - t0) * 1e-9;
+}
+
 /* The communicator's time for one sum of every key: opened afresh (a bare MPI call must
  * not run beside its thread), warmed up by one untimed sum, then timed. */
 static double time_ours_fresh(int num, float **bufs, const int64_t *n) {
@@ -112,56 +158,71 @@ static double time_ours_fresh(int num, float **bufs, const int64_t *n) {
     return t;
 }
 
-/* Medians of `reps` timings of the communicator and of the bare baseline, alternated
- * repetition by repetition so that both see the same machine; with `unfused`, also of
- * the communicator without fusion (MXC_KV_FUSION_BYTES=4). */
-static void measure(int reps, int num, float **bufs, const int64_t *n, double *ours, double *bare,
-                    double *unfused) {
-    double t[3][64];
+/* Medians of timings of one sum of every key. */
+struct timings {
+    double ours, bare, ring, unfused;
+};
+
+/* `reps` timings of the communicator, the bare baseline and the ring bound, alternated
+ * repetition by repetition so that all see the same machine (each warmed up as the
+ * communicator is); with `unfused`, also of the communicator without fusion
+ * (MXC_KV_FUSION_BYTES=4). */
+static struct timings measure(int reps, int num, float **bufs, const int64_t *n, bool unfused) {
+    double t[4][64];
     for (int r = 0; r < reps; r++) {
         t[0][r] = time_ours_fresh(num, bufs, n);
-        time_bare(num, bufs, n); /* warm-up, as the communicator's */
+        time_bare(num, bufs, n);
         t[1][r] = time_bare(num, bufs, n);
+        time_ring(num, bufs, n);
+        t[2][r] = time_ring(num, bufs, n);
         if (unfused) {
             setenv("MXC_KV_FUSION_BYTES", "4", 1);
-            t[2][r] = time_ours_fresh(num, bufs, n);
+            t[3][r] = time_ours_fresh(num, bufs, n);
             unsetenv("MXC_KV_FUSION_BYTES");
         }
     }
-    *ours = bench_median(t[0], reps);
-    *bare = bench_median(t[1], reps);
+    struct timings m = {bench_median(t[0], reps), bench_median(t[1], reps),
+                        bench_median(t[2], reps), 0};
     if (unfused)
-        *unfused = bench_median(t[2], reps);
+        m.unfused = bench_median(t[3], reps);
+    return m;
 }
 
-static void report(const char *kase, const char *metric, double ours, double base,
-                   const char *base_name, const char *extra_key, double extra) {
+/* Prints a case: with `bytes` > 0 as GB/s of that many bytes per sum, else as times in
+ * ms (the model cases, with the unfused communicator beside). Ratios are the
+ * communicator's and the ring bound's speed over the bare baseline's. */
+static void report(const char *kase, double bytes, struct timings m, bool unfused,
+                   const char *base_name) {
     int rank = 0, size = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank != 0)
         return;
-    bool gbps = strcmp(metric, "gbps") == 0;
+    bool gbps = bytes > 0;
+    double scale = gbps ? 1e-9 * bytes : 1e3; /* GB/s = scale / t, ms = scale * t */
+    double ours = gbps ? scale / m.ours : scale * m.ours;
+    double base = gbps ? scale / m.bare : scale * m.bare;
+    double ring = gbps ? scale / m.ring : scale * m.ring;
+    const char *unit = gbps ? "GB/s" : "ms";
     if (json) {
         bench_json j;
         bench_json_begin(&j, "kvstore", kase);
         bench_json_str(&j, "system", "mxc-dist_mpi");
         bench_json_num(&j, "ranks", size);
-        bench_json_num(&j, metric, ours);
+        bench_json_num(&j, gbps ? "gbps" : "ms", ours);
         bench_json_str(&j, "baseline", base_name);
         bench_json_num(&j, gbps ? "baseline_gbps" : "baseline_ms", base);
-        bench_json_num(&j, "ratio_vs_baseline", gbps ? ours / base : base / ours);
-        if (extra_key)
-            bench_json_num(&j, extra_key, extra);
+        bench_json_num(&j, "ratio_vs_baseline", m.bare / m.ours);
+        bench_json_num(&j, gbps ? "ring_bound_gbps" : "ring_bound_ms", ring);
+        bench_json_num(&j, "ring_bound_ratio_vs_baseline", m.bare / m.ring);
+        if (unfused)
+            bench_json_num(&j, "mxc_unfused_ms", scale * m.unfused);
         bench_json_print(&j, stdout);
-    } else if (gbps) {
-        printf("%-22s mxc %8.3f GB/s  %s %8.3f GB/s  ratio %.3f\n", kase, ours, base_name, base,
-               ours / base);
     } else {
-        printf("%-22s mxc %8.3f ms    %s %8.3f ms    speed-up %.2f", kase, ours, base_name, base,
-               base / ours);
-        if (extra_key)
-            printf("  (%s %.3f ms)", extra_key, extra);
+        printf("%-22s mxc %8.3f %-4s  %s %8.3f %-4s  ratio %.2f  (ring bound %.3f %s, %.2f)", kase,
+               ours, unit, base_name, base, unit, m.bare / m.ours, ring, unit, m.bare / m.ring);
+        if (unfused)
+            printf("  (mxc unfused %.3f ms)", scale * m.unfused);
         printf("\n");
     }
     fflush(stdout);
@@ -219,12 +280,10 @@ static void free_bufs(int num, float **b) {
 
 static void model_case(const char *name, int num, const int64_t *n, int reps) {
     float **b = alloc_bufs(num, n);
-    double fused, bare, unfused;
-    measure(reps, num, b, n, &fused, &bare, &unfused);
+    struct timings m = measure(reps, num, b, n, true);
     char kase[64];
     snprintf(kase, sizeof kase, "model_%s_%dkeys", name, num);
-    report(kase, "ms", fused * 1e3, bare * 1e3, "MPI_Allreduce_per_key", "mxc_unfused_ms",
-           unfused * 1e3);
+    report(kase, 0, m, true, "MPI_Allreduce_per_key");
     free_bufs(num, b);
 }
 
@@ -254,16 +313,13 @@ static int rank_main(int argc, char **argv) {
             for (int k = 0; k < num; k++)
                 n[k] = bytes / 4;
             float **b = alloc_bufs(num, n);
-            double ours, bare;
-            measure(reps, num, b, n, &ours, &bare, NULL);
+            struct timings m = measure(reps, num, b, n, false);
             char kase[64];
             if (num == 1)
                 snprintf(kase, sizeof kase, "allreduce_%lldKB", (long long)(bytes >> 10));
             else
                 snprintf(kase, sizeof kase, "allreduce_%dx%lldKB", num, (long long)(bytes >> 10));
-            double total = (double)bytes * num;
-            report(kase, "gbps", total / ours * 1e-9, total / bare * 1e-9, "MPI_Allreduce", NULL,
-                   0);
+            report(kase, (double)bytes * num, m, false, "MPI_Allreduce");
             free_bufs(num, b);
         }
     }
