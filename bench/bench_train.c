@@ -55,13 +55,22 @@
  *       --child mlp_train --epochs-samples 1000 --repeats 1)
  *
  *   build/bin/bench_train --ctx gpu [--json] [--quick] [--cases ...] [--epochs-samples N]
- *       [--infer-samples N] [--repeats R]
- *       (a CUDA build) every case on gpu(0) at batch 100 and 1024, in this process: the
- *       executor bound on gpu(0), parameters and optimizer states there, each batch
- *       copied from the host buffer into the GPU inputs with mxc_nd_sync_copy_from_cpu
- *       as on the CPU; samples/s, median of --repeats (JSON bench "train_gpu", case
- *       CASE_bBATCH, device "gpu(0)"). No PyTorch baseline and no CPU figure here: the
- *       CPU's batch-100 figures come from the default run.
+ *       [--infer-samples N] [--resnet-samples N] [--repeats R]
+ *       (a CUDA build) every case on gpu(0) at batch 100 and 1024, and resnet_train
+ *       (ResNet-18, mxc_net_resnet(2, 10), on 3x32x32, SGD lr 0.1 momentum 0.9 as `mxc
+ *       train --network resnet`; GPU only) at batch 128 over --resnet-samples (default
+ *       12,800), in this process: the executor bound on gpu(0), parameters and optimizer
+ *       states there, each batch copied from the host buffer into the GPU inputs with
+ *       mxc_nd_sync_copy_from_cpu as on the CPU. Each training case also runs the same
+ *       step written as direct cuBLAS / cuDNN calls on one stream (bench/gpu_baseline.c),
+ *       from mxc's initial weights on the same data, the two alternating epoch by epoch;
+ *       before timing, the largest difference of their softmax outputs after a forward
+ *       pass and after one training step is printed, with a WARNING line above
+ *       CHECK_TOLERANCE. Samples/s of each, medians of --repeats, and mxc / baseline
+ *       (JSON bench "train_gpu", case CASE_bBATCH, device "gpu(0)", baseline
+ *       "cublas_cudnn", baseline_samples_per_s, ratio_vs_baseline, check_*). No PyTorch
+ *       baseline and no CPU figure here: the CPU's batch-100 figures come from the
+ *       default run.
  *
  * JSON lines (DESIGN.md section 10): bench "train", case, system "mxc", samples_per_s,
  * peak_rss_mib, mxc_settings (the faster setting) with both settings' figures,

@@ -151,7 +151,7 @@ static void resnet18(struct list *l) {
     int x = append(l, relu, NULL, conv_bn(l, "stem", 0, 64, 3, 1), 0);
     for (int s = 0; s < 4; s++)
         for (int u = 0; u < 2; u++) {
-            char name[24], part[32]; /* "stage4_unit2_sc" */
+            char name[40], part[48]; /* "stage4_unit2_sc", with room for any int */
             snprintf(name, sizeof name, "stage%d_unit%d", s + 1, u + 1);
             int stride = s > 0 && u == 0 ? 2 : 1, shortcut = x;
             if (stride == 2) {

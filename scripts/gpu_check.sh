@@ -130,5 +130,7 @@ fi
 
 echo "== summary"
 grep -E "^tests:|failed suites" "$log/tests.txt"
+# bench_train's check of its cuBLAS/cuDNN baseline against mxc, and a missing baseline
+[ $bench -eq 1 ] && grep -h -E "WARNING|NO BASELINE" "$log"/bench_*.txt 2>/dev/null
 [ $status -eq 0 ] && echo "gpu_check: all passed" || echo "gpu_check: FAILED"
 exit $status
