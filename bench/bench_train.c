@@ -997,7 +997,7 @@ static int run_data_parallel(const char *self, const struct options *o) {
         p += dl + (colon != NULL);
     }
     for (int np = 1; np <= 2; np++) {
-        char nps[8], out[8192];
+        char nps[16], out[8192]; /* nps: room for any int (-O1 checks) */
         snprintf(nps, sizeof nps, "%d", np);
         char *const argv[] = {
             mpirun, "--allow-run-as-root", "--oversubscribe", "-np", nps, (char *)self, "--dp-rank",
