@@ -1078,8 +1078,9 @@ static double max_abs_diff(const float *a, const float *b, size_t n) {
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= worst)) /* NaN stays */
-            worst = d;
+        if (isnan(d))
+            return d; /* a NaN on either side fails the check */
+        worst = d > worst ? d : worst;
     }
     return worst;
 }
