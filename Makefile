@@ -180,7 +180,9 @@ benches: $(BENCH_BINS)
 $(BIN)/bench_%: bench/bench_%.c $(LIB)/libmxc.a
 	@mkdir -p $(@D)
 	@echo "  CCLD    $@"
-	$(Q)$(CC) $(CFLAGS) -fopenmp $< -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS) -fopenmp
+	$(Q)$(CC) $(CFLAGS) -fopenmp $(filter %.c,$^) -o $@ $(LDFLAGS) $(LIB)/libmxc.a $(LDLIBS) -fopenmp
+# bench_train --ctx gpu's hand-written cuBLAS / cuDNN baseline is a second source file
+$(BIN)/bench_train: bench/gpu_baseline.c
 
 examples: $(EX_BINS)
 $(BIN)/example_%: examples/%.c $(LIB)/libmxc.a

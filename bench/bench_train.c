@@ -55,13 +55,22 @@
  *       --child mlp_train --epochs-samples 1000 --repeats 1)
  *
  *   build/bin/bench_train --ctx gpu [--json] [--quick] [--cases ...] [--epochs-samples N]
- *       [--infer-samples N] [--repeats R]
- *       (a CUDA build) every case on gpu(0) at batch 100 and 1024, in this process: the
- *       executor bound on gpu(0), parameters and optimizer states there, each batch
- *       copied from the host buffer into the GPU inputs with mxc_nd_sync_copy_from_cpu
- *       as on the CPU; samples/s, median of --repeats (JSON bench "train_gpu", case
- *       CASE_bBATCH, device "gpu(0)"). No PyTorch baseline and no CPU figure here: the
- *       CPU's batch-100 figures come from the default run.
+ *       [--infer-samples N] [--resnet-samples N] [--repeats R]
+ *       (a CUDA build) every case on gpu(0) at batch 100 and 1024, and resnet_train
+ *       (ResNet-18, mxc_net_resnet(2, 10), on 3x32x32, SGD lr 0.1 momentum 0.9 as `mxc
+ *       train --network resnet`; GPU only) at batch 128 over --resnet-samples (default
+ *       12,800), in this process: the executor bound on gpu(0), parameters and optimizer
+ *       states there, each batch copied from the host buffer into the GPU inputs with
+ *       mxc_nd_sync_copy_from_cpu as on the CPU. Each training case also runs the same
+ *       step written as direct cuBLAS / cuDNN calls on one stream (bench/gpu_baseline.c),
+ *       from mxc's initial weights on the same data, the two alternating epoch by epoch;
+ *       before timing, the largest difference of their softmax outputs after a forward
+ *       pass and after one training step is printed, with a WARNING line above
+ *       CHECK_TOLERANCE. Samples/s of each, medians of --repeats, and mxc / baseline
+ *       (JSON bench "train_gpu", case CASE_bBATCH, device "gpu(0)", baseline
+ *       "cublas_cudnn", baseline_samples_per_s, ratio_vs_baseline, check_*). No PyTorch
+ *       baseline and no CPU figure here: the CPU's batch-100 figures come from the
+ *       default run.
  *
  * JSON lines (DESIGN.md section 10): bench "train", case, system "mxc", samples_per_s,
  * peak_rss_mib, mxc_settings (the faster setting) with both settings' figures,
@@ -70,6 +79,7 @@
  * peak RSS over mxc's: above 1, mxc uses less).
  */
 #include "bench_util.h"
+#include "gpu_baseline.h"
 
 #include "common/common.h"
 #include "common/parallel.h"
@@ -83,9 +93,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BATCH        100
-#define NUM_CASES    4
-#define NUM_SETTINGS 2
+#define BATCH         100
+#define NUM_CASES     5
+#define NUM_CPU_CASES 4 /* the first NUM_CPU_CASES cases also run on the CPU */
+#define NUM_SETTINGS  2
 
 #define CHECK(call)                                                                \
     do {                                                                           \
@@ -98,7 +109,7 @@
     } while (0)
 
 static const char *const case_names[NUM_CASES] = {"mlp_train", "mlp_infer", "lenet_train",
-                                                  "lenet_infer"};
+                                                  "lenet_infer", "resnet_train"};
 /* The mxc settings: the environment as given (by default one CPU worker whose operators
  * use every core), and one CPU worker per core (one thread per operator). */
 static const char *const setting_names[NUM_SETTINGS] = {"default", "percore"};
@@ -106,22 +117,61 @@ static const char *const setting_names[NUM_SETTINGS] = {"default", "percore"};
 struct options {
     bool json, quick, no_baseline, gpu;
     long batch; /* BATCH, or each of gpu_batches with --ctx gpu */
-    long epochs_samples, infer_samples, repeats;
+    long epochs_samples, infer_samples, resnet_samples, repeats;
     bool cases[NUM_CASES];
     const char *python, *script;
 };
 
-/* ---- The operators the benchmark needs ----------------------------------------------- */
+/* ---- The networks of the cases ------------------------------------------------------- */
+
+static const char *const mlp_ops[] = {"FullyConnected", "Activation", "SoftmaxOutput", "sgd_update",
+                                      NULL};
+static const char *const lenet_ops[] = {
+    "Convolution",    "Activation",    "Pooling",        "Flatten",
+    "FullyConnected", "SoftmaxOutput", "sgd_mom_update", NULL};
+static const char *const resnet_ops[] = {
+    "Convolution", "BatchNorm",      "Activation",    "_plus",          "Pooling",
+    "Flatten",     "FullyConnected", "SoftmaxOutput", "sgd_mom_update", NULL};
+
+/* A network (mxc/networks.h), one sample's shape and its training's SGD: the MLP and
+ * LeNet as in the header comment, ResNet-18 as `mxc train --network resnet` trains it. */
+struct net {
+    const char *prefix; /* of its cases' names */
+    enum gpu_baseline_net kind;
+    int ndim;    /* of a batch: 2, (batch, c) for the MLP, or 4, (batch, c, h, w) */
+    int c, h, w; /* one sample */
+    float lr, momentum;
+    const char *const *ops; /* the operators it needs */
+};
+
+static const struct net nets[] = {
+    {"mlp", GPU_BASELINE_MLP, 2, 784, 1, 1, 0.1f, 0.0f, mlp_ops},
+    {"lenet", GPU_BASELINE_LENET, 4, 1, 28, 28, 0.05f, 0.9f, lenet_ops},
+    {"resnet", GPU_BASELINE_RESNET18, 4, 3, 32, 32, 0.1f, 0.9f, resnet_ops},
+};
+
+static const struct net *net_of(const char *kase) {
+    for (size_t i = 0; i < sizeof nets / sizeof nets[0]; i++) {
+        size_t len = strlen(nets[i].prefix);
+        if (strncmp(kase, nets[i].prefix, len) == 0 && kase[len] == '_')
+            return &nets[i];
+    }
+    return NULL;
+}
+
+static void build_net(const struct net *net, mxc_symbol **sym) {
+    int hidden[2] = {128, 64};
+    switch (net->kind) {
+    case GPU_BASELINE_MLP: CHECK(mxc_net_mlp(2, hidden, "relu", 10, sym)); break;
+    case GPU_BASELINE_LENET: CHECK(mxc_net_lenet(10, sym)); break;
+    case GPU_BASELINE_RESNET18: CHECK(mxc_net_resnet(2, 10, sym)); break;
+    }
+}
 
 /* Writes the operators case `kase` needs that are not registered to `buf`; returns how
  * many are missing. */
 static int missing_ops(const char *kase, char *buf, size_t size) {
-    static const char *const mlp[] = {"FullyConnected", "Activation", "SoftmaxOutput", "sgd_update",
-                                      NULL};
-    static const char *const lenet[] = {
-        "Convolution",    "Activation",    "Pooling",        "Flatten",
-        "FullyConnected", "SoftmaxOutput", "sgd_mom_update", NULL};
-    const char *const *needed = strncmp(kase, "lenet", 5) == 0 ? lenet : mlp;
+    const char *const *needed = net_of(kase)->ops;
     int missing = 0;
     buf[0] = '\0';
     for (int i = 0; needed[i]; i++) {
@@ -135,7 +185,7 @@ static int missing_ops(const char *kase, char *buf, size_t size) {
     return missing;
 }
 
-/* ---- Child: one case in this process --------------------------------------------------- */
+/* ---- One case: mxc's executor and its synthetic data ---------------------------------- */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15u;
 
@@ -153,10 +203,27 @@ static int find_arg(int num, const char *const *names, const char *name) {
     return -1;
 }
 
-/* Runs case `kase` at batch o->batch on gpu(0) (o->gpu) or the CPU. Prints its JSON line
- * ("train_child") when `rate_out` is NULL, else stores the median samples/s there. */
-static int run_case(const char *kase, const struct options *o, double *rate_out) {
-    const long batch = o->batch;
+/* A case bound on its device with its data set: random pixels in [0, 1) and random
+ * labels 0..9 (throughput does not depend on the values). */
+struct run {
+    const struct net *net;
+    bool train;
+    long batch, n; /* n samples: a whole number of batches */
+    size_t sample; /* floats per sample */
+    float *data, *labels;
+    mxc_symbol *sym;
+    mxc_executor *x;
+    mxc_optimizer *opt;
+    int num_args, di, li;
+    mxc_ndarray *const *args, *const *grads, *const *outs;
+    const char *const *names;
+};
+
+/* Sets up case `kase` at batch o->batch on gpu(0) (o->gpu) or the CPU: data, executor,
+ * Xavier initialisation (uniform, fan average, magnitude 3), optimizer. Returns 0, or 2
+ * when mxc lacks an operator the case needs. */
+static int run_open(const char *kase, const struct options *o, struct run *r) {
+    memset(r, 0, sizeof *r);
     char missing[256];
     if (missing_ops(kase, missing, sizeof missing)) {
         fprintf(stderr,
@@ -165,103 +232,120 @@ static int run_case(const char *kase, const struct options *o, double *rate_out)
                 missing, kase);
         return 2;
     }
-    bool lenet = strncmp(kase, "lenet", 5) == 0;
-    bool train = strstr(kase, "_train") != NULL;
-    long n = train ? o->epochs_samples : o->infer_samples;
-    n -= n % batch;
-    if (n < batch)
-        n = batch;
-    const size_t pixels = 784;
-
-    /* The synthetic data set: random pixels in [0, 1), random labels 0..9. */
-    float *data = malloc(sizeof *data * (size_t)n * pixels);
-    float *labels = malloc(sizeof *labels * (size_t)n);
-    if (data == NULL || labels == NULL) {
-        fprintf(stderr, "bench_train: out of memory for %ld samples\n", n);
-        return 1;
+    const struct net *net = r->net = net_of(kase);
+    r->train = strstr(kase, "_train") != NULL;
+    r->batch = o->batch;
+    long n = net->kind == GPU_BASELINE_RESNET18 ? o->resnet_samples
+             : r->train                         ? o->epochs_samples
+                                                : o->infer_samples;
+    n -= n % r->batch;
+    r->n = n < r->batch ? r->batch : n;
+    r->sample = (size_t)net->c * (size_t)net->h * (size_t)net->w;
+    r->data = malloc(sizeof *r->data * (size_t)r->n * r->sample);
+    r->labels = malloc(sizeof *r->labels * (size_t)r->n);
+    if (r->data == NULL || r->labels == NULL) {
+        fprintf(stderr, "bench_train: out of memory for %ld samples\n", r->n);
+        exit(1);
     }
-    for (size_t i = 0; i < (size_t)n * pixels; i++)
-        data[i] = rand_unit();
-    for (long i = 0; i < n; i++)
-        labels[i] = (float)(int)(rand_unit() * 10);
+    for (size_t i = 0; i < (size_t)r->n * r->sample; i++)
+        r->data[i] = rand_unit();
+    for (long i = 0; i < r->n; i++)
+        r->labels[i] = (float)(int)(rand_unit() * 10);
 
-    mxc_symbol *sym = NULL;
-    if (lenet) {
-        CHECK(mxc_net_lenet(10, &sym));
-    } else {
-        int hidden[2] = {128, 64};
-        CHECK(mxc_net_mlp(2, hidden, "relu", 10, &sym));
-    }
-    mxc_shape dshape = lenet ? (mxc_shape){4, {batch, 1, 28, 28}} : (mxc_shape){2, {batch, 784}};
-    mxc_shape lshape = {1, {batch}};
+    build_net(net, &r->sym);
+    const long b = r->batch;
+    mxc_shape dshape =
+        net->ndim == 2 ? (mxc_shape){2, {b, net->c}} : (mxc_shape){4, {b, net->c, net->h, net->w}};
+    mxc_shape lshape = {1, {b}};
     const char *in_names[] = {"data", "softmax_label"};
     mxc_shape in_shapes[] = {dshape, lshape};
-    mxc_executor *x = NULL;
-    CHECK(mxc_executor_simple_bind(sym, o->gpu ? mxc_gpu(0) : mxc_cpu(), 2, in_names, in_shapes,
-                                   train ? MXC_GRAD_WRITE : MXC_GRAD_NULL, &x));
-    int num_args = 0, num_names = 0, num_out = 0;
-    mxc_ndarray *const *args = NULL, *const *grads = NULL, *const *outs = NULL;
-    const char *const *names = NULL;
-    CHECK(mxc_executor_arrays(x, &num_args, &args, &grads, NULL, NULL));
-    CHECK(mxc_executor_outputs(x, &num_out, &outs));
-    CHECK(mxc_symbol_list_arguments(sym, &num_names, &names));
-    int di = find_arg(num_names, names, "data"), li = find_arg(num_names, names, "softmax_label");
-    if (di < 0 || li < 0 || num_names != num_args) {
+    CHECK(mxc_executor_simple_bind(r->sym, o->gpu ? mxc_gpu(0) : mxc_cpu(), 2, in_names, in_shapes,
+                                   r->train ? MXC_GRAD_WRITE : MXC_GRAD_NULL, &r->x));
+    int num_names = 0, num_out = 0, num_aux = 0, num_aux_names = 0;
+    mxc_ndarray *const *aux = NULL;
+    const char *const *aux_names = NULL;
+    CHECK(mxc_executor_arrays(r->x, &r->num_args, &r->args, &r->grads, &num_aux, &aux));
+    CHECK(mxc_executor_outputs(r->x, &num_out, &r->outs));
+    CHECK(mxc_symbol_list_arguments(r->sym, &num_names, &r->names));
+    CHECK(mxc_symbol_list_auxiliary_states(r->sym, &num_aux_names, &aux_names));
+    r->di = find_arg(num_names, r->names, "data");
+    r->li = find_arg(num_names, r->names, "softmax_label");
+    if (r->di < 0 || r->li < 0 || num_names != r->num_args || num_aux_names != num_aux) {
         fprintf(stderr, "bench_train: the network has no data / softmax_label argument\n");
-        return 1;
+        exit(1);
     }
     mxc_init_config init = {
         .kind = MXC_INIT_XAVIER, .xavier_factor = MXC_XAVIER_AVG, .xavier_magnitude = 3};
-    for (int i = 0; i < num_args; i++)
-        if (i != di && i != li)
-            CHECK(mxc_init_array(&init, names[i], args[i]));
+    for (int i = 0; i < r->num_args; i++)
+        if (i != r->di && i != r->li)
+            CHECK(mxc_init_array(&init, r->names[i], r->args[i]));
+    for (int i = 0; i < num_aux; i++) /* BatchNorm's moving mean 0 and variance 1 */
+        CHECK(mxc_init_array(&init, aux_names[i], aux[i]));
     mxc_optimizer_config oc = {.kind = MXC_OPT_SGD,
-                               .lr = lenet ? 0.05f : 0.1f,
-                               .momentum = lenet ? 0.9f : 0.0f,
-                               .rescale_grad = 1.0f / (float)batch};
-    mxc_optimizer *opt = NULL;
-    CHECK(mxc_optimizer_create(&oc, &opt));
+                               .lr = net->lr,
+                               .momentum = net->momentum,
+                               .rescale_grad = 1.0f / (float)b};
+    CHECK(mxc_optimizer_create(&oc, &r->opt));
     CHECK(mxc_nd_wait_all());
+    return 0;
+}
 
-    const size_t dbytes = sizeof(float) * (size_t)batch * pixels,
-                 lbytes = sizeof(float) * (size_t)batch;
-    const long batches = n / batch;
+/* Pushes batch `k` of the data set: its copies into the executor's inputs, forward
+ * (is_train when training) and, when training, backward and the update of every
+ * weight; an inference batch waits for its output. */
+static void run_batch(struct run *r, long k) {
+    const size_t b = (size_t)r->batch;
+    CHECK(mxc_nd_sync_copy_from_cpu(r->args[r->li], r->labels + (size_t)k * b, sizeof(float) * b));
+    CHECK(mxc_nd_sync_copy_from_cpu(r->args[r->di], r->data + (size_t)k * b * r->sample,
+                                    sizeof(float) * b * r->sample));
+    CHECK(mxc_executor_forward(r->x, r->train));
+    if (!r->train) {
+        CHECK(mxc_nd_wait_to_read(r->outs[0]));
+        return;
+    }
+    CHECK(mxc_executor_backward(r->x, 0, NULL));
+    for (int i = 0; i < r->num_args; i++)
+        if (r->grads[i] != NULL)
+            CHECK(mxc_optimizer_update(r->opt, i, r->names[i], r->args[i], r->grads[i]));
+}
+
+/* Samples/s of `batches` batches, timed up to the end of mxc_nd_wait_all. */
+static double run_epoch(struct run *r, long batches) {
+    uint64_t t0 = bench_now_ns();
+    for (long k = 0; k < batches; k++)
+        run_batch(r, k);
+    CHECK(mxc_nd_wait_all());
+    return (double)(batches * r->batch) / ((double)(bench_now_ns() - t0) / 1e9);
+}
+
+static void run_close(struct run *r) {
+    mxc_optimizer_free(r->opt);
+    mxc_executor_free(r->x);
+    mxc_symbol_free(r->sym);
+    free(r->data);
+    free(r->labels);
+}
+
+/* Runs case `kase` (the CPU child, --child): one warm-up batch, then o->repeats epochs;
+ * prints its JSON line ("train_child"). */
+static int run_case(const char *kase, const struct options *o) {
+    struct run r;
+    int rc = run_open(kase, o, &r);
+    if (rc != 0)
+        return rc;
     double *rates = malloc(sizeof *rates * (size_t)o->repeats);
     if (rates == NULL)
         return 1;
-    /* rep -1 is the warm-up batch. */
-    for (long rep = -1; rep < o->repeats; rep++) {
-        long nb = rep < 0 ? 1 : batches;
-        uint64_t t0 = bench_now_ns();
-        for (long b = 0; b < nb; b++) {
-            CHECK(mxc_nd_sync_copy_from_cpu(args[li], labels + b * batch, lbytes));
-            CHECK(mxc_nd_sync_copy_from_cpu(args[di], data + (size_t)(b * batch) * pixels, dbytes));
-            CHECK(mxc_executor_forward(x, train));
-            if (train) {
-                CHECK(mxc_executor_backward(x, 0, NULL));
-                for (int i = 0; i < num_args; i++)
-                    if (grads[i] != NULL)
-                        CHECK(mxc_optimizer_update(opt, i, names[i], args[i], grads[i]));
-            } else {
-                CHECK(mxc_nd_wait_to_read(outs[0]));
-            }
-        }
-        CHECK(mxc_nd_wait_all());
-        double secs = (double)(bench_now_ns() - t0) / 1e9;
-        if (rep >= 0)
-            rates[rep] = (double)(nb * batch) / secs;
-    }
+    run_epoch(&r, 1);
+    for (long rep = 0; rep < o->repeats; rep++)
+        rates[rep] = run_epoch(&r, r.n / r.batch);
     long peak_kib = bench_peak_rss_kib();
     char runs[512] = "";
-    for (long r = 0; r < o->repeats; r++) {
+    for (long k = 0; k < o->repeats; k++) {
         size_t len = strlen(runs);
-        snprintf(runs + len, sizeof runs - len, "%s%.0f", r ? " " : "", rates[r]);
+        snprintf(runs + len, sizeof runs - len, "%s%.0f", k ? " " : "", rates[k]);
     }
     double rate = bench_median(rates, (int)o->repeats);
-    if (rate_out) {
-        *rate_out = rate;
-        goto done;
-    }
 
     mxc_engine *eng = NULL;
     CHECK(mxc_engine_get_default(&eng));
@@ -271,19 +355,13 @@ static int run_case(const char *kase, const struct options *o, double *rate_out)
     bench_json_num(&j, "samples_per_s", rate);
     bench_json_num(&j, "peak_rss_mib", peak_kib < 0 ? NAN : peak_kib / 1024.0);
     bench_json_str(&j, "runs", runs);
-    bench_json_num(&j, "samples", (double)n);
+    bench_json_num(&j, "samples", (double)r.n);
     bench_json_str(&j, "engine", mxc_engine_type_name(mxc_engine_type_of(eng)));
     bench_json_num(&j, "cpu_workers", (double)workers);
     bench_json_num(&j, "op_threads", (double)mxc__op_threads());
     bench_json_print(&j, stdout);
-
-done:
     free(rates);
-    mxc_optimizer_free(opt);
-    mxc_executor_free(x);
-    mxc_symbol_free(sym);
-    free(data);
-    free(labels);
+    run_close(&r);
     return 0;
 }
 
@@ -659,7 +737,7 @@ static int run_contention(const char *self, const struct options *o, const int *
     bool baseline = !o->no_baseline;
     char why[512] = "";
     int status = 0;
-    for (int c = 0; c < NUM_CASES; c++) {
+    for (int c = 0; c < NUM_CPU_CASES; c++) {
         if (!o->cases[c] || strstr(case_names[c], "_train") == NULL)
             continue;
         const char *kase = case_names[c];
@@ -919,7 +997,7 @@ static int run_data_parallel(const char *self, const struct options *o) {
         p += dl + (colon != NULL);
     }
     for (int np = 1; np <= 2; np++) {
-        char nps[8], out[8192];
+        char nps[16], out[8192]; /* nps: room for any int (-O1 checks) */
         snprintf(nps, sizeof nps, "%d", np);
         char *const argv[] = {
             mpirun, "--allow-run-as-root", "--oversubscribe", "-np", nps, (char *)self, "--dp-rank",
@@ -958,16 +1036,17 @@ static int run_data_parallel(const char *self, const struct options *o) {
 }
 
 static void usage(const char *prog) {
-    fprintf(stderr,
-            "usage: %s [--json] [--quick] [--epochs-samples N] [--infer-samples N]\n"
-            "          [--repeats R] [--cases mlp_train,mlp_infer,lenet_train,lenet_infer]\n"
-            "          [--no-baseline] [--python PATH] [--pytorch-script PATH]\n"
-            "          [--contention K[,K...]]\n"
-            "       %s --ctx gpu [--json] [--quick] [--cases ...] [--epochs-samples N]\n"
-            "          [--infer-samples N] [--repeats R]\n"
-            "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n"
-            "       %s --data-parallel [--json] [--epochs-samples N]\n",
-            prog, prog, prog, prog);
+    fprintf(
+        stderr,
+        "usage: %s [--json] [--quick] [--epochs-samples N] [--infer-samples N]\n"
+        "          [--repeats R] [--cases mlp_train,mlp_infer,lenet_train,lenet_infer]\n"
+        "          [--no-baseline] [--python PATH] [--pytorch-script PATH]\n"
+        "          [--contention K[,K...]]\n"
+        "       %s --ctx gpu [--json] [--quick] [--cases ...,resnet_train]\n"
+        "          [--epochs-samples N] [--infer-samples N] [--resnet-samples N] [--repeats R]\n"
+        "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n"
+        "       %s --data-parallel [--json] [--epochs-samples N]\n",
+        prog, prog, prog, prog);
     exit(2);
 }
 
@@ -979,10 +1058,196 @@ static long parse_count(const char *prog, const char *v) {
     return n;
 }
 
-/* --ctx gpu: every chosen case on gpu(0) at each batch size, in this process. */
+/* ---- --ctx gpu: mxc on gpu(0) against the hand-written cuBLAS / cuDNN step ------------ */
+
+/* The largest difference of the softmax outputs the correctness check lets pass: both
+ * compute in float32 (no TF32) but with different algorithms and summation orders. */
+#define CHECK_TOLERANCE 1e-3
+
+/* gpu_baseline's cfg->init: parameter `name` as mxc initialised it. */
+static bool init_from_mxc(void *user, const char *name, int64_t count, float *values) {
+    const struct run *r = user;
+    int i = find_arg(r->num_args, r->names, name);
+    if (i < 0 || i == r->di || i == r->li || mxc_nd_size(r->args[i]) != count)
+        return false;
+    CHECK(mxc_nd_sync_copy_to_cpu(r->args[i], values, sizeof(float) * (size_t)count));
+    return true;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(d))
+            return d; /* a NaN on either side fails the check */
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
+
+/* The correctness check before timing: the softmax outputs of mxc and the baseline on
+ * the same weights and batch, from a training-mode forward pass (diff[0]), then after one
+ * training step of both on batch 0, on batch 1 (diff[1]: the backward and the update). */
+static void check_baseline(struct run *r, gpu_baseline *b, double diff[2]) {
+    const size_t n = (size_t)r->batch * 10;
+    float *pm = malloc(sizeof(float) * n), *pb = malloc(sizeof(float) * n);
+    float *onehot = calloc(n, sizeof(float));
+    if (pm == NULL || pb == NULL || onehot == NULL) {
+        fprintf(stderr, "bench_train: out of memory\n");
+        exit(1);
+    }
+    for (long i = 0; i < r->batch; i++)
+        onehot[(size_t)i * 10 + (size_t)r->labels[i]] = 1;
+    for (int k = 0; k < 2; k++) {
+        long at = k % (r->n / r->batch); /* the batch after the step, if there is one */
+        if (k == 1) {
+            run_batch(r, 0);
+            gpu_baseline_train(b, r->data, onehot, 1);
+        }
+        const size_t b0 = (size_t)(at * r->batch);
+        CHECK(mxc_nd_sync_copy_from_cpu(r->args[r->li], r->labels + b0,
+                                        sizeof(float) * (size_t)r->batch));
+        CHECK(mxc_nd_sync_copy_from_cpu(r->args[r->di], r->data + b0 * r->sample,
+                                        sizeof(float) * (size_t)r->batch * r->sample));
+        CHECK(mxc_executor_forward(r->x, 1));
+        CHECK(mxc_nd_sync_copy_to_cpu(r->outs[0], pm, sizeof(float) * n));
+        gpu_baseline_forward(b, r->data + b0 * r->sample, pb);
+        diff[k] = max_abs_diff(pm, pb, n);
+    }
+    free(pm);
+    free(pb);
+    free(onehot);
+}
+
+/* Samples/s of the baseline over the data set's first `batches` batches. */
+static double baseline_epoch(gpu_baseline *b, const struct run *r, const float *onehot,
+                             long batches) {
+    uint64_t t0 = bench_now_ns();
+    gpu_baseline_train(b, r->data, onehot, batches);
+    return (double)(batches * r->batch) / ((double)(bench_now_ns() - t0) / 1e9);
+}
+
+/* The one-hot labels of the whole data set (n x 10), for the baseline's loss. */
+static float *one_hot(const struct run *r) {
+    float *v = calloc((size_t)r->n * 10, sizeof(float));
+    if (v == NULL) {
+        fprintf(stderr, "bench_train: out of memory for the one-hot labels\n");
+        exit(1);
+    }
+    for (long i = 0; i < r->n; i++)
+        v[(size_t)i * 10 + (size_t)r->labels[i]] = 1;
+    return v;
+}
+
+/* Case `kase` at batch o->batch on gpu(0): for a training case the baseline too, set up
+ * with mxc's initial weights and checked against mxc, then o->repeats epochs of each,
+ * alternating; prints the text row and the JSON line. Returns 0, or the failed status. */
+static int run_gpu_case(const char *kase, const struct options *o, const char *gpu_name, FILE *tf) {
+    struct run r;
+    int rc = run_open(kase, o, &r);
+    if (rc != 0)
+        return rc;
+    const long batches = r.n / r.batch;
+    char why[256] = "", name[64];
+    snprintf(name, sizeof name, "%s_b%ld", kase, r.batch);
+    gpu_baseline *b = NULL;
+    float *onehot = NULL;
+    double diff[2] = {NAN, NAN};
+    if (r.train) {
+        const gpu_baseline_config cfg = {.net = r.net->kind,
+                                         .batch = (int)r.batch,
+                                         .channels = r.net->c,
+                                         .height = r.net->h,
+                                         .width = r.net->w,
+                                         .lr = r.net->lr,
+                                         .momentum = r.net->momentum,
+                                         .wd = 0,
+                                         .init = init_from_mxc,
+                                         .user = &r};
+        int asked = 0, have = 0;
+        b = gpu_baseline_create(&cfg, &asked, why, sizeof why);
+        for (int i = 0; i < r.num_args; i++)
+            have += i != r.di && i != r.li;
+        if (b && asked != have) { /* a layer list that misses some of mxc's parameters */
+            snprintf(why, sizeof why, "the baseline has %d parameter arrays, mxc's %s %d", asked,
+                     r.net->prefix, have);
+            gpu_baseline_free(b);
+            b = NULL;
+        }
+        if (b == NULL)
+            fprintf(tf, "bench_train: %s: NO BASELINE: %s\n", name, why);
+        else {
+            onehot = one_hot(&r);
+            check_baseline(&r, b, diff);
+        }
+    }
+    const bool check_ok = b && diff[0] <= CHECK_TOLERANCE && diff[1] <= CHECK_TOLERANCE;
+    if (b && !check_ok)
+        fprintf(tf,
+                "bench_train: WARNING: %s: the baseline's softmax output differs from mxc's by "
+                "%.3g (forward) and %.3g (after one step), above %.0e: one of them computes "
+                "something else, and the ratio means nothing until that is fixed\n",
+                name, diff[0], diff[1], CHECK_TOLERANCE);
+
+    double *rates = malloc(sizeof(double) * 2 * (size_t)o->repeats);
+    if (rates == NULL)
+        return 1;
+    double *base_rates = rates + o->repeats;
+    run_epoch(&r, 1); /* warm-up batches */
+    if (b)
+        baseline_epoch(b, &r, onehot, 1);
+    for (long rep = 0; rep < o->repeats; rep++) { /* alternating: the same conditions */
+        rates[rep] = run_epoch(&r, batches);
+        if (b)
+            base_rates[rep] = baseline_epoch(b, &r, onehot, batches);
+    }
+    double rate = bench_median(rates, (int)o->repeats);
+    double base = b ? bench_median(base_rates, (int)o->repeats) : NAN;
+    char base_cell[24] = "-", ratio[16] = "-", check[48] = "-";
+    if (b) {
+        snprintf(base_cell, sizeof base_cell, "%.0f", base);
+        snprintf(ratio, sizeof ratio, "%.2fx", rate / base);
+        snprintf(check, sizeof check, "%.1e / %.1e %s", diff[0], diff[1],
+                 check_ok ? "ok" : "MISMATCH");
+    }
+    fprintf(tf, "%-20s %14.0f %14s %8s  %s\n", name, rate, base_cell, ratio, check);
+    fflush(tf);
+    if (o->json) {
+        bench_json j;
+        bench_json_begin(&j, "train_gpu", name);
+        bench_json_str(&j, "system", "mxc");
+        bench_json_str(&j, "device", "gpu(0)");
+        bench_json_str(&j, "gpu", gpu_name);
+        bench_json_num(&j, "batch", (double)r.batch);
+        bench_json_num(&j, "samples", (double)r.n);
+        bench_json_num(&j, "repeats", (double)o->repeats);
+        bench_json_num(&j, "samples_per_s", rate);
+        if (r.train) {
+            bench_json_str(&j, "baseline", "cublas_cudnn");
+            bench_json_num(&j, "baseline_samples_per_s", base);
+            bench_json_num(&j, "ratio_vs_baseline", rate / base);
+            bench_json_num(&j, "check_max_abs_diff_forward", diff[0]);
+            bench_json_num(&j, "check_max_abs_diff_step", diff[1]);
+            bench_json_num(&j, "check_tolerance", CHECK_TOLERANCE);
+            bench_json_str(&j, "check", b ? (check_ok ? "ok" : "mismatch") : NULL);
+            if (b == NULL)
+                bench_json_str(&j, "baseline_error", why);
+        }
+        bench_json_print(&j, stdout);
+    }
+    free(rates);
+    free(onehot);
+    gpu_baseline_free(b);
+    run_close(&r);
+    return 0;
+}
+
+/* --ctx gpu: every chosen case on gpu(0), in this process: the MLP and LeNet at batch 100
+ * and 1024, ResNet-18 at batch 128. */
 static int run_gpu(struct options *o) {
 #ifndef MXC_USE_CUDA
     (void)o;
+    (void)run_gpu_case;
     fprintf(stderr, "bench_train: --ctx gpu needs a CUDA build (make USE_CUDA=1 [USE_CUDNN=1])\n");
     return 1;
 #else
@@ -991,35 +1256,25 @@ static int run_gpu(struct options *o) {
         fprintf(stderr, "bench_train: --ctx gpu: %s\n", mxc_last_error());
         return 1;
     }
-    static const long gpu_batches[] = {100, 1024};
+    static const long gpu_batches[] = {100, 1024}, resnet_batch = 128;
     FILE *tf = o->json ? stderr : stdout;
     fprintf(tf,
-            "bench_train: gpu(0) %s, %ld training samples, %ld inference samples, median of "
-            "%ld run(s)\n",
-            info.name, o->epochs_samples, o->infer_samples, o->repeats);
-    fprintf(tf, "%-20s %14s\n", "case", "samples/s");
+            "bench_train: gpu(0) %s, %ld training samples (ResNet-18: %ld), %ld inference "
+            "samples, median of %ld run(s); baseline: the same training step as direct "
+            "cuBLAS/cuDNN calls on one stream (bench/gpu_baseline.c); ratio = mxc / baseline; "
+            "check = max |softmax mxc - baseline|, forward / after one step (tolerance %.0e)\n",
+            info.name, o->epochs_samples, o->resnet_samples, o->infer_samples, o->repeats,
+            CHECK_TOLERANCE);
+    fprintf(tf, "%-20s %14s %14s %8s  %s\n", "case", "mxc samples/s", "baseline", "ratio", "check");
     for (int c = 0; c < NUM_CASES; c++) {
         if (!o->cases[c])
             continue;
-        for (size_t b = 0; b < sizeof gpu_batches / sizeof gpu_batches[0]; b++) {
-            o->batch = gpu_batches[b];
-            double rate = NAN;
-            int rc = run_case(case_names[c], o, &rate);
+        const bool resnet = net_of(case_names[c])->kind == GPU_BASELINE_RESNET18;
+        for (size_t k = 0; k < (resnet ? 1 : sizeof gpu_batches / sizeof gpu_batches[0]); k++) {
+            o->batch = resnet ? resnet_batch : gpu_batches[k];
+            int rc = run_gpu_case(case_names[c], o, info.name, tf);
             if (rc != 0)
                 return rc;
-            char kase[64];
-            snprintf(kase, sizeof kase, "%s_b%ld", case_names[c], o->batch);
-            fprintf(tf, "%-20s %14.0f\n", kase, rate);
-            if (o->json) {
-                bench_json j;
-                bench_json_begin(&j, "train_gpu", kase);
-                bench_json_str(&j, "system", "mxc");
-                bench_json_str(&j, "device", "gpu(0)");
-                bench_json_str(&j, "gpu", info.name);
-                bench_json_num(&j, "batch", (double)o->batch);
-                bench_json_num(&j, "samples_per_s", rate);
-                bench_json_print(&j, stdout);
-            }
         }
     }
     return 0;
@@ -1029,13 +1284,14 @@ static int run_gpu(struct options *o) {
 int main(int argc, char **argv) {
     struct options o = {.epochs_samples = 60000,
                         .infer_samples = 10000,
+                        .resnet_samples = 12800,
                         .repeats = 3,
                         .batch = BATCH,
                         .python = "/usr/bin/python3"};
     const char *child = NULL, *cases = NULL, *dp_trace = NULL;
     bool data_parallel = false;
     int busy[MAX_BUSY_SETS], nbusy = 0;
-    bool epochs_given = false, infer_given = false, repeats_given = false;
+    bool epochs_given = false, infer_given = false, resnet_given = false, repeats_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--json") == 0) {
@@ -1051,6 +1307,10 @@ int main(int argc, char **argv) {
         } else if (strcmp(a, "--infer-samples") == 0) {
             o.infer_samples = parse_count(argv[0], v);
             infer_given = true;
+            i++;
+        } else if (strcmp(a, "--resnet-samples") == 0) {
+            o.resnet_samples = parse_count(argv[0], v);
+            resnet_given = true;
             i++;
         } else if (strcmp(a, "--repeats") == 0) {
             o.repeats = parse_count(argv[0], v);
@@ -1095,6 +1355,8 @@ int main(int argc, char **argv) {
             o.epochs_samples = 6000;
         if (!infer_given)
             o.infer_samples = 2000;
+        if (!resnet_given)
+            o.resnet_samples = 1280;
         if (!repeats_given)
             o.repeats = 1;
     }
@@ -1106,7 +1368,7 @@ int main(int argc, char **argv) {
             size_t len = strlen(case_names[c]);
             o.cases[c] = p && (p == cases || p[-1] == ',') && (p[len] == ',' || !p[len]);
         }
-        want += o.cases[c];
+        want += o.cases[c] && c < NUM_CPU_CASES; /* resnet_train runs on a GPU only */
     }
     if (dp_trace)
         return run_dp_rank(&o, dp_trace);
@@ -1117,7 +1379,7 @@ int main(int argc, char **argv) {
     if (child) {
         for (int c = 0; c < NUM_CASES; c++)
             if (strcmp(child, case_names[c]) == 0)
-                return run_case(child, &o, NULL);
+                return run_case(child, &o);
         usage(argv[0]);
     }
     if (want == 0)
@@ -1154,7 +1416,7 @@ int main(int argc, char **argv) {
     struct mxc_result seen[NUM_SETTINGS];
     memset(seen, 0, sizeof seen);
     char torch_version[32] = "";
-    for (int c = 0; c < NUM_CASES; c++) {
+    for (int c = 0; c < NUM_CPU_CASES; c++) {
         if (!o.cases[c])
             continue;
         struct mxc_result m[NUM_SETTINGS];

@@ -152,5 +152,7 @@ fi
 
 echo "== summary"
 stage test && grep -E "^tests:|failed suites" "$log/tests.txt"
+# bench_train's check of its cuBLAS/cuDNN baseline against mxc, and a missing baseline
+[ $bench -eq 1 ] && stage bench && grep -h -E "WARNING|NO BASELINE" "$log"/bench_*.txt 2>/dev/null
 [ $status -eq 0 ] && echo "gpu_check: all passed (stages $stages)" || echo "gpu_check: FAILED (stages $stages)"
 exit $status
