@@ -68,6 +68,7 @@
  * cudaStreamSynchronize on one stream. The kernel is PTX loaded at run time
  * (cudaLibraryLoadData), the benchmarks being C compiled without nvcc.
  */
+#include "bench_gpu.h"
 #include "bench_util.h"
 
 #include "common/gemm.h"
@@ -75,13 +76,6 @@
 #include "operator/op.h"
 
 #include <cblas.h>
-#ifdef MXC_USE_CUDA
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#endif
-#ifdef MXC_USE_CUDNN
-#include <cudnn.h>
-#endif
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,29 +97,10 @@ static void die(const char *what) {
 }
 
 #ifdef MXC_USE_CUDA
-/* Exits with what failed when a CUDA, cuBLAS or cuDNN call does. */
-static void cuda_ok(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "bench_ops: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-static void cublas_ok(cublasStatus_t s, const char *what) {
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "bench_ops: %s: %s\n", what, cublasGetStatusString(s));
-        exit(1);
-    }
-}
 static cudaStream_t gpu_stream; /* the benchmark's stream, made in main */
 #endif
 #ifdef MXC_USE_CUDNN
 static const bool have_cudnn = true;
-static void cudnn_ok(cudnnStatus_t s, const char *what) {
-    if (s != CUDNN_STATUS_SUCCESS) {
-        fprintf(stderr, "bench_ops: %s: %s\n", what, cudnnGetErrorString(s));
-        exit(1);
-    }
-}
 #else
 static const bool have_cudnn = false;
 #endif

@@ -36,9 +36,7 @@
 
 #if defined(MXC_USE_CUDA) && defined(MXC_USE_CUDNN)
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-#include <cudnn.h>
+#include "bench_gpu.h"
 
 #define MAX_LAYERS 96 /* ResNet-18 has 68 */
 #define NAME_SIZE  64
@@ -49,25 +47,6 @@
 #define BN_MOMENTUM       0.9
 #define CONV_WORKSPACE_MB 1024
 
-/* A failed call ends the benchmark with what failed (bench code, as bench_ops). */
-static void cuda_ok(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "gpu_baseline: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-static void cublas_ok(cublasStatus_t s, const char *what) {
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        fprintf(stderr, "gpu_baseline: %s: %s\n", what, cublasGetStatusString(s));
-        exit(1);
-    }
-}
-static void cudnn_ok(cudnnStatus_t s, const char *what) {
-    if (s != CUDNN_STATUS_SUCCESS) {
-        fprintf(stderr, "gpu_baseline: %s: %s\n", what, cudnnGetErrorString(s));
-        exit(1);
-    }
-}
 #define CUDA(call)  cuda_ok((call), #call)
 #define BLAS(call)  cublas_ok((call), #call)
 #define CUDNN(call) cudnn_ok((call), #call)
