@@ -54,9 +54,9 @@ struct mxc__dnn {
 bool mxc__dnn_dims(int *dst, const int64_t *src, int n);
 
 /* The descriptors of `k`, from this thread's table or made now, and the worker's cuDNN
- * handle bound to rctx's stream (none asked for when rctx is NULL): MXC_OK with *d valid until this thread's next
- * mxc__dnn_get; MXC__DNN_OWN when cuDNN does not describe the problem (or no memory was
- * left for the table); MXC_EDEVICE when the handle cannot be made. */
+ * handle bound to rctx's stream (none when rctx is NULL): MXC_OK with *d valid until this
+ * thread's next mxc__dnn_get; MXC__DNN_OWN when cuDNN does not describe the problem (or no
+ * memory was left for the table); MXC_EDEVICE when the handle cannot be made. */
 int mxc__dnn_get(const mxc_run_ctx *rctx, const struct mxc__dnn_key *k, const struct mxc__dnn **d,
                  void **handle);
 

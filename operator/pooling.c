@@ -365,19 +365,22 @@ static int pool_backward(const struct mxc__op_call *c) {
 #ifdef MXC_USE_CUDNN
 /* Pooling through cuDNN: max and avg (count_include_pad: CUDNN_POOLING_AVERAGE_COUNT_
  * INCLUDE_PADDING, else EXCLUDE_PADDING), the planes as a (planes, 1, ih, iw) tensor (a
- * 1-D problem has ih 1). Forward: y (req) from x; backward: dx (req) from x, y and dy.
+ * 1-D problem has ih 1). Forward: y (req) from x; backward (avg): dx (req) from dy.
  * MXC__DNN_OWN for cudnn_off, sum, a padding as large as the window, and any problem
- * whose output size cuDNN's descriptor does not give exactly (the full convention's ceiling, a padding cuDNN refuses): with the
- * same size the windows are the same (start i * s - pad, clipped to the input), and every
- * window lies inside the padded input, where both divisors agree with the CPU's. Max does
- * not propagate NaN (the CPU's max skips it) and is cuDNN's deterministic max, whose
- * backward gives each output's gradient to one input of its window; the CPU gives it to
- * the first one equal to the maximum (tests/check_gpu_ops.c holds windows with ties). */
+ * whose output size cuDNN's descriptor does not give exactly (the full convention's
+ * ceiling): with the same size the windows are the same (start i * s - pad, clipped to
+ * the input), and every window lies inside the padded input, where both divisors agree
+ * with the CPU's. Max does not propagate NaN (the CPU's max skips it). Max's backward
+ * stays on the own kernel: the CPU gives each output's gradient to the first input of its
+ * window equal to the maximum, and cuDNN does not say which of tied inputs it picks (ties
+ * are common: windows of zeros after a relu). */
 static int pool_dnn(const struct mxc__op_call *c, const struct pool_job *j, bool backward) {
     const struct pgeom *g = &j->g;
     const int req = c->req[0], type = j->p->pool_type;
-    if (j->p->cudnn_off || (type != POOL_MAX && type != POOL_AVG) || g->ph >= g->kh ||
-        g->pw >= g->kw) /* windows wholly in the padding: what cuDNN gives is not written */
+    /* a padding as large as the window makes windows wholly in the padding, for which
+     * what cuDNN gives is not written down */
+    if (j->p->cudnn_off || (type != POOL_MAX && type != POOL_AVG) ||
+        (backward && type == POOL_MAX) || g->ph >= g->kh || g->pw >= g->kw)
         return MXC__DNN_OWN;
     struct mxc__dnn_key k;
     memset(&k, 0, sizeof k);
