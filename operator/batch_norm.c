@@ -199,10 +199,14 @@ int mxc__bn_backward_gpu(const struct mxc__op_call *c); /* batch_norm_gpu.cu */
 
 #ifdef MXC_USE_CUDNN
 /* BatchNorm through cuDNN: CUDNN_BATCHNORM_SPATIAL over data seen as (outer, C, inner, 1).
- * bn_dnn_begin gives the descriptors, the handle and `n` * C floats of temp space, or
+ * bn_dnn_begin gives the descriptors, the handle and `n` arrays of C floats of temp space
+ * (*temp, each BN_DNN_STRIDE(C) floats apart, 256-byte aligned as cuDNN's arrays are
+ * elsewhere), or
  * MXC__DNN_OWN for what the own kernels keep: cudnn_off, a channel axis other than 1, eps
  * below CUDNN_BN_MIN_EPSILON, an empty tensor or one beyond int, and in training channels
  * of fewer than 2 elements (cuDNN's unbiased variance divides by m - 1). */
+#define BN_DNN_STRIDE(ch) (((ch) + 63) / 64 * 64)
+
 static int bn_dnn_begin(const struct mxc__op_call *c, int n, const struct mxc__dnn **d, void **h,
                         float **temp) {
     const struct bn_param *p = c->params;
@@ -219,7 +223,8 @@ static int bn_dnn_begin(const struct mxc__op_call *c, int n, const struct mxc__d
         return MXC__DNN_OWN;
     int rc = mxc__dnn_get(c->rctx, &k, d, h);
     if (rc == MXC_OK)
-        rc = mxc__resource_temp(c->resources[0], (size_t)(n * ch) * sizeof(float), (void **)temp);
+        rc = mxc__resource_temp(c->resources[0], (size_t)(n * BN_DNN_STRIDE(ch)) * sizeof(float),
+                                (void **)temp);
     return rc;
 }
 
@@ -240,24 +245,24 @@ static const float *bn_dnn_scale(const struct mxc__op_call *c, float *ones, int 
 static int bn_dnn_forward(const struct mxc__op_call *c) {
     const struct bn_param *p = c->params;
     const int req = c->req[0];
-    const int64_t ch = c->in_data[1].size;
+    const int64_t ch = c->in_data[1].size, sc = BN_DNN_STRIDE(ch);
     const struct mxc__dnn *d;
     void *h;
     float *t; /* saved mean, saved inverse std, running mean, running variance, ones */
     int rc = req == MXC__REQ_NULL ? MXC__DNN_OWN : bn_dnn_begin(c, 5, &d, &h, &t);
     if (rc != MXC_OK)
         return rc;
-    const float *scale = bn_dnn_scale(c, t + 4 * ch, &rc);
+    const float *scale = bn_dnn_scale(c, t + 4 * sc, &rc);
     const float one = 1.0f, beta = mxc__dnn_beta(req);
     const void *x = c->in_data[0].data, *bias = c->in_data[2].data;
     void *y = c->out_data[0].data;
     if (rc == MXC_OK && bn_training(c)) {
-        rc = mxc__gpu_memset0(t + 2 * ch, (size_t)(2 * ch) * sizeof(float), c->rctx->stream);
+        rc = mxc__gpu_memset0(t + 2 * sc, (size_t)(2 * sc) * sizeof(float), c->rctx->stream);
         if (rc == MXC_OK)
             rc =
                 mxc__dnn_status(cudnnBatchNormalizationForwardTraining(
                                     h, CUDNN_BATCHNORM_SPATIAL, &one, &beta, d->x, x, d->x, y, d->y,
-                                    scale, bias, 1.0, t + 2 * ch, t + 3 * ch, p->eps, t, t + ch),
+                                    scale, bias, 1.0, t + 2 * sc, t + 3 * sc, p->eps, t, t + sc),
                                 "BatchNorm", "cudnnBatchNormalizationForwardTraining");
     } else if (rc == MXC_OK) {
         rc = mxc__dnn_status(cudnnBatchNormalizationForwardInference(
@@ -266,7 +271,7 @@ static int bn_dnn_forward(const struct mxc__op_call *c) {
                              "BatchNorm", "cudnnBatchNormalizationForwardInference");
     }
     if (rc == MXC_OK)
-        rc = mxc__bn_dnn_stats_gpu(c, t, t + ch, t + 3 * ch, c->in_data[0].size / ch);
+        rc = mxc__bn_dnn_stats_gpu(c, t, t + sc, t + 3 * sc, c->in_data[0].size / ch);
     return rc;
 }
 
@@ -279,7 +284,7 @@ static int bn_dnn_forward(const struct mxc__op_call *c) {
  * it) takes the own kernel too. */
 static int bn_dnn_backward(const struct mxc__op_call *c) {
     const struct bn_param *p = c->params;
-    const int64_t ch = c->in_data[1].size;
+    const int64_t sc = BN_DNN_STRIDE(c->in_data[1].size);
     const struct mxc__dnn *d;
     void *h;
     float *t; /* d_scale, d_bias, ones */
@@ -287,17 +292,17 @@ static int bn_dnn_backward(const struct mxc__op_call *c) {
                                                            : bn_dnn_begin(c, 3, &d, &h, &t);
     if (rc != MXC_OK)
         return rc;
-    const float *scale = bn_dnn_scale(c, t + 2 * ch, &rc);
+    const float *scale = bn_dnn_scale(c, t + 2 * sc, &rc);
     const float one = 1.0f, zero = 0.0f, beta = mxc__dnn_beta(c->req[0]);
     if (rc == MXC_OK)
         rc = mxc__dnn_status(
             cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &beta, &one, &zero,
                                             d->x, c->in_data[0].data, d->x, c->out_grad[0].data,
-                                            d->x, c->in_grad[0].data, d->y, scale, t, t + ch,
+                                            d->x, c->in_grad[0].data, d->y, scale, t, t + sc,
                                             p->eps, c->out_data[1].data, c->out_data[2].data),
             "BatchNorm", "cudnnBatchNormalizationBackward");
     if (rc == MXC_OK)
-        rc = mxc__bn_dnn_param_grad_gpu(c, t, t + ch);
+        rc = mxc__bn_dnn_param_grad_gpu(c, t, t + sc);
     return rc;
 }
 #endif
