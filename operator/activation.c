@@ -124,7 +124,8 @@ int mxc__leaky_backward_gpu(const struct mxc__op_call *c);
 /* Activation through cuDNN: relu, sigmoid and tanh forward, relu backward; MXC__DNN_OWN
  * for the rest (softrelu and softsign: cuDNN has neither). cuDNN's gradient also reads x,
  * which this operator's backward does not keep (it reads y, so that the forward may run in
- * place); relu's y stands in for x, as y > 0 exactly where x > 0, while sigmoid's and
+ * place); relu's y stands in for x, as y > 0 exactly where x > 0 (and an in-place relu
+ * hands cuDNN y as x anyway: Caffe's cuDNN ReLU has always run so), while sigmoid's and
  * tanh's gradients are left to the own kernel rather than trusting cuDNN to read only y.
  * The elements are one (1, 1, 1, n) tensor. cuDNN allows x == y forward and dy == dx
  * backward (identical descriptors), as this operator's in-place options need. */

@@ -201,10 +201,9 @@ int mxc__bn_backward_gpu(const struct mxc__op_call *c); /* batch_norm_gpu.cu */
 /* BatchNorm through cuDNN: CUDNN_BATCHNORM_SPATIAL over data seen as (outer, C, inner, 1).
  * bn_dnn_begin gives the descriptors, the handle and `n` arrays of C floats of temp space
  * (*temp, each BN_DNN_STRIDE(C) floats apart, 256-byte aligned as cuDNN's arrays are
- * elsewhere), or
- * MXC__DNN_OWN for what the own kernels keep: cudnn_off, a channel axis other than 1, eps
- * below CUDNN_BN_MIN_EPSILON, an empty tensor or one beyond int, and in training channels
- * of fewer than 2 elements (cuDNN's unbiased variance divides by m - 1). */
+ * elsewhere), or MXC__DNN_OWN for what the own kernels keep: cudnn_off, a channel axis
+ * other than 1, eps below CUDNN_BN_MIN_EPSILON, an empty tensor or one beyond int, and in
+ * training channels of fewer than 2 elements (cuDNN's unbiased variance divides by m - 1). */
 #define BN_DNN_STRIDE(ch) (((ch) + 63) / 64 * 64)
 
 static int bn_dnn_begin(const struct mxc__op_call *c, int n, const struct mxc__dnn **d, void **h,
