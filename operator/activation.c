@@ -11,6 +11,7 @@
 
 #include "common/parallel.h"
 #include "operator/activation_math.h"
+#include "operator/cudnn_desc.h"
 #include "operator/gpu.h"
 
 #include <math.h>
@@ -118,6 +119,54 @@ int mxc__act_forward_gpu(const struct mxc__op_call *c);   /* activation_gpu.cu *
 int mxc__act_backward_gpu(const struct mxc__op_call *c);  /* activation_gpu.cu */
 int mxc__leaky_forward_gpu(const struct mxc__op_call *c); /* activation_gpu.cu */
 int mxc__leaky_backward_gpu(const struct mxc__op_call *c);
+
+#ifdef MXC_USE_CUDNN
+/* Activation through cuDNN: relu, sigmoid and tanh forward, relu backward; MXC__DNN_OWN
+ * for the rest (softrelu and softsign: cuDNN has neither). cuDNN's gradient also reads x,
+ * which this operator's backward does not keep (it reads y, so that the forward may run in
+ * place); relu's y stands in for x, as y > 0 exactly where x > 0 (and an in-place relu
+ * hands cuDNN y as x anyway: Caffe's cuDNN ReLU has always run so), while sigmoid's and
+ * tanh's gradients are left to the own kernel rather than trusting cuDNN to read only y.
+ * The elements are one (1, 1, 1, n) tensor. cuDNN allows x == y forward and dy == dx
+ * backward (identical descriptors), as this operator's in-place options need. */
+static int act_dnn(const struct mxc__op_call *c, bool backward) {
+    const struct act_param *p = c->params;
+    const int req = c->req[0];
+    int mode = p->act_type == ACT_RELU      ? CUDNN_ACTIVATION_RELU
+               : backward                   ? -1
+               : p->act_type == ACT_SIGMOID ? CUDNN_ACTIVATION_SIGMOID
+               : p->act_type == ACT_TANH    ? CUDNN_ACTIVATION_TANH
+                                            : -1;
+    if (mode < 0)
+        return MXC__DNN_OWN;
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    struct mxc__dnn_key k;
+    memset(&k, 0, sizeof k);
+    k.kind = MXC__DNN_ACT;
+    k.p[0] = mode;
+    const int64_t dims[4] = {1, 1, 1, c->out_data[0].size};
+    const struct mxc__dnn *d;
+    void *h;
+    int rc = mxc__dnn_dims(k.x, dims, 4) ? mxc__dnn_get(c->rctx, &k, &d, &h) : MXC__DNN_OWN;
+    if (rc != MXC_OK)
+        return rc;
+    const float one = 1.0f, beta = mxc__dnn_beta(req);
+    if (!backward)
+        return mxc__dnn_status(cudnnActivationForward(h, d->act, &one, d->x, c->in_data[0].data,
+                                                      &beta, d->x, c->out_data[0].data),
+                               "Activation", "cudnnActivationForward");
+    const void *y = c->out_data[0].data;
+    return mxc__dnn_status(cudnnActivationBackward(h, d->act, &one, d->x, y, d->x,
+                                                   c->out_grad[0].data, d->x, y, &beta, d->x,
+                                                   c->in_grad[0].data),
+                           "Activation", "cudnnActivationBackward");
+}
+#endif
+
+/* cuDNN where it takes the problem (a build with USE_CUDNN), else the own kernel. */
+MXC__DNN_KERNEL(act_forward_gpu, act_dnn(c, false), mxc__act_forward_gpu)
+MXC__DNN_KERNEL(act_backward_gpu, act_dnn(c, true), mxc__act_backward_gpu)
 #endif
 
 const struct mxc__op_def mxc__op_Activation = {
@@ -135,8 +184,8 @@ const struct mxc__op_def mxc__op_Activation = {
     .backward_inplace = MXC__INPLACE(0, 0),
     .forward_cpu = act_forward,
     .backward_cpu = act_backward,
-    .forward_gpu = MXC__GPU(mxc__act_forward_gpu),
-    .backward_gpu = MXC__GPU(mxc__act_backward_gpu),
+    .forward_gpu = MXC__GPU(act_forward_gpu),
+    .backward_gpu = MXC__GPU(act_backward_gpu),
 };
 
 /* ---- LeakyReLU --------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
  * (operator/batch_norm_gpu.cu).
  */
 #include "operator/batch_norm_math.h"
+#include "operator/cudnn_desc.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
 
@@ -195,6 +196,119 @@ static int bn_backward(const struct mxc__op_call *c) {
 #ifdef MXC_USE_CUDA
 int mxc__bn_forward_gpu(const struct mxc__op_call *c);  /* batch_norm_gpu.cu */
 int mxc__bn_backward_gpu(const struct mxc__op_call *c); /* batch_norm_gpu.cu */
+
+#ifdef MXC_USE_CUDNN
+/* BatchNorm through cuDNN: CUDNN_BATCHNORM_SPATIAL over data seen as (outer, C, inner, 1).
+ * bn_dnn_begin gives the descriptors, the handle and `n` arrays of C floats of temp space
+ * (*temp, each BN_DNN_STRIDE(C) floats apart, 256-byte aligned as cuDNN's arrays are
+ * elsewhere), or MXC__DNN_OWN for what the own kernels keep: cudnn_off, a channel axis
+ * other than 1, eps below CUDNN_BN_MIN_EPSILON, an empty tensor or one beyond int, and in
+ * training channels of fewer than 2 elements (cuDNN's unbiased variance divides by m - 1). */
+#define BN_DNN_STRIDE(ch) (((ch) + 63) / 64 * 64)
+
+static int bn_dnn_begin(const struct mxc__op_call *c, int n, const struct mxc__dnn **d, void **h,
+                        float **temp) {
+    const struct bn_param *p = c->params;
+    const mxc_shape *s = &c->in_data[0].shape;
+    if (p->cudnn_off || bn_axis(p, s->ndim) != 1 || p->eps < CUDNN_BN_MIN_EPSILON)
+        return MXC__DNN_OWN;
+    int64_t outer, ch, inner;
+    bn_dims(p, s, &outer, &ch, &inner);
+    struct mxc__dnn_key k;
+    memset(&k, 0, sizeof k);
+    k.kind = MXC__DNN_BN;
+    const int64_t dims[4] = {outer, ch, inner, 1};
+    if ((bn_training(c) && outer * inner < 2) || !mxc__dnn_dims(k.x, dims, 4))
+        return MXC__DNN_OWN;
+    int rc = mxc__dnn_get(c->rctx, &k, d, h);
+    if (rc == MXC_OK)
+        rc = mxc__resource_temp(c->resources[0], (size_t)(n * BN_DNN_STRIDE(ch)) * sizeof(float),
+                                (void **)temp);
+    return rc;
+}
+
+/* gamma, or with fix_gamma C ones written at `ones`. */
+static const float *bn_dnn_scale(const struct mxc__op_call *c, float *ones, int *rc) {
+    if (!((const struct bn_param *)c->params)->fix_gamma)
+        return c->in_data[1].data;
+    *rc = mxc__bn_ones_gpu(ones, c->in_data[1].size, c->rctx->stream);
+    return ones;
+}
+
+/* Forward: training through cudnnBatchNormalizationForwardTraining, which saves the batch
+ * mean and inverse std (the hidden outputs); its running statistics go to zeroed temp
+ * space with factor 1 (the batch's own, the variance unbiased) and mxc__bn_dnn_stats_gpu
+ * moves the moving ones with the biased variance, as the CPU does. Otherwise
+ * cudnnBatchNormalizationForwardInference with the moving statistics. A null request
+ * for the output takes the own kernel (cuDNN always writes y). */
+static int bn_dnn_forward(const struct mxc__op_call *c) {
+    const struct bn_param *p = c->params;
+    const int req = c->req[0];
+    const int64_t ch = c->in_data[1].size, sc = BN_DNN_STRIDE(ch);
+    const struct mxc__dnn *d;
+    void *h;
+    float *t; /* saved mean, saved inverse std, running mean, running variance, ones */
+    int rc = req == MXC__REQ_NULL ? MXC__DNN_OWN : bn_dnn_begin(c, 5, &d, &h, &t);
+    if (rc != MXC_OK)
+        return rc;
+    const float *scale = bn_dnn_scale(c, t + 4 * sc, &rc);
+    const float one = 1.0f, beta = mxc__dnn_beta(req);
+    const void *x = c->in_data[0].data, *bias = c->in_data[2].data;
+    void *y = c->out_data[0].data;
+    if (rc == MXC_OK && bn_training(c)) {
+        rc = mxc__gpu_memset0(t + 2 * sc, (size_t)(2 * sc) * sizeof(float), c->rctx->stream);
+        if (rc == MXC_OK)
+            rc =
+                mxc__dnn_status(cudnnBatchNormalizationForwardTraining(
+                                    h, CUDNN_BATCHNORM_SPATIAL, &one, &beta, d->x, x, d->x, y, d->y,
+                                    scale, bias, 1.0, t + 2 * sc, t + 3 * sc, p->eps, t, t + sc),
+                                "BatchNorm", "cudnnBatchNormalizationForwardTraining");
+    } else if (rc == MXC_OK) {
+        rc = mxc__dnn_status(cudnnBatchNormalizationForwardInference(
+                                 h, CUDNN_BATCHNORM_SPATIAL, &one, &beta, d->x, x, d->x, y, d->y,
+                                 scale, bias, c->aux[0].data, c->aux[1].data, p->eps),
+                             "BatchNorm", "cudnnBatchNormalizationForwardInference");
+    }
+    if (rc == MXC_OK)
+        rc = mxc__bn_dnn_stats_gpu(c, t, t + sc, t + 3 * sc, c->in_data[0].size / ch);
+    return rc;
+}
+
+/* Backward in training through cudnnBatchNormalizationBackward with the forward's saved
+ * mean and inverse std (the hidden outputs, as the CPU reads them): dx with beta 0 or 1 as
+ * its request says, the parameter gradients into temp space and from there stored as
+ * their own requests say (mxc__bn_dnn_param_grad_gpu: cuDNN has one blend factor for
+ * both, and fix_gamma's is 0). With the statistics constants (use_global_stats, or not
+ * training) the gradient is not cuDNN's, and a null request for dx (cuDNN always writes
+ * it) takes the own kernel too. */
+static int bn_dnn_backward(const struct mxc__op_call *c) {
+    const struct bn_param *p = c->params;
+    const int64_t sc = BN_DNN_STRIDE(c->in_data[1].size);
+    const struct mxc__dnn *d;
+    void *h;
+    float *t; /* d_scale, d_bias, ones */
+    int rc = !bn_training(c) || c->req[0] == MXC__REQ_NULL ? MXC__DNN_OWN
+                                                           : bn_dnn_begin(c, 3, &d, &h, &t);
+    if (rc != MXC_OK)
+        return rc;
+    const float *scale = bn_dnn_scale(c, t + 2 * sc, &rc);
+    const float one = 1.0f, zero = 0.0f, beta = mxc__dnn_beta(c->req[0]);
+    if (rc == MXC_OK)
+        rc = mxc__dnn_status(
+            cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, &one, &beta, &one, &zero,
+                                            d->x, c->in_data[0].data, d->x, c->out_grad[0].data,
+                                            d->x, c->in_grad[0].data, d->y, scale, t, t + sc,
+                                            p->eps, c->out_data[1].data, c->out_data[2].data),
+            "BatchNorm", "cudnnBatchNormalizationBackward");
+    if (rc == MXC_OK)
+        rc = mxc__bn_dnn_param_grad_gpu(c, t, t + sc);
+    return rc;
+}
+#endif
+
+/* cuDNN where it takes the problem (a build with USE_CUDNN), else the own kernels. */
+MXC__DNN_KERNEL(bn_forward_gpu, bn_dnn_forward(c), mxc__bn_forward_gpu)
+MXC__DNN_KERNEL(bn_backward_gpu, bn_dnn_backward(c), mxc__bn_backward_gpu)
 #endif
 
 const struct mxc__op_def mxc__op_BatchNorm = {
@@ -210,8 +324,9 @@ const struct mxc__op_def mxc__op_BatchNorm = {
     .infer_shape = bn_shape,
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA,
     .forward_resources = {MXC__RES_TEMP + 1},
+    .backward_resources = {MXC__RES_TEMP + 1}, /* cuDNN's parameter gradients */
     .forward_cpu = bn_forward,
     .backward_cpu = bn_backward,
-    .forward_gpu = MXC__GPU(mxc__bn_forward_gpu),
-    .backward_gpu = MXC__GPU(mxc__bn_backward_gpu),
+    .forward_gpu = MXC__GPU(bn_forward_gpu),
+    .backward_gpu = MXC__GPU(bn_backward_gpu),
 };

@@ -113,3 +113,49 @@ extern "C" int mxc__bn_backward_gpu(const struct mxc__op_call *c) {
         }
     });
 }
+
+/* ---- What the cuDNN path needs besides cuDNN (operator/batch_norm.c) ------------------ */
+
+extern "C" int mxc__bn_dnn_stats_gpu(const struct mxc__op_call *c, const float *save_mean,
+                                     const float *save_invstd, const float *uvar, int64_t m) {
+    const struct bn_param *p = (const struct bn_param *)c->params;
+    const int64_t ch = c->aux[0].size;
+    float *mmean = (float *)c->aux[0].data, *mvar = (float *)c->aux[1].data;
+    const bool hidden = c->num_out > 2, train = bn_training(c);
+    float *mean_out = hidden ? (float *)c->out_data[1].data : NULL;
+    float *invstd_out = hidden ? (float *)c->out_data[2].data : NULL;
+    const int mreq = hidden ? c->req[1] : (int)MXC__REQ_NULL;
+    const int vreq = hidden ? c->req[2] : (int)MXC__REQ_NULL;
+    const double eps = p->eps, unbias = m > 0 ? (double)(m - 1) / (double)m : 0.0;
+    const float momentum = p->momentum;
+    return mxc__launch(ch, c->rctx->stream, "BatchNorm statistics", [=] __device__(int64_t k) {
+        float mean, invstd;
+        if (train) {
+            mean = save_mean[k];
+            invstd = save_invstd[k];
+            mmean[k] = mxc__bn_moving(mmean[k], mean, momentum);
+            mvar[k] = mxc__bn_moving(mvar[k], (float)((double)uvar[k] * unbias), momentum);
+        } else {
+            mean = mmean[k];
+            invstd = mxc__bn_invstd(mvar[k], eps);
+        }
+        mxc__put(mreq, mean_out, k, mean);
+        mxc__put(vreq, invstd_out, k, invstd);
+    });
+}
+
+extern "C" int mxc__bn_dnn_param_grad_gpu(const struct mxc__op_call *c, const float *dscale,
+                                          const float *dbias) {
+    const bool fix_gamma = ((const struct bn_param *)c->params)->fix_gamma;
+    float *dgamma = (float *)c->in_grad[1].data, *dbeta = (float *)c->in_grad[2].data;
+    const int greq = c->req[1], breq = c->req[2];
+    return mxc__launch(c->in_data[1].size, c->rctx->stream, "BatchNorm parameter gradients",
+                       [=] __device__(int64_t k) {
+                           mxc__put(greq, dgamma, k, fix_gamma ? 0.0f : dscale[k]);
+                           mxc__put(breq, dbeta, k, dbias[k]);
+                       });
+}
+
+extern "C" int mxc__bn_ones_gpu(float *o, int64_t n, void *stream) {
+    return mxc__launch(n, stream, "BatchNorm ones", [=] __device__(int64_t i) { o[i] = 1.0f; });
+}

@@ -75,4 +75,21 @@ static inline MXC__HD float mxc__bn_dx(float g, float x, float mean, float gmean
     return (g - gmean - (x - mean) * kk) * iw;
 }
 
+/* What the cuDNN path of operator/batch_norm.c needs besides cuDNN (operator/
+ * batch_norm_gpu.cu; declared in every build, defined in CUDA builds), per channel k of
+ * C, on call c's stream:
+ * mxc__bn_dnn_stats_gpu: the hidden outputs mean and var (inverse std) as c's requests
+ * say, and in training the moving statistics, from cuDNN's forward: in training the batch
+ * mean and inverse std cuDNN saved, and the moving variance moved with the biased batch
+ * variance uvar * (m - 1) / m (cuDNN gives the unbiased uvar of m elements a channel);
+ * otherwise the moving mean and 1 / sqrt(moving var + eps), as the CPU writes them.
+ * mxc__bn_dnn_param_grad_gpu: d_gamma (c->req[1]) = dscale, 0 with fix_gamma, and d_beta
+ * (c->req[2]) = dbias, from cuDNN's backward.
+ * mxc__bn_ones_gpu: o[0 .. n) = 1 (gamma read as 1 with fix_gamma). */
+int mxc__bn_dnn_stats_gpu(const struct mxc__op_call *c, const float *save_mean,
+                          const float *save_invstd, const float *uvar, int64_t m);
+int mxc__bn_dnn_param_grad_gpu(const struct mxc__op_call *c, const float *dscale,
+                               const float *dbias);
+int mxc__bn_ones_gpu(float *o, int64_t n, void *stream);
+
 #endif /* MXC_OPERATOR_BATCH_NORM_MATH_H */

@@ -5,6 +5,7 @@
  * tmp_norm (like data) that the backward reads. Each output mixes neighbouring channels,
  * so nothing runs in place.
  */
+#include "operator/cudnn_desc.h"
 #include "operator/gpu.h"
 #include "operator/lrn_math.h"
 #include "operator/op.h"
@@ -82,8 +83,53 @@ static int lrn_backward(const struct mxc__op_call *c) {
 }
 
 #ifdef MXC_USE_CUDA
+int mxc__lrn_norm_gpu(const struct mxc__op_call *c);     /* lrn_gpu.cu: tmp_norm only */
 int mxc__lrn_forward_gpu(const struct mxc__op_call *c);  /* lrn_gpu.cu */
 int mxc__lrn_backward_gpu(const struct mxc__op_call *c); /* lrn_gpu.cu */
+
+#ifdef MXC_USE_CUDNN
+/* LRN through cuDNN (CUDNN_LRN_CROSS_CHANNEL_DIM1), whose formula is MXNet's: y = x /
+ * (k + alpha / n * sum of x² over the n channels around)^beta, the window symmetric for an
+ * odd n. Forward: tmp_norm by the own kernel (cuDNN does not give it; the CPU writes it),
+ * then y (req) by cuDNN; backward: dx (req) from x, y and dy. MXC__DNN_OWN outside cuDNN's
+ * limits: nsize above CUDNN_LRN_MAX_N, knorm below CUDNN_LRN_MIN_K, beta below
+ * CUDNN_LRN_MIN_BETA, sizes beyond int, anything its descriptor refuses. */
+static int lrn_dnn(const struct mxc__op_call *c, bool backward) {
+    const struct lrn_param *p = c->params;
+    const int req = c->req[0];
+    if (p->nsize < CUDNN_LRN_MIN_N || p->nsize > CUDNN_LRN_MAX_N || p->knorm < CUDNN_LRN_MIN_K ||
+        p->beta < CUDNN_LRN_MIN_BETA)
+        return MXC__DNN_OWN;
+    struct mxc__dnn_key k;
+    memset(&k, 0, sizeof k);
+    k.kind = MXC__DNN_LRN;
+    k.p[0] = p->nsize;
+    k.f[0] = p->alpha, k.f[1] = p->beta, k.f[2] = p->knorm;
+    const struct mxc__dnn *d;
+    void *h;
+    int rc = mxc__dnn_dims(k.x, c->in_data[0].shape.dims, 4) ? mxc__dnn_get(c->rctx, &k, &d, &h)
+                                                             : MXC__DNN_OWN;
+    if (rc == MXC_OK && !backward)
+        rc = mxc__lrn_norm_gpu(c);
+    if (rc != MXC_OK || req == MXC__REQ_NULL)
+        return rc;
+    const float one = 1.0f, beta = mxc__dnn_beta(req);
+    const void *x = c->in_data[0].data, *y = c->out_data[0].data;
+    if (!backward)
+        return mxc__dnn_status(cudnnLRNCrossChannelForward(h, d->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1,
+                                                           &one, d->x, x, &beta, d->x,
+                                                           c->out_data[0].data),
+                               "LRN", "cudnnLRNCrossChannelForward");
+    return mxc__dnn_status(cudnnLRNCrossChannelBackward(h, d->lrn, CUDNN_LRN_CROSS_CHANNEL_DIM1,
+                                                        &one, d->x, y, d->x, c->out_grad[0].data,
+                                                        d->x, x, &beta, d->x, c->in_grad[0].data),
+                           "LRN", "cudnnLRNCrossChannelBackward");
+}
+#endif
+
+/* cuDNN where it takes the problem (a build with USE_CUDNN), else the own kernels. */
+MXC__DNN_KERNEL(lrn_forward_gpu, lrn_dnn(c, false), mxc__lrn_forward_gpu)
+MXC__DNN_KERNEL(lrn_backward_gpu, lrn_dnn(c, true), mxc__lrn_backward_gpu)
 #endif
 
 const struct mxc__op_def mxc__op_LRN = {
@@ -99,6 +145,6 @@ const struct mxc__op_def mxc__op_LRN = {
     .backward_deps = MXC__DEP_OUT_GRAD | MXC__DEP_IN_DATA | MXC__DEP_OUT_DATA,
     .forward_cpu = lrn_forward,
     .backward_cpu = lrn_backward,
-    .forward_gpu = MXC__GPU(mxc__lrn_forward_gpu),
-    .backward_gpu = MXC__GPU(mxc__lrn_backward_gpu),
+    .forward_gpu = MXC__GPU(lrn_forward_gpu),
+    .backward_gpu = MXC__GPU(lrn_backward_gpu),
 };

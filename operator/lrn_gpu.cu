@@ -15,16 +15,24 @@ static struct mxc__lrn_view lrn_view(const struct mxc__op_call *c) {
     return {s->dims[1], s->dims[2] * s->dims[3], p->nsize / 2};
 }
 
-extern "C" int mxc__lrn_forward_gpu(const struct mxc__op_call *c) {
+/* tmp_norm, which the backward needs even when nobody wants the output */
+extern "C" int mxc__lrn_norm_gpu(const struct mxc__op_call *c) {
     const struct lrn_param p = *(const struct lrn_param *)c->params;
     const struct mxc__lrn_view v = lrn_view(c);
+    const float *x = (const float *)c->in_data[0].data;
+    float *norm = (float *)c->out_data[1].data;
+    return mxc__launch(c->in_data[0].size, c->rctx->stream, "LRN", [=] __device__(int64_t i) {
+        norm[i] = mxc__lrn_norm(x, i, i / v.inner % v.channels, v, &p);
+    });
+}
+
+extern "C" int mxc__lrn_forward_gpu(const struct mxc__op_call *c) {
+    const struct lrn_param p = *(const struct lrn_param *)c->params;
     const float *x = (const float *)c->in_data[0].data;
     float *y = (float *)c->out_data[0].data, *norm = (float *)c->out_data[1].data;
     const int64_t n = c->in_data[0].size;
     const int req = c->req[0];
-    int rc = mxc__launch(n, c->rctx->stream, "LRN", [=] __device__(int64_t i) {
-        norm[i] = mxc__lrn_norm(x, i, i / v.inner % v.channels, v, &p);
-    });
+    int rc = mxc__lrn_norm_gpu(c);
     if (rc != MXC_OK || req == MXC__REQ_NULL)
         return rc;
     return mxc__launch(n, c->rctx->stream, "LRN", [=] __device__(int64_t i) {

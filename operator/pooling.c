@@ -9,6 +9,7 @@
 #include "operator/pooling_math.h"
 
 #include "common/parallel.h"
+#include "operator/cudnn_desc.h"
 #include "operator/gpu.h"
 
 #include <string.h>
@@ -361,25 +362,80 @@ static int pool_backward(const struct mxc__op_call *c) {
 }
 
 #ifdef MXC_USE_CUDA
-/* The GPU kernels: the geometry here, the launches in operator/pooling_gpu.cu. */
-static int pool_forward_gpu(const struct mxc__op_call *c) {
+#ifdef MXC_USE_CUDNN
+/* Pooling through cuDNN: max and avg (count_include_pad: CUDNN_POOLING_AVERAGE_COUNT_
+ * INCLUDE_PADDING, else EXCLUDE_PADDING), the planes as a (planes, 1, ih, iw) tensor (a
+ * 1-D problem has ih 1). Forward: y (req) from x; backward (avg): dx (req) from dy.
+ * MXC__DNN_OWN for cudnn_off, sum, a padding as large as the window, and any problem
+ * whose output size cuDNN's descriptor does not give exactly (the full convention's
+ * ceiling): with the same size the windows are the same (start i * s - pad, clipped to
+ * the input), and every window lies inside the padded input, where both divisors agree
+ * with the CPU's. Max does not propagate NaN (the CPU's max skips it). Max's backward
+ * stays on the own kernel: the CPU gives each output's gradient to the first input of its
+ * window equal to the maximum, and cuDNN does not say which of tied inputs it picks (ties
+ * are common: windows of zeros after a relu). */
+static int pool_dnn(const struct mxc__op_call *c, const struct pool_job *j, bool backward) {
+    const struct pgeom *g = &j->g;
+    const int req = c->req[0], type = j->p->pool_type;
+    /* a padding as large as the window makes windows wholly in the padding, for which
+     * what cuDNN gives is not written down */
+    if (j->p->cudnn_off || (type != POOL_MAX && type != POOL_AVG) ||
+        (backward && type == POOL_MAX) || g->ph >= g->kh || g->pw >= g->kw)
+        return MXC__DNN_OWN;
+    struct mxc__dnn_key k;
+    memset(&k, 0, sizeof k);
+    k.kind = MXC__DNN_POOL;
+    k.p[0] = type == POOL_MAX ? CUDNN_POOLING_MAX_DETERMINISTIC
+             : j->incl        ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                              : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    const int64_t xd[4] = {g->planes, 1, g->ih, g->iw}, yd[4] = {g->planes, 1, g->oh, g->ow};
+    const int64_t win[4] = {g->kh, g->kw, g->sh, g->sw};
+    if (!mxc__dnn_dims(k.x, xd, 4) || !mxc__dnn_dims(k.y, yd, 4) ||
+        !mxc__dnn_dims(k.p + 1, win, 2) || !mxc__dnn_dims(k.p + 5, win + 2, 2))
+        return MXC__DNN_OWN;
+    k.p[3] = (int)g->ph, k.p[4] = (int)g->pw; /* below the window's sizes, so ints */
+    const struct mxc__dnn *d;
+    void *h;
+    int rc = mxc__dnn_get(c->rctx, &k, &d, &h);
+    if (rc != MXC_OK)
+        return rc;
+    const float one = 1.0f, beta = mxc__dnn_beta(req);
+    const void *x = c->in_data[0].data, *y = c->out_data[0].data;
+    if (!backward)
+        return mxc__dnn_status(
+            cudnnPoolingForward(h, d->pool, &one, d->x, x, &beta, d->y, c->out_data[0].data),
+            "Pooling", "cudnnPoolingForward");
+    return mxc__dnn_status(cudnnPoolingBackward(h, d->pool, &one, d->y, y, d->y,
+                                                c->out_grad[0].data, d->x, x, &beta, d->x,
+                                                c->in_grad[0].data),
+                           "Pooling", "cudnnPoolingBackward");
+}
+#endif
+
+/* The GPU kernels: the geometry here, cuDNN where it takes the problem (a build with
+ * USE_CUDNN), else the launches in operator/pooling_gpu.cu. */
+static int pool_gpu(const struct mxc__op_call *c, bool backward) {
     struct pool_job j;
-    int rc = c->req[0] == MXC__REQ_NULL ? MXC_OK : pool_job_make(c, &j);
-    if (rc == MXC_OK && c->req[0] != MXC__REQ_NULL)
-        rc = mxc__pool_forward_gpu(&j.g, j.p->pool_type, j.incl, c->in_data[0].data,
-                                   c->out_data[0].data, c->req[0], c->rctx->stream);
-    return rc;
+    if (c->req[0] == MXC__REQ_NULL)
+        return MXC_OK;
+    int rc = pool_job_make(c, &j);
+    if (rc != MXC_OK)
+        return rc;
+#ifdef MXC_USE_CUDNN
+    rc = pool_dnn(c, &j, backward);
+    if (rc != MXC__DNN_OWN)
+        return rc;
+#endif
+    const void *x = c->in_data[0].data, *y = c->out_data[0].data;
+    if (!backward)
+        return mxc__pool_forward_gpu(&j.g, j.p->pool_type, j.incl, x, c->out_data[0].data,
+                                     c->req[0], c->rctx->stream);
+    return mxc__pool_backward_gpu(&j.g, j.p->pool_type, j.incl, x, y, c->out_grad[0].data,
+                                  c->in_grad[0].data, c->req[0], c->rctx->stream);
 }
 
-static int pool_backward_gpu(const struct mxc__op_call *c) {
-    struct pool_job j;
-    int rc = c->req[0] == MXC__REQ_NULL ? MXC_OK : pool_job_make(c, &j);
-    if (rc == MXC_OK && c->req[0] != MXC__REQ_NULL)
-        rc = mxc__pool_backward_gpu(&j.g, j.p->pool_type, j.incl, c->in_data[0].data,
-                                    c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
-                                    c->req[0], c->rctx->stream);
-    return rc;
-}
+static int pool_forward_gpu(const struct mxc__op_call *c) { return pool_gpu(c, false); }
+static int pool_backward_gpu(const struct mxc__op_call *c) { return pool_gpu(c, true); }
 #endif
 
 const struct mxc__op_def mxc__op_Pooling = {

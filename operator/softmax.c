@@ -15,6 +15,7 @@
  */
 #include "operator/softmax.h"
 
+#include "operator/cudnn_desc.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
 
@@ -203,21 +204,77 @@ static int softmax_bwd(const struct mxc__op_call *c, bool log_out) {
 }
 
 #ifdef MXC_USE_CUDA
+#ifdef MXC_USE_CUDNN
+/* The softmax (log_out: log_softmax) of the (outer, n, inner) view through cuDNN: one
+ * (outer, n, inner, 1) tensor in CUDNN_SOFTMAX_MODE_CHANNEL (along n at each (outer,
+ * inner)), CUDNN_SOFTMAX_ACCURATE (the maximum subtracted, as the own kernels do) or
+ * CUDNN_SOFTMAX_LOG. Forward when dy is NULL: out (req) = softmax of in (x); backward: out
+ * (req) = dx from in (y) and dy. MXC__DNN_OWN for what cuDNN does not express or promise:
+ * a temperature other than 1, an empty view or one beyond int, and an output over its
+ * input (y over x, dx over dy), which cuDNN's reference does not allow in writing. */
+static int softmax_dnn(const struct mxc__op_call *c, const void *in, const void *dy, void *out,
+                       const int64_t view[3], float t, bool log_out) {
+    const int req = c->req[0];
+    const char *op = log_out ? "log_softmax" : "softmax";
+    struct mxc__dnn_key k;
+    memset(&k, 0, sizeof k);
+    k.kind = MXC__DNN_TENSOR;
+    const int64_t dims[4] = {view[0], view[1], view[2], 1};
+    if (t != 1.0f || out == in || out == dy || !mxc__dnn_dims(k.x, dims, 4))
+        return MXC__DNN_OWN;
+    if (req == MXC__REQ_NULL)
+        return MXC_OK;
+    const struct mxc__dnn *d;
+    void *h;
+    int rc = mxc__dnn_get(c->rctx, &k, &d, &h);
+    if (rc != MXC_OK)
+        return rc;
+    const float one = 1.0f, beta = mxc__dnn_beta(req);
+    const cudnnSoftmaxAlgorithm_t algo = log_out ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE;
+    if (dy == NULL)
+        return mxc__dnn_status(cudnnSoftmaxForward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d->x,
+                                                   in, &beta, d->x, out),
+                               op, "cudnnSoftmaxForward");
+    return mxc__dnn_status(cudnnSoftmaxBackward(h, algo, CUDNN_SOFTMAX_MODE_CHANNEL, &one, d->x, in,
+                                                d->x, dy, &beta, d->x, out),
+                           op, "cudnnSoftmaxBackward");
+}
+#endif
+
+/* Forward: y (req) = softmax (log_softmax) of x along n of the (outer, n, inner) view,
+ * temperature t; backward: dx (req) from y and dy. cuDNN where it takes the problem (a
+ * build with USE_CUDNN), else the own kernels. */
+static int softmax_gpu(const struct mxc__op_call *c, int64_t outer, int64_t n, int64_t inner,
+                       float t, bool log_out, bool backward) {
+    const void *x = c->in_data[0].data, *y = c->out_data[0].data;
+    const void *dy = backward ? c->out_grad[0].data : NULL;
+    void *out = backward ? c->in_grad[0].data : c->out_data[0].data;
+#ifdef MXC_USE_CUDNN
+    int rc =
+        softmax_dnn(c, backward ? y : x, dy, out, (const int64_t[]){outer, n, inner}, t, log_out);
+    if (rc != MXC__DNN_OWN)
+        return rc;
+#endif
+    if (!backward)
+        return mxc__softmax_gpu(x, out, outer, n, inner, t, log_out, c->req[0], c->rctx->stream);
+    return mxc__softmax_grad_gpu(y, dy, out, outer, n, inner, t, log_out, c->req[0],
+                                 c->rctx->stream);
+}
+#endif
+
+#ifdef MXC_USE_CUDA
 static int softmax_fwd_gpu(const struct mxc__op_call *c, bool log_out) {
     const struct softmax_param *p = c->params;
     int64_t outer, n, inner;
     axis_dims(p, &c->in_data[0].shape, &outer, &n, &inner);
-    return mxc__softmax_gpu(c->in_data[0].data, c->out_data[0].data, outer, n, inner,
-                            temperature_of(p), log_out, c->req[0], c->rctx->stream);
+    return softmax_gpu(c, outer, n, inner, temperature_of(p), log_out, false);
 }
 
 static int softmax_bwd_gpu(const struct mxc__op_call *c, bool log_out) {
     const struct softmax_param *p = c->params;
     int64_t outer, n, inner;
     axis_dims(p, &c->out_data[0].shape, &outer, &n, &inner);
-    return mxc__softmax_grad_gpu(c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
-                                 outer, n, inner, temperature_of(p), log_out, c->req[0],
-                                 c->rctx->stream);
+    return softmax_gpu(c, outer, n, inner, temperature_of(p), log_out, true);
 }
 
 static int softmax_forward_gpu(const struct mxc__op_call *c) { return softmax_fwd_gpu(c, false); }
@@ -463,8 +520,7 @@ static int so_forward_gpu(const struct mxc__op_call *c) {
     const struct softmax_output_param *p = c->params;
     int64_t outer, n, inner;
     so_dims(p, &c->in_data[0].shape, &outer, &n, &inner);
-    return mxc__softmax_gpu(c->in_data[0].data, c->out_data[0].data, outer, n, inner, 1.0f, false,
-                            c->req[0], c->rctx->stream);
+    return softmax_gpu(c, outer, n, inner, 1.0f, false, false);
 }
 
 /* so_backward on a GPU; normalization=valid counts the labels on the device, into one
@@ -577,15 +633,13 @@ static int sa_backward(const struct mxc__op_call *c) {
 static int sa_forward_gpu(const struct mxc__op_call *c) {
     int64_t outer, n, inner;
     sa_dims(c, &c->in_data[0].shape, &outer, &n, &inner);
-    return mxc__softmax_gpu(c->in_data[0].data, c->out_data[0].data, outer, n, inner, 1.0f, false,
-                            c->req[0], c->rctx->stream);
+    return softmax_gpu(c, outer, n, inner, 1.0f, false, false);
 }
 
 static int sa_backward_gpu(const struct mxc__op_call *c) {
     int64_t outer, n, inner;
     sa_dims(c, &c->out_data[0].shape, &outer, &n, &inner);
-    return mxc__softmax_grad_gpu(c->out_data[0].data, c->out_grad[0].data, c->in_grad[0].data,
-                                 outer, n, inner, 1.0f, false, c->req[0], c->rctx->stream);
+    return softmax_gpu(c, outer, n, inner, 1.0f, false, true);
 }
 #endif
 

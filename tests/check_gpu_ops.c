@@ -8,10 +8,13 @@
  * reported). A case whose operator has no GPU kernel fails here. Without a GPU the suite
  * returns at once and says so in one line.
  * MXC_TEST_COMPARE_ON_CPU=1 runs it with the CPU standing in for gpu(0), to test the tests.
+ * The cuDNN section at the end covers each cuDNN path and each fallback to the own kernels,
+ * and (in a build with USE_CUDNN, with or without a GPU) the descriptor cache.
  */
 #include "mxc/executor.h"
 #include "mxc/op.h"
 #include "mxc/symbol.h"
+#include "operator/cudnn_desc.h"
 #include "operator/op.h"
 #include "tests/util/op_check.h"
 #include "tests/util/test_util.h"
@@ -30,11 +33,12 @@ enum fill {
     NEAR_ONE, /* uniform in [0.5, 1.5): BatchNorm's gamma and moving variance */
     SMALL,    /* uniform in [0, 0.1): centered RMSProp's mean gradient state */
     LENGTHS,  /* integers in [1, classes]: SequenceLast's lengths */
+    TIES,     /* -1, 0 or 1: max pooling windows with ties, relu at 0 */
 };
 
 struct gpu_case {
     const char *op;
-    const char *kv[9]; /* parameters: key, value, ..., NULL */
+    const char *kv[13]; /* parameters: key, value, ..., NULL */
     int num_in;
     mxc_shape in[4];
     enum fill fill[4];
@@ -811,6 +815,12 @@ static struct mxct_tensor filled(mxc_shape s, enum fill f, int classes, unsigned
     case POSITIVE: return mxct_tensor_random(s, 0.5f, 2.0f, seed);
     case NEAR_ONE: return mxct_tensor_random(s, 0.5f, 1.5f, seed);
     case SMALL: return mxct_tensor_random(s, 0.0f, 0.1f, seed);
+    case TIES: {
+        struct mxct_tensor t = mxct_tensor_random(s, 0, 3, seed);
+        for (int64_t i = 0; i < mxc_shape_size(&s); i++)
+            t.data[i] = floorf(t.data[i]) - 1.0f;
+        return t;
+    }
     case CLASSES:
     case LENGTHS: {
         struct mxct_tensor t = mxct_tensor_random(s, 0, (float)classes, seed);
@@ -840,25 +850,24 @@ static int num_outputs(const char *op, struct mxct_params params) {
     return mxc__op_num_outputs(d, buf, NULL);
 }
 
-START_TEST(test_gpu_matches_cpu) {
-    if (!mxct_gpu_tests_run())
-        return;
-    const struct gpu_case *c = &cases[_i];
+/* Case c (numbered idx in its table) on the GPU against the CPU: forward, and backward
+ * with write and add-to requests where the operator is differentiable. */
+static void check_case(const struct gpu_case *c, int idx) {
     ck_assert_msg(mxc_op_supports(c->op, mxct_gpu_device(), MXC_FLOAT32),
-                  "%s has no GPU kernel: case %d compares nothing", c->op, _i);
-    const char *kv[10] = {NULL};
-    for (int k = 0; k < 9 && c->kv[k]; k++)
+                  "%s has no GPU kernel: case %d compares nothing", c->op, idx);
+    const char *kv[14] = {NULL};
+    for (int k = 0; k < 13 && c->kv[k]; k++)
         kv[k] = c->kv[k];
     struct mxct_params params = kv[0] ? mxct_params_from_pairs(kv) : MXCT_NO_PARAMS;
     struct mxct_tensor in[4], aux[3], heads[4], grads[4];
     for (int i = 0; i < c->num_in; i++)
-        in[i] = filled(c->in[i], c->fill[i], c->classes, 10u * (unsigned)_i + (unsigned)i);
+        in[i] = filled(c->in[i], c->fill[i], c->classes, 10u * (unsigned)idx + (unsigned)i);
     for (int i = 0; i < c->num_aux; i++)
         aux[i] = filled(c->aux[i], aux_fill(c, i), 0, 500u + (unsigned)i);
     /* the head gradients: run the forward once for the output shapes */
     struct mxct_tensor out[4];
     int rc = mxct_op_forward(c->op, params, c->is_train, in, c->num_in, aux, out);
-    ck_assert_msg(rc == MXC_OK, "case %d (%s): %s", _i, c->op, mxc_last_error());
+    ck_assert_msg(rc == MXC_OK, "case %d (%s): %s", idx, c->op, mxc_last_error());
     mxc_op_info info;
     CK_OK(mxc_op_get_info(c->op, &info));
     int num_out = num_outputs(c->op, params);
@@ -871,12 +880,17 @@ START_TEST(test_gpu_matches_cpu) {
     }
     if (info.differentiable) {
         rc = mxct_op_backward(c->op, params, c->is_train, in, c->num_in, aux, heads, grads);
-        ck_assert_msg(rc == MXC_OK, "case %d (%s): %s", _i, c->op, mxc_last_error());
+        ck_assert_msg(rc == MXC_OK, "case %d (%s): %s", idx, c->op, mxc_last_error());
         mxct_tensors_free(grads, c->num_in);
     }
     mxct_tensors_free(heads, num_out);
     mxct_tensors_free(in, c->num_in);
     mxct_tensors_free(aux, c->num_aux);
+}
+
+START_TEST(test_gpu_matches_cpu) {
+    if (mxct_gpu_tests_run())
+        check_case(&cases[_i], _i);
 }
 END_TEST
 
@@ -1068,6 +1082,328 @@ START_TEST(test_gpu_dtypes) {
 }
 END_TEST
 
+/* ---- cuDNN ---------------------------------------------------------------------------- */
+
+/* Operators with a cuDNN path (a build with USE_CUDNN): each path and each fallback to the
+ * own kernel (cudnn_off, parameters or shapes cuDNN does not take), odd shapes, ties. */
+static const struct gpu_case dnn_cases[] = {
+    /* Activation: cuDNN relu (forward and backward), sigmoid and tanh (forward); the
+     * own kernel for their backward and for softsign */
+    {"Activation", {"act_type", "relu", NULL}, 1, {S(2, 3, 5, 7)}, {ANY}, 0, {{0}}, 0, true},
+    {"Activation", {"act_type", "relu", NULL}, 1, {S(3, 1, 7)}, {TIES}, 0, {{0}}, 0, true},
+    {"Activation", {"act_type", "relu", NULL}, 1, {S(LARGE_ROWS, 1025)}, {ANY}, 0, {{0}}, 0, true},
+    {"Activation", {"act_type", "sigmoid", NULL}, 1, {S(33, 5)}, {ANY}, 0, {{0}}, 0, true},
+    {"Activation", {"act_type", "tanh", NULL}, 1, {S(1, 1, 1)}, {ANY}, 0, {{0}}, 0, true},
+    {"Activation", {"act_type", "softsign", NULL}, 1, {S(5, 9)}, {ANY}, 0, {{0}}, 0, true},
+    /* softmax family: cuDNN along any axis; temperature 2 takes the own kernel */
+    {"softmax", {NULL}, 1, {S(7, 13)}, {ANY}, 0, {{0}}, 0, true},
+    {"softmax", {"axis", "1", NULL}, 1, {S(3, 5, 2, 3)}, {ANY}, 0, {{0}}, 0, true},
+    {"log_softmax", {"axis", "0", NULL}, 1, {S(4, 3, 5)}, {ANY}, 0, {{0}}, 0, true},
+    {"log_softmax", {NULL}, 1, {S(1, 1)}, {ANY}, 0, {{0}}, 0, true},
+    {"softmax", {"temperature", "2", NULL}, 1, {S(5, 6)}, {ANY}, 0, {{0}}, 0, true},
+    {"log_softmax",
+     {"temperature", "0.5", "axis", "1", NULL},
+     1,
+     {S(2, 6, 3)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"SoftmaxActivation", {"mode", "channel", NULL}, 1, {S(2, 4, 3, 3)}, {ANY}, 0, {{0}}, 0, true},
+    {"SoftmaxActivation", {NULL}, 1, {S(3, 7)}, {ANY}, 0, {{0}}, 0, true},
+    /* Pooling: cuDNN max and avg (valid, global, 1-D); cudnn_off, the full convention
+     * with a ceiling, and sum take the own kernel; ties in max windows */
+    {"Pooling",
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pool_type", "max", NULL},
+     1,
+     {S(2, 3, 13, 11)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pool_type", "max", "cudnn_off", "True", NULL},
+     1,
+     {S(2, 3, 13, 11)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(3, 3)", "pad", "(1, 1)", "pool_type", "max", NULL},
+     1,
+     {S(2, 3, 7, 9)},
+     {TIES},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(2, 2)", "stride", "(2, 2)", "pool_type", "max", NULL},
+     1,
+     {S(3, 2, 8, 6)},
+     {TIES},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(2, 3)", "pad", "(1, 1)", "pool_type", "avg", "count_include_pad", "True", NULL},
+     1,
+     {S(1, 2, 5, 7)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pad", "(1, 1)", "pool_type", "avg",
+      "count_include_pad", "False", NULL},
+     1,
+     {S(2, 3, 9, 8)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pool_type", "max", "pooling_convention", "full",
+      NULL},
+     1,
+     {S(2, 3, 10, 10)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(3, 3)", "stride", "(2, 2)", "pool_type", "avg", "pooling_convention", "full",
+      NULL},
+     1,
+     {S(1, 2, 9, 9)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(1, 1)", "global_pool", "True", "pool_type", "max", NULL},
+     1,
+     {S(2, 5, 6, 7)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(3,)", "stride", "(2,)", "pool_type", "max", NULL},
+     1,
+     {S(2, 3, 17)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"Pooling",
+     {"kernel", "(2, 2)", "pool_type", "sum", NULL},
+     1,
+     {S(1, 2, 6, 6)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    /* BatchNorm: cuDNN in training (fix_gamma either way, momentum) and in inference
+     * (use_global_stats; is_train false); cudnn_off, a channel axis other than 1 and
+     * channels of one element take the own kernels */
+    {"BatchNorm",
+     {"fix_gamma", "False", NULL},
+     3,
+     {S(5, 7, 3, 3), S(7), S(7)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(7), S(7)},
+     0,
+     true},
+    {"BatchNorm",
+     {"fix_gamma", "True", "momentum", "0.5", NULL},
+     3,
+     {S(4, 3, 5, 5), S(3), S(3)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(3), S(3)},
+     0,
+     true},
+    {"BatchNorm",
+     {"fix_gamma", "False", "eps", "1e-6", NULL},
+     3,
+     {S(6, 2, 3, 1), S(2), S(2)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(2), S(2)},
+     0,
+     true},
+    {"BatchNorm",
+     {"fix_gamma", "False", "cudnn_off", "True", NULL},
+     3,
+     {S(5, 7, 3, 3), S(7), S(7)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(7), S(7)},
+     0,
+     true},
+    {"BatchNorm",
+     {"fix_gamma", "False", "use_global_stats", "True", NULL},
+     3,
+     {S(3, 6, 4, 4), S(6), S(6)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(6), S(6)},
+     0,
+     true},
+    {"BatchNorm",
+     {"fix_gamma", "False", NULL},
+     3,
+     {S(2, 5, 3, 3), S(5), S(5)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(5), S(5)},
+     0,
+     false},
+    {"BatchNorm",
+     {"fix_gamma", "False", "axis", "-1", NULL},
+     3,
+     {S(4, 3, 6), S(6), S(6)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(6), S(6)},
+     0,
+     true},
+    {"BatchNorm",
+     {"fix_gamma", "False", NULL},
+     3,
+     {S(1, 4), S(4), S(4)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(4), S(4)},
+     0,
+     true},
+    {"BatchNorm",
+     {"fix_gamma", "False", NULL},
+     3,
+     {S(64, 16, 17, 17), S(16), S(16)},
+     {ANY, NEAR_ONE, ANY},
+     2,
+     {S(16), S(16)},
+     0,
+     true},
+    /* LRN: cuDNN within its limits; nsize above 16 and knorm below 1e-5 take the own
+     * kernels */
+    {"LRN", {"nsize", "5", NULL}, 1, {S(2, 7, 4, 5)}, {ANY}, 0, {{0}}, 0, true},
+    {"LRN",
+     {"nsize", "3", "alpha", "0.001", "beta", "0.5", "knorm", "1", NULL},
+     1,
+     {S(1, 3, 3, 3)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+    {"LRN", {"nsize", "17", NULL}, 1, {S(1, 20, 2, 3)}, {ANY}, 0, {{0}}, 0, true},
+    {"LRN",
+     {"nsize", "3", "alpha", "1", "knorm", "1e-6", NULL},
+     1,
+     {S(1, 5, 2, 2)},
+     {ANY},
+     0,
+     {{0}},
+     0,
+     true},
+};
+
+START_TEST(test_gpu_dnn_matches_cpu) {
+    if (mxct_gpu_tests_run())
+        check_case(&dnn_cases[_i], 1000 + _i);
+}
+END_TEST
+
+#ifdef MXC_USE_CUDNN
+/* The dims of a cached tensor descriptor are (n, c, h, w). */
+static void expect_dims(cudnnTensorDescriptor_t t, int n, int c, int h, int w) {
+    cudnnDataType_t type;
+    int v[4], strides[4];
+    ck_assert_int_eq(cudnnGetTensor4dDescriptor(t, &type, &v[0], &v[1], &v[2], &v[3], &strides[0],
+                                                &strides[1], &strides[2], &strides[3]),
+                     CUDNN_STATUS_SUCCESS);
+    ck_assert_int_eq(type, CUDNN_DATA_FLOAT);
+    ck_assert(v[0] == n && v[1] == c && v[2] == h && v[3] == w);
+}
+
+static struct mxc__dnn_key tensor_key(int n, int c, int h, int w) {
+    struct mxc__dnn_key k;
+    memset(&k, 0, sizeof k);
+    k.kind = MXC__DNN_TENSOR;
+    ck_assert(mxc__dnn_dims(k.x, (const int64_t[]){n, c, h, w}, 4));
+    return k;
+}
+
+/* The per-thread descriptor cache (operator/cudnn_desc.c; descriptors are host objects, so
+ * this runs without a GPU): an entry is made once and found again, a problem cuDNN does not
+ * describe is answered MXC__DNN_OWN (every time), a full table replaces its least recently
+ * used entry and a replaced problem is described anew. */
+START_TEST(test_dnn_cache) {
+    const struct mxc__dnn *a, *d;
+    const struct mxc__dnn_key ka = tensor_key(2, 3, 4, 5);
+    CK_OK(mxc__dnn_get(NULL, &ka, &a, NULL));
+    expect_dims(a->x, 2, 3, 4, 5);
+    for (int i = 0; i < 200; i++) { /* more problems than entries; a stays the most recent */
+        const struct mxc__dnn_key k = tensor_key(1, 1, 1, i + 1);
+        CK_OK(mxc__dnn_get(NULL, &k, &d, NULL));
+        expect_dims(d->x, 1, 1, 1, i + 1);
+        CK_OK(mxc__dnn_get(NULL, &ka, &d, NULL));
+        ck_assert_ptr_eq(d, a);
+    }
+    const struct mxc__dnn_key k0 = tensor_key(1, 1, 1, 1); /* long replaced */
+    CK_OK(mxc__dnn_get(NULL, &k0, &d, NULL));
+    expect_dims(d->x, 1, 1, 1, 1);
+    ck_assert_ptr_eq(d->act, NULL);
+    /* pooling: 3x3 windows, pad 1, stride 2 over (2, 3, 4, 5) give (2, 3, 2, 3) */
+    struct mxc__dnn_key kp;
+    memset(&kp, 0, sizeof kp);
+    kp.kind = MXC__DNN_POOL;
+    memcpy(kp.x, (const int[]){2, 3, 4, 5}, sizeof kp.x);
+    memcpy(kp.p, (const int[]){CUDNN_POOLING_MAX_DETERMINISTIC, 3, 3, 1, 1, 2, 2}, 7 * sizeof(int));
+    memcpy(kp.y, (const int[]){2, 3, 2, 3}, sizeof kp.y);
+    CK_OK(mxc__dnn_get(NULL, &kp, &d, NULL));
+    expect_dims(d->y, 2, 3, 2, 3);
+    ck_assert_ptr_ne(d->pool, NULL);
+    kp.y[3] = 4; /* not the output cuDNN computes (a full convention's ceiling) */
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(mxc__dnn_get(NULL, &kp, &d, NULL), MXC__DNN_OWN);
+    /* BatchNorm's per-channel tensor; LRN beyond cuDNN's window */
+    struct mxc__dnn_key kb = tensor_key(8, 5, 3, 1);
+    kb.kind = MXC__DNN_BN;
+    CK_OK(mxc__dnn_get(NULL, &kb, &d, NULL));
+    expect_dims(d->y, 1, 5, 1, 1);
+    struct mxc__dnn_key kl = tensor_key(1, 20, 2, 2);
+    kl.kind = MXC__DNN_LRN;
+    kl.p[0] = 17;
+    kl.f[0] = 1e-4, kl.f[1] = 0.75, kl.f[2] = 2;
+    ck_assert_int_eq(mxc__dnn_get(NULL, &kl, &d, NULL), MXC__DNN_OWN);
+    kl.p[0] = 5;
+    CK_OK(mxc__dnn_get(NULL, &kl, &d, NULL));
+    ck_assert_ptr_ne(d->lrn, NULL);
+    /* sizes no descriptor takes */
+    int dims[4];
+    ck_assert(!mxc__dnn_dims(dims, (const int64_t[]){1, 0, 1, 1}, 4));
+    ck_assert(!mxc__dnn_dims(dims, (const int64_t[]){1, 1, (int64_t)1 << 31, 1}, 4));
+}
+END_TEST
+#endif
+
 static Suite *suite(void) {
     Suite *s = suite_create("gpu_ops");
     TCase *tc = tcase_create("gpu_ops");
@@ -1075,6 +1411,11 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, test_gpu_matches_cpu, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, test_take_raise);
     tcase_add_test(tc, test_gpu_dtypes);
+    tcase_add_loop_test(tc, test_gpu_dnn_matches_cpu, 0,
+                        (int)(sizeof dnn_cases / sizeof dnn_cases[0]));
+#ifdef MXC_USE_CUDNN
+    tcase_add_test(tc, test_dnn_cache);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
