@@ -200,8 +200,8 @@ static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
          * MPI's own blocking waits do: OpenMPI moves a large message only inside its
          * calls here (the receiver copies it), and a thread that yielded the core between
          * polls made a 1 MB sum half again as slow on 2 shared cores (0.59 against 0.90
-         * of a bare allreduce's speed); then nap 10 µs per poll (the communication thread's timer slack is 1 µs, so a nap is not the
-         * default 60 µs) */
+         * of a bare allreduce's speed); then nap 10 µs per poll (the communication
+         * thread's timer slack is 1 µs, so a nap is not the default 60 µs) */
         if (spins < 64 || now_s() < spin_until) {
             mxc__cpu_relax();
         } else {
