@@ -24,9 +24,9 @@
  * Sum. MPI_Allreduce does not promise the same bits on every process. A round's bucket
  * (at most 32 KiB on every process, else the round only agrees and the bucket goes
  * through the ring after it) is summed by recursive doubling over point-to-point
- * messages (log2 p steps of one message each way; the ranks beyond the largest power of two fold in first and get the
- * result at the end): both partners of a step compute lower + higher from the same two
- * partial sums, so they hold the same bits, step after step. A large request is a ring
+ * messages (log2 p steps of one message each way; the ranks beyond the largest power of two fold in
+ * first and get the result at the end): both partners of a step compute lower + higher from the
+ * same two partial sums, so they hold the same bits, step after step. A large request is a ring
  * reduce-scatter, in which each block is added up by this file's loop along the ring and
  * finished by one process only, then a ring allgather that copies the finished blocks to
  * everyone: every process ends with the very bits that the block's last owner computed.

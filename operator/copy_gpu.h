@@ -1,10 +1,10 @@
 /*
  * operator/copy_gpu.h — the GPU launchers of the data-moving operators (operator/copy_gpu.cu):
  * copies honouring a write request (Flatten, Reshape, expand_dims, Concat, SliceChannel,
- * Dropout at inference, _sleep) and the sum of ElementWiseSum. Pointers are device pointers; work is queued on `stream` (a
- * cudaStream_t) and each returns MXC_OK or MXC_EDEVICE (message recorded). Requests are
- * enum mxc__req values, honoured as mxc__copy_req (operator/op.h) does. Declared in every
- * build, defined only in a CUDA build: C files call them under #ifdef MXC_USE_CUDA.
+ * Dropout at inference, _sleep) and the sum of ElementWiseSum. Pointers are device pointers; work
+ * is queued on `stream` (a cudaStream_t) and each returns MXC_OK or MXC_EDEVICE (message recorded).
+ * Requests are enum mxc__req values, honoured as mxc__copy_req (operator/op.h) does. Declared in
+ * every build, defined only in a CUDA build: C files call them under #ifdef MXC_USE_CUDA.
  */
 #ifndef MXC_OPERATOR_COPY_GPU_H
 #define MXC_OPERATOR_COPY_GPU_H

@@ -1,8 +1,8 @@
 /*
  * operator/elemwise.c — the element-wise family (MXNet's SimpleOp), generated from the one
  * table of operator/elemwise_ops.h (a scalar expression and its derivative per operator),
- * which operator/elemwise_gpu.cu expands into the CUDA kernels too. The gradient kind decides the backward
- * dependencies: a derivative written with the input `x` needs in_data, one written with
+ * which operator/elemwise_gpu.cu expands into the CUDA kernels too. The gradient kind decides the
+ * backward dependencies: a derivative written with the input `x` needs in_data, one written with
  * the output `y` needs out_data, one with neither needs only out_grad — so the executor
  * can free what the backward does not read. All are float32, shapes (n), row-major; an
  * output may share memory with its input (in-place), which the loops allow.

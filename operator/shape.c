@@ -2,8 +2,8 @@
  * operator/shape.c — operators that change only how an array's elements are indexed:
  * Flatten, Reshape, expand_dims, squeeze and _copy (the elements stay in order, so forward
  * and backward are copies, allowed in place) and transpose and SwapAxis (a permutation of
- * the axes, forward with it, backward with its inverse). Reshape follows MXNet's target-shape language
- * (0 copy, -1 infer, -2 copy the rest, -3 merge two, -4 split one, read right to left with
+ * the axes, forward with it, backward with its inverse). Reshape follows MXNet's target-shape
+ * language (0 copy, -1 infer, -2 copy the rest, -3 merge two, -4 split one, read right to left with
  * reverse). Row-major; every one takes any dtype Cast does (elements moved; add-to in the
  * dtype's arithmetic, operator/cast.h).
  */

@@ -10,8 +10,9 @@
  * beside the first's checkpoint). After each epoch every rank saves its weights to
  * build/check_fit_dist-rank<r>-EEEE.params and, after a barrier, rank 0 compares the files
  * byte for byte; then the ranks train on shards of different sizes (10 and 7 batches), all
- * on 7 batches per epoch, ending with identical weights. The launcher checks that every rank passed, that 2 ranks reach the 1-rank
- * accuracy within 1.5 %, and then that `mpirun -np 2 mxc train --kvstore dist_sync
+ * on 7 batches per epoch, ending with identical weights. The launcher checks that every rank
+ * passed, that 2 ranks reach the 1-rank accuracy within 1.5 %, and then that `mpirun -np 2 mxc
+ * train --kvstore dist_sync
  * --resume` continues from the last checkpoint (epoch 3 saved, one result line: rank 0's).
  * Without the dataset or without MPI the cases say so and pass.
  */

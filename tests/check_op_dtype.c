@@ -4,8 +4,9 @@
  * of float32, float64, float16, uint8, int32, int8 and int64 forward and backward against
  * MXNet 1.9.1 (tests/data/ops/dtype, made by scripts/gen_op_refs_dtype.py), the copies
  * that only move elements (_copy, Reshape, Flatten, expand_dims, squeeze, transpose,
- * SwapAxis) on float16, int32, uint8 and more, mp_sgd_update and mp_sgd_mom_update against MXNet, the per-operator dtype
- * support (mxc_op_supports, invoke, bind) and an executor graph through float16.
+ * SwapAxis) on float16, int32, uint8 and more, mp_sgd_update and mp_sgd_mom_update against MXNet,
+ * the per-operator dtype support (mxc_op_supports, invoke, bind) and an executor graph through
+ * float16.
  */
 #include "common/half.h"
 #include "mxc/executor.h"

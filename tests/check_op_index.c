@@ -1,7 +1,7 @@
 /*
  * tests/check_op_index.c — the indexing, selection and sorting family: where, take, pick,
- * one_hot, argmax, argmin, argmax_channel, topk, sort, argsort and gather_nd. Output shapes, forward
- * values and input gradients against MXNet 1.9.1 references (tests/data/ops/index, made
+ * one_hot, argmax, argmin, argmax_channel, topk, sort, argsort and gather_nd. Output shapes,
+ * forward values and input gradients against MXNet 1.9.1 references (tests/data/ops/index, made
  * by scripts/gen_op_refs_index.py: ties, NaN, out-of-range and fractional indices under
  * clip and wrap, negative axes), finite-difference gradient checks with write and add-to
  * requests where the output is differentiable in the data, shape inference both ways and

@@ -231,9 +231,9 @@ MXC_API void mxc_image_record_params_init(mxc_image_record_params *params);
  * part that decodes; mxc_data_iter_num_skipped counts them.
  * Returns MXC_OK, MXC_EINVAL (NULL image_params, params or out, a NULL path_imgrec, bad
  * shape or options), MXC_ENOTSUP (channels other than 3, a dtype other than float32 or
- * uint8, a non-CPU ctx), MXC_EIO, MXC_EFORMAT (a corrupt .rec or .idx file, with the offset or line; an empty file),
- * MXC_ENOMEM. A corrupt .rec file met while iterating, or a record with a label count
- * other than label_width, is an error of mxc_data_iter_next (MXC_EFORMAT naming the
+ * uint8, a non-CPU ctx), MXC_EIO, MXC_EFORMAT (a corrupt .rec or .idx file, with the offset or
+ * line; an empty file), MXC_ENOMEM. A corrupt .rec file met while iterating, or a record with a
+ * label count other than label_width, is an error of mxc_data_iter_next (MXC_EFORMAT naming the
  * record). `*out` is NULL on failure. Thread-safe. */
 MXC_API int mxc_data_iter_create_image_record(const mxc_image_record_params *image_params,
                                               const mxc_data_iter_params *params,
