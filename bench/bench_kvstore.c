@@ -10,9 +10,10 @@
  *   allreduce_<bytes>  one key of 4 KB .. 64 MB: the communicator driven through an
  *                      engine operation (as the store does) vs MPI_Allreduce; GB/s is
  *                      bytes / time (the key's size over the median time of one sum).
- *   allreduce_64x<bytes>  64 keys of 4 KB .. 256 KB pushed together (each its own
- *                      variable, as a model's layers): bytes of all over the time of all,
- *                      vs 64 MPI_Allreduce calls one after the other.
+ *   allreduce_<N>x<bytes>  N keys of one size pushed together (each its own variable,
+ *                      as a model's layers): 64 keys up to 1 MB, 64 MB of keys above:
+ *                      bytes of all over the time of all (the store's throughput), vs N
+ *                      MPI_Allreduce calls one after the other.
  *   model_<net>        every parameter of LeNet / ResNet-18, one key each, pushed
  *                      together: the communicator with fusion (default settings) and
  *                      without (MXC_KV_FUSION_BYTES=4), vs one MPI_Allreduce per key.
@@ -229,7 +230,9 @@ static void report(const char *kase, double bytes, struct timings m, bool unfuse
 }
 
 /* Keys of one size pushed together in the streamed cases. */
-#define STREAM_KEYS 64
+#define STREAM_KEYS  64
+/* ... and at most this many bytes of them. */
+#define STREAM_BYTES (64 << 20)
 
 /* LeNet's parameters (mxc's models: conv 20 5x5, conv 50 5x5, fc 500, fc 10) */
 static const int64_t lenet[] = {500, 20, 25000, 50, 400000, 500, 5000, 10};
@@ -306,9 +309,14 @@ static int rank_main(int argc, char **argv) {
     int64_t max_bytes = quick ? (16 << 20) : (64 << 20);
     for (int64_t bytes = 4096; bytes <= max_bytes; bytes *= 4) {
         int reps = bytes >= (16 << 20) ? (quick ? 3 : 7) : (quick ? 7 : 21);
-        /* one key alone (the latency of a sum), then for small sizes a stream of keys
-         * pushed together as a model's layers push them (what fusion is for) */
-        for (int num = 1; num <= (bytes <= (256 << 10) ? STREAM_KEYS : 1); num *= STREAM_KEYS) {
+        /* one key alone (the latency of a sum), then a stream of keys of that size pushed
+         * together as a model's layers push them (the store's throughput, and what fusion
+         * is for): 64 keys, fewer above 1 MB (64 MB of keys at most) */
+        int stream = (int)((int64_t)STREAM_BYTES / bytes);
+        stream = stream > STREAM_KEYS ? STREAM_KEYS : stream;
+        const int counts[2] = {1, stream};
+        for (int c = 0; c < (stream > 1 ? 2 : 1); c++) {
+            const int num = counts[c];
             int64_t n[STREAM_KEYS];
             for (int k = 0; k < num; k++)
                 n[k] = bytes / 4;
