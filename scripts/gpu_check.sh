@@ -139,13 +139,16 @@ fi
 if [ $bench -eq 1 ] && stage bench; then
     echo "== GPU benchmarks"
     t=$SECONDS
+    # (both exist in every build; a missing one is a failure, not a skip)
     for b in $build/bin/bench_ops $build/bin/bench_train; do
-        [ -x "$b" ] || continue
-        if "$b" --help 2>&1 | grep -q -- "--ctx"; then
-            echo "-- $b --ctx gpu"
-            timeout 300 "$b" --ctx gpu >"$log/$(basename "$b").txt" 2>&1 || status=1
-            tail -n 70 "$log/$(basename "$b").txt"
+        echo "-- $b --ctx gpu"
+        if [ ! -x "$b" ]; then
+            echo "gpu_check: $b missing"
+            status=1
+            continue
         fi
+        timeout 300 "$b" --ctx gpu >"$log/$(basename "$b").txt" 2>&1 || status=1
+        tail -n 70 "$log/$(basename "$b").txt"
     done
     took benchmarks $t
 fi
