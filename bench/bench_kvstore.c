@@ -49,11 +49,12 @@ struct ar_arg {
     int key;
     float *data;
     int64_t n;
+    bool more;
 };
 
 static void ar_fn(const mxc_run_ctx *rctx, void *arg, mxc_engine_done *done) {
     struct ar_arg *a = arg;
-    comm->ops->allreduce(comm, a->key, a->data, a->n, done);
+    comm->ops->allreduce(comm, a->key, a->data, a->n, a->more, done);
 }
 
 static void die(const char *what) {
@@ -71,36 +72,47 @@ static void close_comm(void) {
     comm = NULL;
 }
 
-/* The communicator's time for one sum of every key (pushed together, then waited for). */
-static double time_ours(int num, float **bufs, const int64_t *n) {
-    if (comm->ops->barrier(comm) != MXC_OK)
-        die("barrier");
-    uint64_t t0 = bench_now_ns();
+/* Pushes a sum of every key and waits for them. */
+static void sum_keys(int num, float **bufs, const int64_t *n) {
     for (int k = 0; k < num; k++) {
         struct ar_arg *a = malloc(sizeof *a);
-        *a = (struct ar_arg){k, bufs[k], n[k]};
+        /* as the store issues them: one push call of every key (each but the last says
+         * more follow), an asynchronous operation run by the thread that makes it ready */
+        *a = (struct ar_arg){k, bufs[k], n[k], k + 1 < num};
         mxc_engine_op_desc d = {0};
         d.async_fn = ar_fn;
         d.arg = a;
         d.arg_free = free;
         d.mutable_vars = &key_var[k];
         d.num_mutable_vars = 1;
+        d.prop = MXC_PROP_ASYNC;
         d.name = "kv_allreduce";
         if (mxc_engine_push(engine, &d) != MXC_OK)
             die("push");
     }
     if (mxc_engine_wait_all(engine) != MXC_OK)
         die("allreduce");
-    return (double)(bench_now_ns() - t0) * 1e-9;
 }
 
-/* MPI_Allreduce, one per key, in place. */
-static double time_bare(int num, float **bufs, const int64_t *n) {
+/* The communicator's time for one sum of every key (pushed together, then waited for),
+ * the mean of `times` sums in a row. */
+static double time_ours(int num, float **bufs, const int64_t *n, int times) {
+    if (comm->ops->barrier(comm) != MXC_OK)
+        die("barrier");
+    uint64_t t0 = bench_now_ns();
+    for (int t = 0; t < times; t++)
+        sum_keys(num, bufs, n);
+    return (double)(bench_now_ns() - t0) * 1e-9 / times;
+}
+
+/* MPI_Allreduce, one per key, in place; as time_ours. */
+static double time_bare(int num, float **bufs, const int64_t *n, int times) {
     MPI_Barrier(MPI_COMM_WORLD);
     uint64_t t0 = bench_now_ns();
-    for (int k = 0; k < num; k++)
-        MPI_Allreduce(MPI_IN_PLACE, bufs[k], (int)n[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return (double)(bench_now_ns() - t0) * 1e-9;
+    for (int t = 0; t < times; t++)
+        for (int k = 0; k < num; k++)
+            MPI_Allreduce(MPI_IN_PLACE, bufs[k], (int)n[k], MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return (double)(bench_now_ns() - t0) * 1e-9 / times;
 }
 
 /* The bound of any store that, like this one, adds in its own fixed order so that every
@@ -141,20 +153,21 @@ static void ring_sum(float *buf, int64_t n) {
 #undef LEN
 }
 
-static double time_ring(int num, float **bufs, const int64_t *n) {
+static double time_ring(int num, float **bufs, const int64_t *n, int times) {
     MPI_Barrier(MPI_COMM_WORLD);
     uint64_t t0 = bench_now_ns();
-    for (int k = 0; k < num; k++)
-        ring_sum(bufs[k], n[k]);
-    return (double)(bench_now_ns() - t0) * 1e-9;
+    for (int t = 0; t < times; t++)
+        for (int k = 0; k < num; k++)
+            ring_sum(bufs[k], n[k]);
+    return (double)(bench_now_ns() - t0) * 1e-9 / times;
 }
 
 /* The communicator's time for one sum of every key: opened afresh (a bare MPI call must
  * not run beside its thread), warmed up by one untimed sum, then timed. */
-static double time_ours_fresh(int num, float **bufs, const int64_t *n) {
+static double time_ours_fresh(int num, float **bufs, const int64_t *n, int times) {
     open_comm();
-    time_ours(num, bufs, n);
-    double t = time_ours(num, bufs, n);
+    time_ours(num, bufs, n, 1);
+    double t = time_ours(num, bufs, n, times);
     close_comm();
     return t;
 }
@@ -164,21 +177,22 @@ struct timings {
     double ours, bare, ring, unfused;
 };
 
-/* `reps` timings of the communicator, the bare baseline and the ring bound, alternated
- * repetition by repetition so that all see the same machine (each warmed up as the
- * communicator is); with `unfused`, also of the communicator without fusion
- * (MXC_KV_FUSION_BYTES=4). */
-static struct timings measure(int reps, int num, float **bufs, const int64_t *n, bool unfused) {
+/* `reps` timings of the communicator, the bare baseline and the ring bound (each the mean
+ * of `times` sums in a row), alternated repetition by repetition so that all see the same
+ * machine (each warmed up as the communicator is); with `unfused`, also of the
+ * communicator without fusion (MXC_KV_FUSION_BYTES=4). */
+static struct timings measure(int reps, int num, float **bufs, const int64_t *n, int times,
+                              bool unfused) {
     double t[4][64];
     for (int r = 0; r < reps; r++) {
-        t[0][r] = time_ours_fresh(num, bufs, n);
-        time_bare(num, bufs, n);
-        t[1][r] = time_bare(num, bufs, n);
-        time_ring(num, bufs, n);
-        t[2][r] = time_ring(num, bufs, n);
+        t[0][r] = time_ours_fresh(num, bufs, n, times);
+        time_bare(num, bufs, n, 1);
+        t[1][r] = time_bare(num, bufs, n, times);
+        time_ring(num, bufs, n, 1);
+        t[2][r] = time_ring(num, bufs, n, times);
         if (unfused) {
             setenv("MXC_KV_FUSION_BYTES", "4", 1);
-            t[3][r] = time_ours_fresh(num, bufs, n);
+            t[3][r] = time_ours_fresh(num, bufs, n, times);
             unsetenv("MXC_KV_FUSION_BYTES");
         }
     }
@@ -283,7 +297,7 @@ static void free_bufs(int num, float **b) {
 
 static void model_case(const char *name, int num, const int64_t *n, int reps) {
     float **b = alloc_bufs(num, n);
-    struct timings m = measure(reps, num, b, n, true);
+    struct timings m = measure(reps, num, b, n, 1, true);
     char kase[64];
     snprintf(kase, sizeof kase, "model_%s_%dkeys", name, num);
     report(kase, 0, m, true, "MPI_Allreduce_per_key");
@@ -321,7 +335,12 @@ static int rank_main(int argc, char **argv) {
             for (int k = 0; k < num; k++)
                 n[k] = bytes / 4;
             float **b = alloc_bufs(num, n);
-            struct timings m = measure(reps, num, b, n, false);
+            /* a lone key's sum is the mean of sums one after the other (each waited for
+             * before the next is pushed), about 1 MB in all: a few microseconds each are
+             * too short to time alone */
+            int64_t times = num > 1 ? 1 : (1 << 20) / bytes;
+            times = times < 1 ? 1 : times > 64 ? 64 : times;
+            struct timings m = measure(reps, num, b, n, (int)times, false);
             char kase[64];
             if (num == 1)
                 snprintf(kase, sizeof kase, "allreduce_%lldKB", (long long)(bytes >> 10));

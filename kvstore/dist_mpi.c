@@ -2,40 +2,47 @@
  * kvstore/dist_mpi.c — the communicator of dist_sync stores over MPI
  * (kvstore/kvstore_impl.h). Without USE_MPI it only says how to get one.
  *
- * One communication thread per communicator makes every MPI call of allreduce; the
- * store's thread makes those of check_keys, broadcast and barrier on a second duplicate
- * of MPI_COMM_WORLD, so the two sequences of collectives never interleave differently on
- * different processes. Every MPI call goes through one process-wide lock, so
- * MPI_THREAD_SERIALIZED is all this needs, and every wait is a poll of MPI_Test bounded
- * by MXC_KV_TIMEOUT_S (default 60 s): a process that died makes the others fail with
- * MXC_EDEVICE, never hang.
+ * Drivers. The sums are driven by whoever holds drive_lock: the thread that issues a
+ * request, at once, when it comes alone and nobody else is driving (drive_inline: no
+ * hand-off to another thread and back, which cost a lone small key several times the
+ * bare allreduce), for at most MXC__SPIN_NS of waiting for the other processes and one
+ * bucket's transfer; else one communication thread per communicator, which also takes
+ * over what an issuing thread leaves. The store's thread makes the collectives of
+ * check_keys, broadcast and barrier on a duplicate of MPI_COMM_WORLD of their own, so the
+ * two sequences of collectives never interleave differently on different processes.
+ * Every MPI call goes through one process-wide lock, so MPI_THREAD_SERIALIZED is all this
+ * needs, and every wait polls MPI_Testall bounded by MXC_KV_TIMEOUT_S (default 60 s): a
+ * process that died makes the others fail with MXC_EDEVICE, never hang.
  *
  * Rounds. Fusion must cut the same buckets on every process, but which requests have
- * arrived when the thread looks depends on timing. So each round the processes agree on
+ * arrived when a driver looks depends on timing. So each round the processes agree on
  * the least, over the processes, of how many requests each has received, and work
  * through that many, which every process has, in order: bucket boundaries depend only on
  * the agreed count and the sizes of the requests, identical everywhere. The agreement
- * travels with the data: each process sends its count together with the bucket its own
- * count cuts at the head of its requests; the bucket a smaller count cuts is a prefix of
- * it, so the partners add the prefix the lesser count cuts (run_round). An idle thread
- * spins up to 50 µs for a request, then repeats the round with a growing sleep (up to
- * 2 ms), woken at once by a new request.
+ * travels with the data: each process sends its count (in the message's tag) together
+ * with the bucket its own count cuts at the head of its requests; the bucket a smaller
+ * count cuts is a prefix of it, so the partners add the prefix the lesser count cuts
+ * (combine). A round is a state (which exchange, which messages posted), so a driver can
+ * leave it half done and another finish it. An idle communication thread repeats the
+ * round with a growing nap (20 µs up to 2 ms), woken at once by a new request.
  *
  * Sum. MPI_Allreduce does not promise the same bits on every process. A round's bucket
  * (at most 32 KiB on every process, else the round only agrees and the bucket goes
  * through the ring after it) is summed by recursive doubling over point-to-point
- * messages (log2 p steps of one message each way; the ranks beyond the largest power of two fold in
- * first and get the result at the end): both partners of a step compute lower + higher from the
- * same two partial sums, so they hold the same bits, step after step. A large request is a ring
- * reduce-scatter, in which each block is added up by this file's loop along the ring and
- * finished by one process only, then a ring allgather that copies the finished blocks to
- * everyone: every process ends with the very bits that the block's last owner computed.
+ * messages (log2 p steps of one message each way; the ranks beyond the largest power of
+ * two fold in first and get the result at the end): both partners of a step compute lower
+ * + higher from the same two partial sums, so they hold the same bits, step after step. A
+ * large request is a ring reduce-scatter, in which each block is added up by this file's
+ * loop along the ring and finished by one process only, then a ring allgather that copies
+ * the finished blocks to everyone: every process ends with the very bits that the block's
+ * last owner computed.
  *
  * Units. Requests below MXC_KV_FUSION_BYTES (default 64 KiB) are copied one after the
  * other into a bucket of up to MXC_KV_BUCKET_BYTES (default 1 MiB), summed at once and
- * copied back; larger ones are summed in place in chunks of MXC_KV_CHUNK_BYTES (default
- * 8 MiB) — a multiple of the number of processes, the tail through the bucket buffer.
- * The settings must agree across processes (checked when the communicator starts).
+ * copied back (a bucket of one request is summed in place); larger ones are summed in
+ * place in chunks of MXC_KV_CHUNK_BYTES (default 8 MiB) — a multiple of the number of
+ * processes, the tail through the bucket buffer. The settings must agree across processes
+ * (checked when the communicator starts).
  */
 #include "kvstore/kvstore_impl.h"
 
@@ -51,6 +58,7 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
 
 #include "common/thread.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -146,41 +154,92 @@ struct req {
     struct req *next;
 };
 
+/* One exchange of a round: this process sends its round message to `to` and receives one
+ * from `from` (either -1: none); then it adds the received partial sum to its own (`lower`:
+ * its own comes first), or takes the received message as the round's result, or keeps
+ * its own (a send only). */
+enum exchange_then { THEN_KEEP, THEN_COMBINE, THEN_RESULT };
+struct exchange {
+    int to, from;
+    enum exchange_then then;
+    bool lower;
+};
+
+/* Exchanges of a round: a fold-in, log2 p steps, a send-back (recursive doubling). */
+enum { MAX_EXCHANGES = 34 };
+
 struct mpi_comm {
     struct mxc__kv_comm base;
-    MPI_Comm data_comm; /* the communication thread's */
-    MPI_Comm user_comm; /* check_keys, broadcast, barrier */
+    MPI_Comm data_comm;  /* the rings of the sums (whoever drives them) */
+    MPI_Comm round_comm; /* the rounds' messages, their headers in the tags */
+    MPI_Comm user_comm;  /* check_keys, broadcast, barrier */
+    int64_t tag_max;     /* MPI_TAG_UB */
     double timeout_s;
     int64_t fusion_bytes, bucket_bytes, chunk_bytes;
 
-    mxc__mutex lock; /* the queue below and the broken state */
-    mxc__cond cond;
-    struct req *head, *tail; /* received, not yet taken by the thread */
+    mxc__mutex lock;         /* the queue below, the broken state and `kick` */
+    mxc__cond cond;          /* the thread naps on it */
+    struct req *head, *tail; /* received, not yet taken by a driver */
     int64_t received;        /* requests received in all */
-    atomic_llong arrived;    /* the same, read without the lock by the idle spin */
+    atomic_llong queued;     /* requests received for the thread: its idle spin reads it */
+    bool kick;               /* an inline driver left work for the thread */
     bool broken;             /* after a failure every request fails at once */
     char broken_msg[256];
     mxc__thread thread;
     bool thread_started;
     struct req *stop; /* taken at creation, so that free cannot fail */
 
-    /* the thread's own */
+    /* The driver's own: under drive_lock, held by the communication thread or by a thread
+     * that issued a request and sums it at once (drive_inline). */
+    mxc__mutex drive_lock;
     struct req *pending, *pending_tail; /* taken, not yet agreed and done */
-    int64_t taken, done_count;
+    atomic_llong taken;                 /* requests taken from the queue in all */
+    int64_t done_count;
+    struct exchange plan[MAX_EXCHANGES]; /* this process's exchanges in every round */
+    int plan_len;
+    int step;          /* the next exchange of the round in progress; -1: none */
+    int phase;         /* of that exchange: 0 not posted, 1 the first message awaited,
+                              2 the rest */
+    MPI_Request rq[4]; /* receive of the first part, sends of the two, receive of the
+                              second */
+    int got_tag;       /* the tag of the received first part */
+    double posted_at;
+    int64_t offer;         /* the round's request count: this process's, then the least */
+    bool carry;            /* the round's messages carry the bucket `offer` cuts, in xbuf */
     float *bucket, *block; /* bucket_bytes (+ padding) and its share per process */
-    float *xbuf, *rbuf;    /* a round's message: header (ROUND_HDR floats) + bucket */
+    float *xbuf, *rbuf;    /* a round's bucket: this process's, and a partner's */
     int64_t bucket_cap, block_cap;
 };
 
 static double now_s(void) { return (double)mxc__now_ns() * 1e-9; }
 
-static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
-    double start = now_s(), deadline = start + c->timeout_s;
-    double spin_until = start + MXC__SPIN_NS * 1e-9;
-    for (long spins = 0;; spins++) {
+static const double spin_s = MXC__SPIN_NS * 1e-9;
+
+/* What polling returns while the messages are still on their way. */
+enum { NOT_YET = 1 };
+
+/* What a poll does once its `stop` time has passed. */
+enum past_stop {
+    STOP_RETURN, /* returns NOT_YET: the caller does something else meanwhile */
+    STOP_NAP,    /* naps 10 µs between polls */
+    STOP_YIELD,  /* yields the core every 16 polls, for another thread that wants it */
+};
+
+/* Polls the `n` requests at `rq` until all are complete: MXC_OK, and the status of the
+ * first in *first (when not NULL). Until `stop` it polls without a pause, as MPI's own
+ * blocking waits do: OpenMPI moves a message on one host only inside its calls (the
+ * receiver copies it), so a thread that napped or yielded between polls made a large
+ * sum slower (a 1 MB key 0.59 against 0.90 of a bare allreduce's speed on 2 shared cores
+ * with a yield at each poll); past `stop` as `then` says. MXC_EDEVICE when MPI reports a
+ * failure or the communicator's timeout has passed since `since`. */
+static int poll_requests(struct mpi_comm *c, MPI_Request *rq, int n, double since, double stop,
+                         enum past_stop then, MPI_Status *first, const char *what) {
+    double deadline = since + c->timeout_s;
+    MPI_Status st[4];
+    for (long polls = 0;; polls++) {
         int flag = 0;
         mxc__mutex_lock(&mpi_lock);
-        int err = MPI_Test(r, &flag, MPI_STATUS_IGNORE);
+        int err = MPI_Testall(n, rq, &flag, st);
         mxc__mutex_unlock(&mpi_lock);
         if (err != MPI_SUCCESS) {
             char s[MPI_MAX_ERROR_STRING];
@@ -189,41 +248,54 @@ static int poll_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
             return mxc__error(MXC_EDEVICE, "dist_sync: rank %d: %s failed: %s", c->base.rank, what,
                               s);
         }
-        if (flag)
+        if (flag) {
+            if (first)
+                *first = st[0];
             return MXC_OK;
-        if ((spins & 255) == 255 && now_s() > deadline)
+        }
+        if (polls % 16 != 0) { /* the clock every 16 polls, the first included */
+            mxc__cpu_relax();
+            continue;
+        }
+        double now = now_s();
+        if (now > deadline)
             return mxc__error(MXC_EDEVICE,
                               "dist_sync: rank %d: no answer from the other processes "
                               "within %g s (a process died?) during %s",
                               c->base.rank, c->timeout_s, what);
-        /* poll without a pause up to MXC__SPIN_NS (the rule of every wait in mxc), as
-         * MPI's own blocking waits do: OpenMPI moves a large message only inside its
-         * calls here (the receiver copies it), and a thread that yielded the core between
-         * polls made a 1 MB sum half again as slow on 2 shared cores (0.59 against 0.90
-         * of a bare allreduce's speed); then nap 10 µs per poll (the communication
-         * thread's timer slack is 1 µs, so a nap is not the default 60 µs) */
-        if (spins < 64 || now_s() < spin_until) {
-            mxc__cpu_relax();
-        } else {
-            struct timespec ts = {0, 10000};
-            nanosleep(&ts, NULL);
+        if (now < stop)
+            continue;
+        if (then == STOP_RETURN)
+            return NOT_YET;
+        if (then == STOP_YIELD) {
+            sched_yield();
+            continue;
         }
+        /* the communicator's threads have a timer slack of 1 µs: not the default 60 */
+        struct timespec ts = {0, 10000};
+        nanosleep(&ts, NULL);
     }
 }
 
 static void set_broken(struct mpi_comm *c, const char *msg);
 
-/* Polls `r` until it completes, up to the communicator's timeout; a failure breaks the
- * communicator (a collective left pending would pair with the wrong one later). */
-static int wait_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
-    int rc = poll_request(c, r, what);
-    if (rc != MXC_OK) {
+/* A failure breaks the communicator (a collective left pending would pair with the wrong
+ * one later): every request from now on fails with its message. */
+static int broken_by(struct mpi_comm *c, int rc) {
+    if (rc < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", mxc_last_error());
         set_broken(c, msg);
         mxc__error(rc, "%s", msg);
     }
     return rc;
+}
+
+/* Waits for `r` (a collective of the store's thread), napping after MXC__SPIN_NS, up to
+ * the communicator's timeout. */
+static int wait_request(struct mpi_comm *c, MPI_Request *r, const char *what) {
+    double now = now_s();
+    return broken_by(c, poll_requests(c, r, 1, now, now + spin_s, STOP_NAP, NULL, what));
 }
 
 static int mpi_failed(struct mpi_comm *c, int err, const char *what) {
@@ -384,7 +456,7 @@ fail:
     return rc;
 }
 
-/* ---- The communication thread ------------------------------------------------------ */
+/* ---- Summing: the ring -------------------------------------------------------------- */
 
 static void complete(struct req *q, int status, const char *msg) {
     if (status != MXC_OK)
@@ -394,20 +466,59 @@ static void complete(struct req *q, int status, const char *msg) {
     mxc__free(q);
 }
 
+/* Takes the first pending request off the driver's list. */
+static struct req *pop_pending(struct mpi_comm *c) {
+    struct req *q = c->pending;
+    c->pending = q->next;
+    if (!c->pending)
+        c->pending_tail = NULL;
+    return q;
+}
+
+/* Posts on `comm` the send of `bytes` at `buf` to process `to` with `tag` (-1: none, *r
+ * is then MPI_REQUEST_NULL). */
+static int post_send(struct mpi_comm *c, MPI_Comm comm, int tag, const void *buf, int64_t bytes,
+                     int to, MPI_Request *r) {
+    *r = MPI_REQUEST_NULL;
+    if (to < 0)
+        return MXC_OK;
+    mxc__mutex_lock(&mpi_lock);
+    int err = MPI_Isend(buf, (int)bytes, MPI_BYTE, to, tag, comm, r);
+    mxc__mutex_unlock(&mpi_lock);
+    return err == MPI_SUCCESS ? MXC_OK : broken_by(c, mpi_failed(c, err, "MPI_Isend"));
+}
+
+/* Posts on `comm` the receive of up to `bytes` into `buf` from process `from`, any tag
+ * (-1: none, as post_send). */
+static int post_recv(struct mpi_comm *c, MPI_Comm comm, void *buf, int64_t bytes, int from,
+                     MPI_Request *r) {
+    *r = MPI_REQUEST_NULL;
+    if (from < 0)
+        return MXC_OK;
+    mxc__mutex_lock(&mpi_lock);
+    int err = MPI_Irecv(buf, (int)bytes, MPI_BYTE, from, MPI_ANY_TAG, comm, r);
+    mxc__mutex_unlock(&mpi_lock);
+    return err == MPI_SUCCESS ? MXC_OK : broken_by(c, mpi_failed(c, err, "MPI_Irecv"));
+}
+
 /* One step of a ring: receives `n` floats from the previous process into `in` while
- * sending `n` from `out` to the next. */
+ * sending `n` from `out` to the next. Every process of the ring is there (the round
+ * before agreed on the work), so the wait is the transfer's: it polls without napping,
+ * which stalled the transfers (16 keys of 4 MB at 0.86-0.89 of a bare allreduce's speed
+ * with 10 µs naps past MXC__SPIN_NS, 0.94-0.99 without), but past MXC__SPIN_NS it lets
+ * another thread that wants the core have it. */
 static int ring_step(struct mpi_comm *c, const float *out, float *in, int64_t n) {
     int p = c->base.size, r = c->base.rank;
-    MPI_Request rq[2];
-    mxc__mutex_lock(&mpi_lock);
-    int err = MPI_Irecv(in, (int)n, MPI_FLOAT, (r + p - 1) % p, 7, c->data_comm, &rq[0]);
-    if (err == MPI_SUCCESS)
-        err = MPI_Isend(out, (int)n, MPI_FLOAT, (r + 1) % p, 7, c->data_comm, &rq[1]);
-    mxc__mutex_unlock(&mpi_lock);
-    if (err != MPI_SUCCESS)
-        return mpi_failed(c, err, "MPI_Isend/MPI_Irecv");
-    int rc = wait_request(c, &rq[0], "allreduce");
-    return rc != MXC_OK ? rc : wait_request(c, &rq[1], "allreduce");
+    int64_t bytes = n * (int64_t)sizeof(float);
+    double now = now_s();
+    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int rc = post_recv(c, c->data_comm, in, bytes, (r + p - 1) % p, &rq[0]);
+    if (rc == MXC_OK)
+        rc = post_send(c, c->data_comm, 0, out, bytes, (r + 1) % p, &rq[1]);
+    if (rc == MXC_OK)
+        rc =
+            broken_by(c, poll_requests(c, rq, 2, now, now + spin_s, STOP_YIELD, NULL, "allreduce"));
+    return rc;
 }
 
 /* Sums `blk * size` floats at `buf` across the processes, in place: a ring reduce-scatter
@@ -462,7 +573,9 @@ static int run_bucket(struct mpi_comm *c, struct req *q, int count, int64_t tota
     return MXC_OK;
 }
 
-static int run_large(struct mpi_comm *c, struct req *q) {
+/* Sums one request in place: in chunks of chunk_bytes (a multiple of the number of
+ * processes), the last few floats through the bucket. */
+static int run_alone(struct mpi_comm *c, struct req *q) {
     int64_t size = c->base.size;
     int64_t chunk = c->chunk_bytes / (int64_t)sizeof(float) / size * size;
     int64_t off = 0;
@@ -483,17 +596,19 @@ static int run_large(struct mpi_comm *c, struct req *q) {
     return MXC_OK;
 }
 
-static void fail_pending(struct mpi_comm *c, const char *msg) {
+/* Fails every pending request with `msg`; true when the stop request was among them. */
+static bool fail_pending(struct mpi_comm *c, const char *msg) {
+    bool stop = false;
     while (c->pending) {
-        struct req *q = c->pending;
-        c->pending = q->next;
+        struct req *q = pop_pending(c);
         if (q->kind == REQ_STOP) {
+            stop = true;
             mxc__free(q);
             continue;
         }
         complete(q, MXC_EDEVICE, msg);
     }
-    c->pending_tail = NULL;
+    return stop;
 }
 
 static void set_broken(struct mpi_comm *c, const char *msg) {
@@ -510,22 +625,15 @@ static void set_broken(struct mpi_comm *c, const char *msg) {
 
 /* ---- Rounds: agreement and the bucket in one message ---------------------------------- */
 
-/* A round's message: ROUND_HDR floats of header (two int64: the sender's request count
- * and whether it carries its bucket), then that bucket when it does. A bucket of more than
- * ROUND_FLOATS (32 KiB with the header) is summed by the ring after the round instead:
- * on one host a single exchange of more than OpenMPI's 32 KiB shared-memory fragment was
- * slower than the ring's two half-size steps (64 KiB: 0.41 against 0.53 GB/s). */
-enum { ROUND_HDR = 4, ROUND_FLOATS = 8192 - ROUND_HDR };
-
-static int64_t hdr_get(const float *buf, int i) {
-    int64_t v;
-    memcpy(&v, (const char *)buf + i * sizeof v, sizeof v);
-    return v;
-}
-
-static void hdr_set(float *buf, int i, int64_t v) {
-    memcpy((char *)buf + i * sizeof v, &v, sizeof v);
-}
+/* A round's message is the sender's bucket, when it carries it, in one or two parts; its
+ * header travels in the tag of the first part (round_tag). On one host OpenMPI sends a
+ * message of up to about 4,040 bytes eagerly and a larger one by a rendezvous, which took
+ * a 4 KB key's round 1.8 times as long; so the first part holds at most ROUND_PART bytes
+ * and the rest, if any, follows in a second message. A bucket of more than ROUND_FLOATS
+ * (32 KiB) is summed by the ring after the round instead: on one host a single exchange of
+ * more than OpenMPI's 32 KiB shared-memory fragment was slower than the ring's two
+ * half-size steps (64 KiB: 0.41 against 0.53 GB/s). */
+enum { ROUND_PART = 4000, ROUND_FLOATS = 8192 };
 
 /* The bucket at the head of the pending requests when `limit` requests (done ones
  * included) are known to every process: how many requests, their total size in *floats.
@@ -547,232 +655,371 @@ static int cut_bucket(struct mpi_comm *c, int64_t limit, int64_t *floats) {
     return count;
 }
 
-/* Sends xbuf (header + `floats`) to process `to` and receives a round message from
- * `from` into rbuf (either -1: none), concurrently (tag 9). */
-static int round_msg(struct mpi_comm *c, int to, int64_t floats, int from) {
-    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    int cap = (int)((ROUND_FLOATS + ROUND_HDR) * sizeof(float));
-    int err = MPI_SUCCESS;
-    mxc__mutex_lock(&mpi_lock);
-    if (from >= 0)
-        err = MPI_Irecv(c->rbuf, cap, MPI_BYTE, from, 9, c->data_comm, &rq[0]);
-    if (err == MPI_SUCCESS && to >= 0)
-        err = MPI_Isend(c->xbuf, (int)((floats + ROUND_HDR) * (int64_t)sizeof(float)), MPI_BYTE, to,
-                        9, c->data_comm, &rq[1]);
-    mxc__mutex_unlock(&mpi_lock);
-    if (err != MPI_SUCCESS)
-        return mpi_failed(c, err, "MPI_Isend/MPI_Irecv");
-    for (int i = 0; i < 2; i++)
-        if (rq[i] != MPI_REQUEST_NULL) {
-            int rc = wait_request(c, &rq[i], "allreduce");
+/* The tag of this process's round message: its offer above the requests every process has
+ * done (done_count, the same everywhere during a round) times four, plus two when a
+ * second part follows, plus one when it carries its bucket. round_begin keeps offers
+ * within what a tag holds. */
+static int round_tag(const struct mpi_comm *c, bool second) {
+    return (int)((c->offer - c->done_count) * 4 + (second ? 2 : 0) + (c->carry ? 1 : 0));
+}
+
+/* Takes in the partner's round message (rbuf, its header in `tag`): the offer becomes the
+ * least of the two; when both carry their buckets, the bucket that offer cuts — a prefix
+ * of both — becomes the sum of the two, the lower rank's partial sum first. Both partners
+ * compute the same bits. */
+static void combine(struct mpi_comm *c, int tag, bool me_lower) {
+    int64_t theirs = c->done_count + tag / 4, n = 0;
+    if (theirs < c->offer)
+        c->offer = theirs;
+    c->carry = c->carry && (tag & 1);
+    cut_bucket(c, c->offer, &n);
+    float *x = c->xbuf;
+    const float *y = c->rbuf;
+    if (c->carry && me_lower)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] + y[i];
+    else if (c->carry)
+        for (int64_t i = 0; i < n; i++)
+            x[i] = y[i] + x[i];
+}
+
+/* This process's exchanges in a round: recursive doubling over the largest power of two
+ * p2 ≤ p processes; each of the others first sends its message to process r - p2, which
+ * adds it (its own first), and gets the finished round message back at the end. */
+static void plan_rounds(struct mpi_comm *c) {
+    int p = c->base.size, r = c->base.rank, p2 = 1, k = 0;
+    while (p2 * 2 <= p)
+        p2 *= 2;
+    if (r >= p2) {
+        c->plan[k++] = (struct exchange){r - p2, r - p2, THEN_RESULT, false};
+    } else {
+        if (r + p2 < p)
+            c->plan[k++] = (struct exchange){-1, r + p2, THEN_COMBINE, true};
+        for (int mask = 1; mask < p2; mask <<= 1)
+            c->plan[k++] = (struct exchange){r ^ mask, r ^ mask, THEN_COMBINE, r < (r ^ mask)};
+        if (r + p2 < p)
+            c->plan[k++] = (struct exchange){r + p2, -1, THEN_KEEP, false};
+    }
+    c->plan_len = k;
+    c->step = -1;
+}
+
+/* Begins a round: this process offers the requests it has taken (as many as a tag can
+ * count: offering fewer only delays the rest) and the bucket that offer cuts at the head
+ * of its pending requests, when it has at most ROUND_FLOATS. */
+static void round_begin(struct mpi_comm *c) {
+    int64_t most = c->done_count + (c->tag_max - 3) / 4, floats = 0, off = 0;
+    c->offer = atomic_load_explicit(&c->taken, memory_order_relaxed);
+    if (c->offer > most)
+        c->offer = most;
+    int count = cut_bucket(c, c->offer, &floats);
+    c->carry = floats <= ROUND_FLOATS;
+    struct req *q = c->pending;
+    for (int i = 0; c->carry && i < count; i++, q = q->next) {
+        memcpy(c->xbuf + off, q->data, (size_t)q->n * sizeof(float));
+        off += q->n;
+    }
+    c->step = 0;
+    c->phase = 0;
+}
+
+/* Posts the messages of the round's next exchange: the receive of the partner's first
+ * part, and this process's message in one or two parts. */
+static int exchange_post(struct mpi_comm *c, const struct exchange *e) {
+    int64_t floats = 0;
+    cut_bucket(c, c->offer, &floats);
+    int64_t bytes = c->carry ? floats * (int64_t)sizeof(float) : 0;
+    int64_t first = bytes < ROUND_PART ? bytes : ROUND_PART;
+    c->rq[1] = c->rq[2] = c->rq[3] = MPI_REQUEST_NULL;
+    int rc = post_recv(c, c->round_comm, c->rbuf, ROUND_PART, e->from, &c->rq[0]);
+    if (rc == MXC_OK)
+        rc = post_send(c, c->round_comm, round_tag(c, bytes > first), c->xbuf, first, e->to,
+                       &c->rq[1]);
+    if (rc == MXC_OK && bytes > first)
+        rc = post_send(c, c->round_comm, 0, (const char *)c->xbuf + first, bytes - first, e->to,
+                       &c->rq[2]);
+    return rc;
+}
+
+/* Works through the round's exchanges in order: posts each and polls it up to `until`,
+ * or up to MXC__SPIN_NS after posting it when that is later and the round carries
+ * requests (an idle round is in no hurry). After the last, every process holds the least
+ * offer of all (the agreement) and, when every process carried its bucket, the sum of the
+ * bucket that offer cuts in xbuf, bitwise identical everywhere. Returns MXC_OK then,
+ * NOT_YET while a partner's message is missing, or a failure. */
+static int round_advance(struct mpi_comm *c, double until) {
+    int64_t rest_cap = ROUND_FLOATS * (int64_t)sizeof(float) - ROUND_PART;
+    while (c->step < c->plan_len) {
+        const struct exchange *e = &c->plan[c->step];
+        if (c->phase == 0) {
+            int rc = exchange_post(c, e);
             if (rc != MXC_OK)
                 return rc;
+            c->phase = 1;
+            c->posted_at = now_s();
+            c->got_tag = 0;
         }
+        double stop = until;
+        if (c->pending && c->posted_at + spin_s > stop)
+            stop = c->posted_at + spin_s;
+        if (c->phase == 1) {
+            /* the first part tells whether a second follows: receive that one only now (it
+             * is on its way), and never wait for this process's sends first, which may
+             * wait for the partner's receive of the second part */
+            MPI_Status got;
+            int rc = poll_requests(c, c->rq, 1, c->posted_at, stop, STOP_RETURN, &got, "allreduce");
+            if (rc != MXC_OK)
+                return broken_by(c, rc);
+            if (e->from >= 0)
+                c->got_tag = got.MPI_TAG;
+            if (c->got_tag & 2)
+                rc = post_recv(c, c->round_comm, (char *)c->rbuf + ROUND_PART, rest_cap, e->from,
+                               &c->rq[3]);
+            if (rc != MXC_OK)
+                return rc;
+            c->phase = 2;
+        }
+        int rc = poll_requests(c, c->rq, 4, c->posted_at, stop, STOP_RETURN, NULL, "allreduce");
+        if (rc != MXC_OK)
+            return broken_by(c, rc);
+        c->phase = 0;
+        c->step++;
+        if (e->then == THEN_COMBINE) {
+            combine(c, c->got_tag, e->lower);
+        } else if (e->then == THEN_RESULT) {
+            c->offer = c->done_count + c->got_tag / 4;
+            c->carry = c->got_tag & 1;
+            float *t = c->xbuf;
+            c->xbuf = c->rbuf;
+            c->rbuf = t;
+        }
+    }
     return MXC_OK;
 }
 
-/* How many floats of xbuf a round message carries with count `m`. */
-static int64_t carried_floats(struct mpi_comm *c, int64_t m) {
-    int64_t n = 0;
-    cut_bucket(c, m, &n);
-    return hdr_get(c->xbuf, 1) ? n : 0;
-}
-
-/* Combines the partner's round message (rbuf) into ours (xbuf): the count becomes the
- * least of the two; when both carry their buckets, the bucket that count cuts — a prefix
- * of both — becomes the sum of the two, the lower rank's partial sum first. Both partners
- * compute the same bits. */
-static int64_t combine(struct mpi_comm *c, int64_t mine, bool me_lower) {
-    int64_t theirs = hdr_get(c->rbuf, 0), m = theirs < mine ? theirs : mine, n = 0;
-    bool carried = hdr_get(c->xbuf, 1) && hdr_get(c->rbuf, 1);
-    cut_bucket(c, m, &n);
-    float *x = c->xbuf + ROUND_HDR;
-    const float *y = c->rbuf + ROUND_HDR;
-    if (carried && me_lower)
-        for (int64_t i = 0; i < n; i++)
-            x[i] = x[i] + y[i];
-    else if (carried)
-        for (int64_t i = 0; i < n; i++)
-            x[i] = y[i] + x[i];
-    hdr_set(c->xbuf, 0, m);
-    hdr_set(c->xbuf, 1, carried);
-    return m;
-}
-
-/* One round. Every process offers its request count and the bucket that count cuts at
- * the head of its pending requests (when it has at most ROUND_FLOATS); a recursive
- * doubling over the largest power of two p2 ≤ p processes (the others first fold theirs
- * into process r - p2 and get the result back at the end) leaves on every process the
- * least count (the agreement) and, when every process carried its bucket, the sum of the
- * bucket that count cuts, bitwise identical everywhere; else that bucket is summed by
- * the ring now. The bucket's requests are then complete; so are the large requests that
- * follow within the agreed count (the ring). Returns true once the stop request is
- * reached; *rc the first failure (the pending requests are then left to the broken
- * communicator). */
-static bool run_round(struct mpi_comm *c, int *rc) {
-    int p = c->base.size, r = c->base.rank, p2 = 1;
-    while (p2 * 2 <= p)
-        p2 *= 2;
-    int64_t m = c->taken, floats = 0, off = 0;
-    int count = cut_bucket(c, m, &floats);
-    hdr_set(c->xbuf, 0, m);
-    hdr_set(c->xbuf, 1, floats <= ROUND_FLOATS);
+/* Floats that ending the round (its exchanges done) sums by the ring: its agreed bucket
+ * when the round did not carry it, and the large requests after it within the agreed
+ * offer. */
+static int64_t ring_floats(struct mpi_comm *c) {
+    int64_t floats = 0, small_max = c->fusion_bytes / (int64_t)sizeof(float);
+    int count = cut_bucket(c, c->offer, &floats);
+    int64_t total = c->carry ? 0 : floats, i = c->done_count + count;
     struct req *q = c->pending;
-    for (int i = 0; i < count && floats <= ROUND_FLOATS; i++, q = q->next) {
-        memcpy(c->xbuf + ROUND_HDR + off, q->data, (size_t)q->n * sizeof(float));
-        off += q->n;
+    for (int k = 0; k < count; k++)
+        q = q->next;
+    for (; i < c->offer && q->kind == REQ_DATA && q->n > small_max; i++, q = q->next)
+        total += q->n;
+    return total;
+}
+
+enum { DRIVE_STOP = 2 };
+
+/* Ends the round whose exchanges are done: the agreed bucket's requests are complete
+ * (summed by the round, else by the ring now), then the large requests that follow within
+ * the agreed offer (the ring); a small one waits for the next round. Returns MXC_OK,
+ * DRIVE_STOP once the stop request is next, or a failure (the pending requests are then
+ * left to the broken communicator). */
+static int round_end(struct mpi_comm *c) {
+    int64_t floats = 0, off = 0, small_max = c->fusion_bytes / (int64_t)sizeof(float);
+    c->step = -1;
+    int count = cut_bucket(c, c->offer, &floats);
+    if (count > 0 && !c->carry) { /* the ring; one request in place, without copies */
+        int rc = count == 1 ? run_alone(c, c->pending) : run_bucket(c, c->pending, count, floats);
+        if (rc != MXC_OK)
+            return rc;
     }
-    const float *res = c->xbuf;
-    if (r >= p2) {
-        *rc = round_msg(c, r - p2, carried_floats(c, m), r - p2);
-        res = c->rbuf;
-        if (*rc == MXC_OK)
-            m = hdr_get(c->rbuf, 0);
-    } else {
-        if (r + p2 < p) {
-            *rc = round_msg(c, -1, 0, r + p2);
-            if (*rc == MXC_OK)
-                m = combine(c, m, true);
-        }
-        for (int mask = 1; mask < p2 && *rc == MXC_OK; mask <<= 1) {
-            int o = r ^ mask;
-            *rc = round_msg(c, o, carried_floats(c, m), o);
-            if (*rc == MXC_OK)
-                m = combine(c, m, r < o);
-        }
-        if (*rc == MXC_OK && r + p2 < p)
-            *rc = round_msg(c, r + p2, carried_floats(c, m), -1);
-    }
-    if (*rc != MXC_OK)
-        return false;
-    count = cut_bucket(c, m, &floats);
-    if (count > 0 && !hdr_get(res, 1)) {
-        *rc = run_bucket(c, c->pending, count, floats); /* the ring */
-        if (*rc != MXC_OK)
-            return false;
-    }
-    off = 0;
     for (int i = 0; i < count; i++) {
-        q = c->pending;
-        c->pending = q->next;
-        if (hdr_get(res, 1))
-            memcpy(q->data, res + ROUND_HDR + off, (size_t)q->n * sizeof(float));
+        struct req *q = pop_pending(c);
+        if (c->carry)
+            memcpy(q->data, c->xbuf + off, (size_t)q->n * sizeof(float));
         off += q->n;
+        c->done_count++;
         complete(q, MXC_OK, "");
     }
-    c->done_count += count;
-    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
-    while (c->done_count < m && *rc == MXC_OK) {
-        q = c->pending;
+    while (c->done_count < c->offer) {
+        struct req *q = c->pending;
         if (q->kind == REQ_STOP)
-            return true;
+            return DRIVE_STOP;
         if (q->n <= small_max)
             break; /* the next round's bucket */
-        *rc = run_large(c, q);
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", *rc == MXC_OK ? "" : mxc_last_error());
-        c->pending = q->next;
+        int rc = run_alone(c, q);
+        if (rc != MXC_OK)
+            return rc;
+        pop_pending(c);
         c->done_count++;
-        complete(q, *rc, msg);
+        complete(q, MXC_OK, "");
     }
-    if (!c->pending)
-        c->pending_tail = NULL;
-    return false;
+    return MXC_OK;
 }
 
+/* Moves the queued requests to the driver's list. Returns true when the communicator
+ * broke, with its message in msg. */
+static bool take_queued(struct mpi_comm *c, char *msg, size_t size) {
+    mxc__mutex_lock(&c->lock);
+    if (c->head) {
+        if (c->pending_tail)
+            c->pending_tail->next = c->head;
+        else
+            c->pending = c->head;
+        c->pending_tail = c->tail;
+        c->head = c->tail = NULL;
+    }
+    atomic_store_explicit(&c->taken, c->received, memory_order_relaxed);
+    bool broken = c->broken;
+    if (broken)
+        snprintf(msg, size, "%s", c->broken_msg);
+    mxc__mutex_unlock(&c->lock);
+    return broken;
+}
+
+/* Drives the rounds one step (holding drive_lock): begins a round when none is in
+ * progress, advances it (round_advance, up to `until`) and ends it once its exchanges are
+ * done — unless the ring would then sum more than *ring_budget floats (taken from it when
+ * it does), which is left to the thread. Returns MXC_OK (a round ended), NOT_YET,
+ * DRIVE_STOP, or a failure. */
+static int drive(struct mpi_comm *c, double until, int64_t *ring_budget) {
+    if (c->step < 0)
+        round_begin(c);
+    int rc = round_advance(c, until);
+    if (rc != MXC_OK)
+        return rc;
+    int64_t ring = ring_floats(c);
+    if (ring > *ring_budget)
+        return NOT_YET;
+    *ring_budget -= ring;
+    return broken_by(c, round_end(c));
+}
+
+/* ---- Who drives: the communication thread, or the issuing thread at once ------------- */
+
+/* Naps up to `ns` unless a request is queued, an inline driver left work, or the
+ * communicator broke; with `spin_first`, first polls for a request for up to
+ * MXC__SPIN_NS (a step's keys come microseconds apart). */
+static void nap(struct mpi_comm *c, long ns, bool spin_first) {
+    if (spin_first)
+        for (mxc__spin sp = {0, 0}; mxc__spin_more(&sp);)
+            if (atomic_load_explicit(&c->queued, memory_order_acquire) >
+                atomic_load_explicit(&c->taken, memory_order_relaxed))
+                break;
+    mxc__mutex_lock(&c->lock);
+    if (!c->head && !c->kick && !c->broken) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += ns;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cond, &c->lock, &ts);
+    }
+    c->kick = false;
+    mxc__mutex_unlock(&c->lock);
+}
+
+enum { IDLE_FIRST_NS = 20000, IDLE_MAX_NS = 2000000, WAIT_NAP_NS = 10000 };
+
+/*
+ * The communication thread: drives whatever no issuing thread drives — requests issued
+ * in a series, rounds handed over, and idle rounds. When it has nothing to do it repeats
+ * the round (a count of zero, no data) with a growing nap (20 µs up to 2 ms), woken at
+ * once by a new request: these idle rounds keep answering the other processes while this
+ * one is busy elsewhere, so a slow process never trips their timeout. While a partner's
+ * message is missing it lets go of the rounds and polls every 10 µs, so an issuing
+ * thread can take them over.
+ */
 static void *comm_main(void *arg) {
     struct mpi_comm *c = arg;
-    long idle_ns = 0;
+    long idle_ns = 0; /* the next idle nap; 0 while there is work */
+    bool waiting = false;
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* naps of 10-20 µs, not 60-70 µs */
     for (;;) {
-        /* just idle: spin up to MXC__SPIN_NS for the next request before the first nap
-         * (a step's keys come microseconds apart); later idle rounds only nap */
-        if (idle_ns == 20000) {
-            for (mxc__spin sp = {0, 0}; mxc__spin_more(&sp);) {
-                if (atomic_load_explicit(&c->arrived, memory_order_acquire) != c->taken)
-                    break;
-                sched_yield();
-            }
-        }
-        mxc__mutex_lock(&c->lock);
-        if (idle_ns > 0 && !c->head && !c->broken) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += idle_ns;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
-            pthread_cond_timedwait(&c->cond, &c->lock, &ts);
-        }
-        if (c->head) {
-            idle_ns = 0;
-            if (c->pending_tail)
-                c->pending_tail->next = c->head;
-            else
-                c->pending = c->head;
-            c->pending_tail = c->tail;
-            c->head = c->tail = NULL;
-        }
-        c->taken = c->received;
-        bool broken = c->broken;
+        if (waiting)
+            nap(c, WAIT_NAP_NS, false);
+        else if (idle_ns > 0)
+            nap(c, idle_ns, idle_ns == IDLE_FIRST_NS);
+        mxc__mutex_lock(&c->drive_lock);
         char msg[256];
-        snprintf(msg, sizeof msg, "%s", c->broken_msg);
-        mxc__mutex_unlock(&c->lock);
-
-        if (broken) {
-            bool stop = false;
-            for (struct req *p = c->pending; p; p = p->next)
-                stop = stop || p->kind == REQ_STOP;
-            fail_pending(c, msg);
+        if (take_queued(c, msg, sizeof msg)) {
+            bool stop = fail_pending(c, msg);
+            mxc__mutex_unlock(&c->drive_lock);
             if (stop)
                 return NULL;
-            mxc__mutex_lock(&c->lock);
+            mxc__mutex_lock(&c->lock); /* only the stop request ends the thread */
             while (!c->head)
                 mxc__cond_wait(&c->cond, &c->lock);
             mxc__mutex_unlock(&c->lock);
             continue;
         }
-
-        int64_t before = c->done_count;
-        int rc = MXC_OK;
-        if (run_round(c, &rc)) {
-            struct req *q = c->pending;
-            c->pending = q->next;
-            mxc__free(q);
+        int64_t before = c->done_count, unbounded = INT64_MAX;
+        int rc = drive(c, now_s(), &unbounded);
+        if (rc == DRIVE_STOP) {
+            mxc__free(pop_pending(c));
             fail_pending(c, "dist_sync: the communicator was freed");
+            mxc__mutex_unlock(&c->drive_lock);
             return NULL;
         }
-        /* sleep only with nothing to do: a request the others have yet to receive
+        /* nap long only with nothing to do: a request the others have yet to receive
          * means they are about to, and their round must find this one awake */
-        if (rc == MXC_OK) {
-            if (c->done_count == before && !c->pending)
-                idle_ns = idle_ns == 0 ? 20000 : (idle_ns * 2 > 2000000 ? 2000000 : idle_ns * 2);
-            else
-                idle_ns = 0;
-        }
-        if (rc != MXC_OK) {
-            snprintf(msg, sizeof msg, "%s", mxc_last_error());
-            mxc__log(MXC_LOG_ERROR, "%s", msg);
-            set_broken(c, msg);
-        }
+        bool idle = c->done_count == before && !c->pending && rc >= 0;
+        waiting = rc == NOT_YET && c->pending;
+        mxc__mutex_unlock(&c->drive_lock);
+        if (rc < 0)
+            mxc__log(MXC_LOG_ERROR, "%s", mxc_last_error());
+        if (idle)
+            idle_ns = idle_ns == 0 ? IDLE_FIRST_NS
+                                   : (idle_ns * 2 > IDLE_MAX_NS ? IDLE_MAX_NS : idle_ns * 2);
+        else if (!waiting)
+            idle_ns = 0;
     }
 }
 
-static void enqueue(struct mpi_comm *c, struct req *q) {
-    mxc__mutex_lock(&c->lock);
+/* Appends `q` to the queue, under c->lock. */
+static void enqueue_locked(struct mpi_comm *c, struct req *q) {
     if (c->tail)
         c->tail->next = q;
     else
         c->head = q;
     c->tail = q;
     c->received++;
-    atomic_store_explicit(&c->arrived, c->received, memory_order_release);
+}
+
+/* Hands the queued requests to the thread. */
+static void wake_thread_locked(struct mpi_comm *c) {
+    atomic_store_explicit(&c->queued, c->received, memory_order_release);
     mxc__cond_signal(&c->cond);
+}
+
+static void enqueue(struct mpi_comm *c, struct req *q) {
+    mxc__mutex_lock(&c->lock);
+    enqueue_locked(c, q);
+    wake_thread_locked(c);
     mxc__mutex_unlock(&c->lock);
 }
 
-static void comm_allreduce(struct mxc__kv_comm *base, int key, float *data, int64_t n,
+/* Sums request number `seq` on the calling thread, which issued it and holds drive_lock
+ * (no other thread was driving): a lone key is summed without waking the communication
+ * thread, and completes on this thread. It drives rounds for up to MXC__SPIN_NS (a partner
+ * later than that is waited for by the thread) and sums by the ring at most one bucket
+ * (MXC_KV_BUCKET_BYTES); what is left goes to the thread. Unlocking drive_lock is its
+ * last use of the communicator: the request's waiter may free it as soon as it is. */
+static void drive_inline(struct mpi_comm *c, int64_t seq) {
+    double until = now_s() + spin_s;
+    int64_t ring_budget = c->bucket_bytes / (int64_t)sizeof(float);
+    int rc = MXC_OK;
+    char msg[256];
+    for (bool first = true; rc == MXC_OK && c->done_count < seq && (first || now_s() < until);
+         first = false)
+        rc = take_queued(c, msg, sizeof msg) ? NOT_YET : drive(c, until, &ring_budget);
+    if (rc != MXC_OK || c->pending || c->step >= 0) {
+        mxc__mutex_lock(&c->lock);
+        c->kick = true;
+        wake_thread_locked(c);
+        mxc__mutex_unlock(&c->lock);
+    }
+    mxc__mutex_unlock(&c->drive_lock);
+}
+
+static void comm_allreduce(struct mxc__kv_comm *base, int key, float *data, int64_t n, bool more,
                            mxc_engine_done *done) {
     struct mpi_comm *c = (struct mpi_comm *)base;
     if (base->size == 1 || n <= 0) {
@@ -787,7 +1034,22 @@ static void comm_allreduce(struct mxc__kv_comm *base, int key, float *data, int6
     }
     *q = (struct req){REQ_DATA, key, data, n, done, NULL};
     /* a broken communicator still queues: the thread fails it in order */
-    enqueue(c, q);
+    mxc__mutex_lock(&c->lock);
+    enqueue_locked(c, q);
+    int64_t seq = c->received;
+    bool now = !more && !c->broken;
+    if (!now)
+        wake_thread_locked(c);
+    mxc__mutex_unlock(&c->lock);
+    if (!now)
+        return;
+    if (mxc__mutex_trylock(&c->drive_lock) == 0) {
+        drive_inline(c, seq);
+        return;
+    }
+    mxc__mutex_lock(&c->lock);
+    wake_thread_locked(c);
+    mxc__mutex_unlock(&c->lock);
 }
 
 static void comm_free(struct mxc__kv_comm *base) {
@@ -805,10 +1067,10 @@ static void comm_free(struct mxc__kv_comm *base) {
     mxc__mutex_lock(&mpi_lock);
     /* after a failure collectives may still be pending on them: freeing could block */
     if (!broken && !mpi_finalized) {
-        if (c->data_comm != MPI_COMM_NULL)
-            MPI_Comm_free(&c->data_comm);
-        if (c->user_comm != MPI_COMM_NULL)
-            MPI_Comm_free(&c->user_comm);
+        MPI_Comm *comms[3] = {&c->data_comm, &c->round_comm, &c->user_comm};
+        for (int i = 0; i < 3; i++)
+            if (*comms[i] != MPI_COMM_NULL)
+                MPI_Comm_free(comms[i]);
     }
     live_comms--;
     mxc__mutex_unlock(&mpi_lock);
@@ -820,6 +1082,7 @@ static void comm_free(struct mxc__kv_comm *base) {
     }
     mxc__mutex_destroy(&c->lock);
     mxc__cond_destroy(&c->cond);
+    mxc__mutex_destroy(&c->drive_lock);
     mxc__free(c);
 }
 
@@ -845,9 +1108,11 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
     struct mpi_comm *c = mxc__calloc(1, sizeof *c);
     MXC_CHECK(c, MXC_ENOMEM, "dist_sync: out of memory");
     c->base.ops = &mpi_ops;
-    c->data_comm = c->user_comm = MPI_COMM_NULL;
+    c->data_comm = c->round_comm = c->user_comm = MPI_COMM_NULL;
     mxc__mutex_init(&c->lock);
     mxc__cond_init(&c->cond);
+    mxc__mutex_init(&c->drive_lock);
+    c->step = -1;
     mxc__mutex_lock(&mpi_lock);
     live_comms++; /* until comm_free */
     mxc__mutex_unlock(&mpi_lock);
@@ -870,20 +1135,26 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
         c->chunk_bytes = (int64_t)1 << 30;
 
     mxc__mutex_lock(&mpi_lock);
-    int err = MPI_Comm_dup(MPI_COMM_WORLD, &c->data_comm);
-    if (err == MPI_SUCCESS)
-        err = MPI_Comm_dup(MPI_COMM_WORLD, &c->user_comm);
+    MPI_Comm *comms[3] = {&c->data_comm, &c->round_comm, &c->user_comm};
+    int err = MPI_SUCCESS;
+    for (int i = 0; i < 3 && err == MPI_SUCCESS; i++) {
+        err = MPI_Comm_dup(MPI_COMM_WORLD, comms[i]);
+        if (err == MPI_SUCCESS)
+            MPI_Comm_set_errhandler(*comms[i], MPI_ERRORS_RETURN);
+    }
     if (err == MPI_SUCCESS) {
-        MPI_Comm_set_errhandler(c->data_comm, MPI_ERRORS_RETURN);
-        MPI_Comm_set_errhandler(c->user_comm, MPI_ERRORS_RETURN);
         MPI_Comm_rank(c->data_comm, &c->base.rank);
         MPI_Comm_size(c->data_comm, &c->base.size);
+        int *tag_ub = NULL, flag = 0;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
+        c->tag_max = flag && tag_ub ? *tag_ub : 32767; /* the least MPI allows */
     }
     mxc__mutex_unlock(&mpi_lock);
     if (err != MPI_SUCCESS) {
         rc = mpi_failed(c, err, "MPI_Comm_dup");
         goto fail;
     }
+    plan_rounds(c);
     /* the fusion settings must agree: they decide the bucket boundaries */
     int64_t mine[3] = {c->fusion_bytes, c->bucket_bytes, c->chunk_bytes}, lo[3], hi[3];
     MPI_Request r;
@@ -906,7 +1177,7 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
     c->block_cap = c->chunk_bytes / (int64_t)sizeof(float) / size + c->bucket_cap / size + 1;
     c->bucket = mxc__malloc((size_t)c->bucket_cap * sizeof(float));
     c->block = mxc__malloc((size_t)c->block_cap * sizeof(float));
-    size_t xbytes = (size_t)(ROUND_FLOATS + ROUND_HDR) * sizeof(float);
+    size_t xbytes = (size_t)ROUND_FLOATS * sizeof(float);
     c->xbuf = mxc__malloc(xbytes);
     c->rbuf = mxc__malloc(xbytes);
     MXC_CHECK(c->bucket && c->block && c->xbuf && c->rbuf, MXC_ENOMEM,

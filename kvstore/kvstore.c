@@ -54,6 +54,7 @@ struct ar_ready {
     float *data;
     int64_t n;
     mxc_engine_done *done; /* NULL: the operation was skipped or failed, nothing to issue */
+    bool more;             /* its push call sums more keys after this one */
     struct ar_ready *next;
 };
 
@@ -242,6 +243,13 @@ static int push_sum(mxc_kvstore *kv, mxc_ndarray *const *in, int n, mxc_ndarray 
 /* Queues `r` and, unless another thread is at it, issues every allreduce whose turn has
  * come. Issuing happens outside the lock (a communicator may complete at once, which can
  * run further operations on this thread and bring us back here). */
+static struct ar_ready **ar_find(mxc_kvstore *kv, uint64_t seq) {
+    struct ar_ready **p = &kv->ar_ready;
+    while (*p != NULL && (*p)->seq != seq)
+        p = &(*p)->next;
+    return p;
+}
+
 static void ar_submit(mxc_kvstore *kv, struct ar_ready *r) {
     mxc__mutex_lock(&kv->ar_lock);
     r->next = kv->ar_ready;
@@ -252,17 +260,17 @@ static void ar_submit(mxc_kvstore *kv, struct ar_ready *r) {
     }
     kv->ar_dispatching = true;
     for (;;) {
-        struct ar_ready **p = &kv->ar_ready;
-        while (*p != NULL && (*p)->seq != kv->ar_next_issue)
-            p = &(*p)->next;
+        struct ar_ready **p = ar_find(kv, kv->ar_next_issue);
         if (*p == NULL)
             break;
         struct ar_ready *x = *p;
         *p = x->next;
         kv->ar_next_issue++;
+        /* another allreduce follows at once: this one waits to be fused with it */
+        bool more = x->more || *ar_find(kv, kv->ar_next_issue) != NULL;
         mxc__mutex_unlock(&kv->ar_lock);
         if (x->done != NULL)
-            kv->comm->ops->allreduce(kv->comm, x->key, x->data, x->n, x->done);
+            kv->comm->ops->allreduce(kv->comm, x->key, x->data, x->n, more, x->done);
         mxc__free(x);
         mxc__mutex_lock(&kv->ar_lock);
     }
@@ -303,8 +311,9 @@ static void ar_free(void *arg) {
     mxc__free(a);
 }
 
-/* Pushes the sum of merge across processes, as an asynchronous operation writing it. */
-static int push_allreduce(mxc_kvstore *kv, int key, mxc_ndarray *merge, int priority) {
+/* Pushes the sum of merge across processes, as an asynchronous operation writing it;
+ * `more`: the push call sums more keys after this one. */
+static int push_allreduce(mxc_kvstore *kv, int key, mxc_ndarray *merge, int priority, bool more) {
     struct ar_arg *a = mxc__malloc(sizeof *a);
     struct ar_ready *r = mxc__calloc(1, sizeof *r);
     if (a == NULL || r == NULL) {
@@ -314,6 +323,7 @@ static int push_allreduce(mxc_kvstore *kv, int key, mxc_ndarray *merge, int prio
     }
     r->seq = kv->ar_next_seq;
     r->key = key;
+    r->more = more;
     a->kv = kv;
     a->ready = r;
     snap(&a->buf, merge);
@@ -611,9 +621,9 @@ static int staging(struct kv_entry *e, int i, const char *fn, mxc_ndarray **out)
     return MXC_OK;
 }
 
-/* Pushes the `n` values of one key. */
+/* Pushes the `n` values of one key; `more`: the call pushes more keys after it. */
 static int push_key(mxc_kvstore *kv, struct kv_entry *e, mxc_ndarray **vals, int n, int priority,
-                    const char *fn) {
+                    bool more, const char *fn) {
     int rc = ensure_merge(kv, e, vals[0], priority, fn);
     for (int i = 0; i < n && rc == MXC_OK; i++) {
         if (mxc__ctx_same_device(vals[i]->chunk->ctx, e->merge->chunk->ctx))
@@ -628,7 +638,7 @@ static int push_key(mxc_kvstore *kv, struct kv_entry *e, mxc_ndarray **vals, int
     if (rc == MXC_OK)
         rc = push_sum(kv, vals, n, e->merge, priority);
     if (rc == MXC_OK && kv->type == KV_DIST_SYNC)
-        rc = push_allreduce(kv, e->key, e->merge, priority);
+        rc = push_allreduce(kv, e->key, e->merge, priority, more);
     if (rc != MXC_OK)
         return rc;
     if (kv->updater != NULL)
@@ -649,12 +659,15 @@ static int push(mxc_kvstore *kv, int num, const int *keys, mxc_ndarray *const *v
         if (taken[i])
             continue;
         int n = 0;
-        for (int j = i; j < num; j++)
+        bool more = false;
+        for (int j = i; j < num; j++) {
             if (!taken[j] && keys[j] == keys[i]) {
                 taken[j] = true;
                 group[n++] = values[j];
             }
-        MXC_TRY(push_key(kv, find(kv, keys[i]), group, n, priority, fn));
+            more = more || !taken[j];
+        }
+        MXC_TRY(push_key(kv, find(kv, keys[i]), group, n, priority, more, fn));
     }
 fail:
     mxc__free(taken);

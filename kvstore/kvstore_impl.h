@@ -22,13 +22,17 @@ struct mxc__kv_comm_ops {
     int (*check_keys)(struct mxc__kv_comm *c, int num, const int *keys, const mxc_shape *shapes);
     /* Replaces `n` floats at host address `data` by rank 0's (collective, blocking). */
     int (*broadcast)(struct mxc__kv_comm *c, float *data, int64_t n);
-    /* Starts summing `n` floats at host address `data` across all processes in place and
-     * returns; calls mxc_engine_complete(done, status) when the sum is there (status
-     * MXC_EDEVICE with a message when a process failed or vanished). Every process issues
-     * the same sequence of allreduce calls (same keys in the same order, by construction
-     * of the store); the result is bitwise identical on every process. `key` is for
-     * messages and fusion. */
-    void (*allreduce)(struct mxc__kv_comm *c, int key, float *data, int64_t n,
+    /* Starts summing `n` floats at host address `data` across all processes in place;
+     * calls mxc_engine_complete(done, status) when the sum is there (status MXC_EDEVICE
+     * with a message when a process failed or vanished). Every process issues the same
+     * sequence of allreduce calls (same keys in the same order, by construction of the
+     * store); the result is bitwise identical on every process. `key` is for messages.
+     * `more`: the caller issues another allreduce right after this one, so this one is
+     * left to be fused with what follows; else, when no other thread is driving the
+     * sums, it may run on the calling thread before the call returns (up to MXC__SPIN_NS waiting for the
+     * other processes, and one bucket's transfer), saving the hand-offs to and from the
+     * communication thread that dominate a lone key's time. */
+    void (*allreduce)(struct mxc__kv_comm *c, int key, float *data, int64_t n, bool more,
                       mxc_engine_done *done);
     /* Waits for every process (collective). */
     int (*barrier)(struct mxc__kv_comm *c);

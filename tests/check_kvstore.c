@@ -429,12 +429,13 @@ END_TEST
 /* ---- dist_sync over an in-process communicator -------------------------------------- */
 
 /* Stands for `ranks` processes that all push what this one pushes: allreduce multiplies
- * by `ranks`. Records the keys in the order allreduce was called. */
+ * by `ranks`. Records the keys in the order allreduce was called, and its `more` hints. */
 struct fake_comm {
     struct mxc__kv_comm base;
     int checked, broadcasts, barriers;
     atomic_int issued;
     int keys[256];
+    bool more[256];
     bool fail_check;
 };
 
@@ -454,12 +455,14 @@ static int fake_broadcast(struct mxc__kv_comm *c, float *data, int64_t n) {
     return MXC_OK;
 }
 
-static void fake_allreduce(struct mxc__kv_comm *c, int key, float *data, int64_t n,
+static void fake_allreduce(struct mxc__kv_comm *c, int key, float *data, int64_t n, bool more,
                            mxc_engine_done *done) {
     struct fake_comm *f = (struct fake_comm *)c;
     int at = atomic_fetch_add(&f->issued, 1);
-    if (at < 256)
+    if (at < 256) {
         f->keys[at] = key;
+        f->more[at] = more;
+    }
     for (int64_t i = 0; i < n; i++)
         data[i] *= (float)c->size;
     mxc_engine_complete(done, MXC_OK);
@@ -508,6 +511,16 @@ START_TEST(test_dist_sync_in_process) {
         ck_assert_int_eq(f.keys[i], K - 1 - i);
     for (int k = 0; k < K; k++)
         expect_all(v[k], 10 + k, 3.0f * (float)k);
+    /* One call pushing every key: each allreduce but the last says more follow (the
+     * communicator fuses them rather than summing each at once). */
+    CK_OK(mxc_kvstore_push(kv, K, keys, v, 0));
+    CK_OK(mxc_kvstore_barrier(kv));
+    ck_assert_int_eq(atomic_load(&f.issued), 2 * K);
+    for (int i = 0; i < K; i++) {
+        ck_assert_int_eq(f.keys[K + i], i);
+        ck_assert_msg(f.more[K + i] == (i < K - 1), "allreduce %d of the call: more %d", i,
+                      f.more[K + i]);
+    }
     f.fail_check = true;
     int key = 99;
     CK_ERR_MSG(MXC_EINVAL, mxc_kvstore_init(kv, 1, &key, &v[0]), "key 99: rank 1 has (3)");

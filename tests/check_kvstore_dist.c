@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -209,29 +210,44 @@ struct ar_arg {
     int key;
     float *data;
     int64_t n;
+    bool more;
 };
+
+/* Sums completed off the communication thread (by the worker that issued them). */
+static atomic_int off_thread;
 
 static void ar_fn(const mxc_run_ctx *rctx, void *arg, mxc_engine_done *done) {
     struct ar_arg *a = arg;
-    comm->ops->allreduce(comm, a->key, a->data, a->n, done);
+    comm->ops->allreduce(comm, a->key, a->data, a->n, a->more, done);
 }
 
-/* Pushes one engine operation per key calling allreduce (in order), without waiting. */
-static int push_allreduce_rc(int key, float *data, int64_t n) {
-    struct ar_arg *a = malloc(sizeof *a);
-    *a = (struct ar_arg){key, data, n};
+/* Runs on the thread that completes the operation. */
+static void ar_free(void *arg) {
+    struct ar_arg *a = arg;
+    char name[17] = "";
+    prctl(PR_GET_NAME, name, 0, 0, 0);
+    if (strcmp(name, "mxc-kv-mpi") != 0)
+        atomic_fetch_add(&off_thread, 1);
+    free(a);
+}
+
+/* Pushes an engine operation calling allreduce (in push order, on the CPU worker),
+ * without waiting; `more`: another follows at once. */
+static int push_allreduce_rc(int key, float *data, int64_t n, bool more) {
+    struct ar_arg *a = calloc(1, sizeof *a);
+    *a = (struct ar_arg){key, data, n, more};
     mxc_engine_op_desc d = {0};
     d.async_fn = ar_fn;
     d.arg = a;
-    d.arg_free = free;
+    d.arg_free = ar_free;
     d.mutable_vars = &order;
     d.num_mutable_vars = 1;
     d.name = "kv_allreduce";
     return mxc_engine_push(engine, &d);
 }
 
-static void push_allreduce(int key, float *data, int64_t n) {
-    CK_OK(push_allreduce_rc(key, data, n));
+static void push_allreduce(int key, float *data, int64_t n, bool more) {
+    CK_OK(push_allreduce_rc(key, data, n, more));
 }
 
 static uint64_t hash_floats(const float *x, int64_t n) {
@@ -251,7 +267,7 @@ static bool same_everywhere(uint64_t h) {
     float *v = calloc((size_t)size * 4, sizeof(float));
     for (int j = 0; j < 4; j++)
         v[comm->rank * 4 + j] = (float)((h >> (16 * j)) & 0xffff);
-    push_allreduce(-1, v, size * 4);
+    push_allreduce(-1, v, size * 4, false);
     CK_OK(mxc_engine_wait_all(engine));
     bool same = true;
     for (int r = 0; r < size; r++)
@@ -283,7 +299,7 @@ START_TEST(test_sums_exact) {
         d[k] = malloc((size_t)sizes[k] * sizeof(float));
         for (int64_t i = 0; i < sizes[k]; i++)
             d[k][i] = exact_value(comm->rank, k, i);
-        push_allreduce(k, d[k], sizes[k]);
+        push_allreduce(k, d[k], sizes[k], k + 1 < NUM_SIZES);
     }
     CK_OK(mxc_engine_wait_all(engine));
     for (int k = 0; k < NUM_SIZES; k++) {
@@ -311,7 +327,7 @@ START_TEST(test_sums_bitwise_identical) {
         mxct_rng_seed(&g, 1000 + (uint64_t)comm->rank * 77 + (uint64_t)k);
         for (int64_t i = 0; i < n; i++)
             d[i] = random_value(&g);
-        push_allreduce(k, d, n);
+        push_allreduce(k, d, n, false);
         CK_OK(mxc_engine_wait_all(engine));
         ck_assert_msg(same_everywhere(hash_floats(d, n)),
                       "key of %lld floats differs between "
@@ -354,10 +370,10 @@ START_TEST(test_fused_equals_one_by_one) {
             a[k][i] = b[k][i] = exact_value(comm->rank, k, i);
     }
     for (int k = 0; k < KEYS; k++)
-        push_allreduce(k, a[k], n[k]);
+        push_allreduce(k, a[k], n[k], k + 1 < KEYS);
     CK_OK(mxc_engine_wait_all(engine));
     for (int k = 0; k < KEYS; k++) {
-        push_allreduce(k, b[k], n[k]);
+        push_allreduce(k, b[k], n[k], false);
         CK_OK(mxc_engine_wait_all(engine));
     }
     uint64_t h = 0;
@@ -402,7 +418,9 @@ START_TEST(test_uneven_arrival) {
             a[k][i] = exact_value(comm->rank, k, i);
     }
     for (int k = 0; k < KEYS; k++) {
-        push_allreduce(k, a[k], n[k]);
+        /* every third one said to come alone: summed at once on the worker when the
+         * communication thread is not driving, else left to it */
+        push_allreduce(k, a[k], n[k], k % 3 != 0);
         if (k % (comm->rank + 2) == 0 && k % 100 > 50) /* each rank its own pace */
             usleep(20 * (useconds_t)(comm->rank + 1));
     }
@@ -419,6 +437,69 @@ START_TEST(test_uneven_arrival) {
     ck_assert(same_everywhere(h));
     comm->ops->free(comm);
     comm = saved;
+}
+END_TEST
+
+/* Keys pushed one at a time, each alone, of sizes whose ring work is within one bucket and
+ * beyond it: the worker that issues a key sums it at once when the communication thread is
+ * not driving, and hands over what it cannot finish; the sums are exact either way. Each
+ * try one rank comes 1 ms after the others, so that it finds them waiting: some of the
+ * sums (over all ranks) must have been completed off the communication thread. */
+START_TEST(test_lone_keys) {
+    static const int64_t lone[] = {1, 1000, 4096, 65536, 262144, (1 << 20) + 7};
+    enum { TRIES = 36, NUM = sizeof lone / sizeof lone[0] };
+    int before = atomic_load(&off_thread);
+    for (int t = 0; t < TRIES; t++) {
+        int k = t % NUM;
+        int64_t n = lone[k];
+        float *d = malloc((size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i++)
+            d[i] = exact_value(comm->rank, k, i);
+        CK_OK(comm->ops->barrier(comm));
+        if (comm->rank == t % comm->size)
+            mxct_sleep_us(1000);
+        push_allreduce(k, d, n, false);
+        CK_OK(mxc_engine_wait_all(engine));
+        int64_t i = 0;
+        while (i < n && d[i] == exact_sum(comm->size, k, i))
+            i++;
+        ck_assert_msg(i == n, "try %d, key of %lld floats [%lld]: %g, expected %g", t, (long long)n,
+                      (long long)i, d[i], exact_sum(comm->size, k, i));
+        free(d);
+    }
+    float total = (float)(atomic_load(&off_thread) - before);
+    push_allreduce(-2, &total, 1, false);
+    CK_OK(mxc_engine_wait_all(engine));
+    ck_assert_msg(total > 0,
+                  "none of %d lone keys on %d ranks was summed by the thread that "
+                  "issued it",
+                  TRIES, comm->size);
+}
+END_TEST
+
+/* A lone key whose partner comes late (the last rank pushes 20 ms after the others): the
+ * issuing worker waits MXC__SPIN_NS for it, then hands the round over to the
+ * communication thread, which finishes it; then the same with a key larger than a bucket,
+ * whose ring the worker leaves to the thread even when everyone is there. */
+START_TEST(test_late_partner) {
+    static const int64_t n[2] = {3000, (2 << 20) + 1};
+    for (int k = 0; k < 2; k++) {
+        float *d = malloc((size_t)n[k] * sizeof(float));
+        for (int64_t i = 0; i < n[k]; i++)
+            d[i] = exact_value(comm->rank, k, i);
+        CK_OK(comm->ops->barrier(comm));
+        if (k == 0 && comm->rank == comm->size - 1)
+            mxct_sleep_us(20000);
+        push_allreduce(k, d, n[k], false);
+        CK_OK(mxc_engine_wait_all(engine));
+        int64_t i = 0;
+        while (i < n[k] && d[i] == exact_sum(comm->size, k, i))
+            i++;
+        ck_assert_msg(i == n[k], "key of %lld floats [%lld]: %g, expected %g", (long long)n[k],
+                      (long long)i, d[i], exact_sum(comm->size, k, i));
+        ck_assert(same_everywhere(hash_floats(d, n[k])));
+        free(d);
+    }
 }
 END_TEST
 
@@ -561,12 +642,12 @@ static int kill_mode(void) {
     int64_t n = 8 << 20;
     float *d = calloc((size_t)n, sizeof(float));
     if (comm->rank == 1) {
-        push_allreduce_rc(0, d, n);
+        push_allreduce_rc(0, d, n, false);
         mxct_sleep_us(2000);
         raise(SIGKILL);
     }
     mxct_sleep_us(500000);
-    push_allreduce_rc(0, d, n);
+    push_allreduce_rc(0, d, n, false);
     int rc = mxc_engine_wait_all(engine);
     printf("rank %d: survivor: %s: %s\n", comm->rank, mxc_err_name(rc), mxc_last_error());
     /* once broken, the other collectives fail at once too */
@@ -595,7 +676,7 @@ static int singleton_main(void) {
     float v[3] = {1.5f, -2, 3};
     int key = 0;
     mxc_shape shape = SHAPE(3);
-    bool ok = comm->size == 1 && comm->rank == 0 && push_allreduce_rc(0, v, 3) == MXC_OK &&
+    bool ok = comm->size == 1 && comm->rank == 0 && push_allreduce_rc(0, v, 3, false) == MXC_OK &&
               mxc_engine_wait_all(engine) == MXC_OK && v[0] == 1.5f && v[1] == -2 && v[2] == 3 &&
               comm->ops->check_keys(comm, 1, &key, &shape) == MXC_OK &&
               comm->ops->broadcast(comm, v, 3) == MXC_OK && comm->ops->barrier(comm) == MXC_OK;
@@ -623,11 +704,15 @@ static int rank_main(void) {
     const struct {
         const char *name;
         const TTest *test;
-    } cases[] = {
-        {"sums_exact", test_sums_exact},         {"bitwise", test_sums_bitwise_identical},
-        {"fused", test_fused_equals_one_by_one}, {"uneven", test_uneven_arrival},
-        {"check_keys", test_check_keys},         {"broadcast_barrier", test_broadcast_barrier},
-        {"store", test_store_public_api}};
+    } cases[] = {{"sums_exact", test_sums_exact},
+                 {"bitwise", test_sums_bitwise_identical},
+                 {"fused", test_fused_equals_one_by_one},
+                 {"uneven", test_uneven_arrival},
+                 {"lone", test_lone_keys},
+                 {"late_partner", test_late_partner},
+                 {"check_keys", test_check_keys},
+                 {"broadcast_barrier", test_broadcast_barrier},
+                 {"store", test_store_public_api}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCase *tc = tcase_create(cases[i].name);
         tcase_add_test(tc, cases[i].test);
