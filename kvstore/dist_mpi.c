@@ -456,7 +456,7 @@ fail:
     return rc;
 }
 
-/* ---- Summing: the ring -------------------------------------------------------------- */
+/* ---- Messages, and the ring ------------------------------------------------------- */
 
 static void complete(struct req *q, int status, const char *msg) {
     if (status != MXC_OK)
