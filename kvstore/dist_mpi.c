@@ -548,29 +548,16 @@ static int sum_unit(struct mpi_comm *c, float *buf, int64_t blk) {
     return MXC_OK;
 }
 
-/* Sums `n` floats through the bucket buffer (n ≤ bucket_cap), in place at `data`. */
 static int64_t padded_block(struct mpi_comm *c, int64_t n) {
     return (n + c->base.size - 1) / c->base.size;
 }
 
-/* Sums the fused requests q..(count of them) through the bucket. */
-static int run_bucket(struct mpi_comm *c, struct req *q, int count, int64_t total) {
-    int64_t blk = padded_block(c, total), off = 0;
-    struct req *p = q;
-    for (int i = 0; i < count; i++, p = p->next) {
-        memcpy(c->bucket + off, p->data, (size_t)p->n * sizeof(float));
-        off += p->n;
-    }
-    memset(c->bucket + off, 0, (size_t)(blk * c->base.size - off) * sizeof(float));
-    int rc = sum_unit(c, c->bucket, blk);
-    if (rc != MXC_OK)
-        return rc;
-    off = 0;
-    for (int i = 0; i < count; i++, q = q->next) {
-        memcpy(q->data, c->bucket + off, (size_t)q->n * sizeof(float));
-        off += q->n;
-    }
-    return MXC_OK;
+/* Sums the `n` floats the bucket buffer holds (n ≤ MXC_KV_BUCKET_BYTES), padded with zeros
+ * to a multiple of the number of processes. */
+static int sum_bucket(struct mpi_comm *c, int64_t n) {
+    int64_t blk = padded_block(c, n);
+    memset(c->bucket + n, 0, (size_t)(blk * c->base.size - n) * sizeof(float));
+    return sum_unit(c, c->bucket, blk);
 }
 
 /* Sums one request in place: in chunks of chunk_bytes (a multiple of the number of
@@ -586,14 +573,15 @@ static int run_alone(struct mpi_comm *c, struct req *q) {
             return rc;
         off += len;
     }
-    if (off < q->n) { /* fewer than `size` left: through the bucket */
-        struct req tail = *q;
-        tail.data = q->data + off;
-        tail.n = q->n - off;
-        tail.next = NULL;
-        return run_bucket(c, &tail, 1, tail.n);
-    }
-    return MXC_OK;
+    if (off == q->n)
+        return MXC_OK;
+    /* fewer than `size` left: through the bucket */
+    size_t tail = (size_t)(q->n - off) * sizeof(float);
+    memcpy(c->bucket, q->data + off, tail);
+    int rc = sum_bucket(c, q->n - off);
+    if (rc == MXC_OK)
+        memcpy(q->data + off, c->bucket, tail);
+    return rc;
 }
 
 /* Fails every pending request with `msg`; true when the stop request was among them. */
@@ -635,24 +623,50 @@ static void set_broken(struct mpi_comm *c, const char *msg) {
  * half-size steps (64 KiB: 0.41 against 0.53 GB/s). */
 enum { ROUND_PART = 4000, ROUND_FLOATS = 8192 };
 
-/* The bucket at the head of the pending requests when `limit` requests (done ones
- * included) are known to every process: how many requests, their total size in *floats.
- * The cut depends only on the request sequence and `limit`, and the cut for a smaller
- * limit is a prefix of the cut for a larger one. */
-static int cut_bucket(struct mpi_comm *c, int64_t limit, int64_t *floats) {
-    int64_t small_max = c->fusion_bytes / (int64_t)sizeof(float);
-    int64_t bucket_max = c->bucket_bytes / (int64_t)sizeof(float);
-    int count = 0;
-    int64_t total = 0;
-    for (struct req *p = c->pending;
-         p && c->done_count + count < limit && p->kind == REQ_DATA && p->n <= small_max &&
-         (count == 0 || total + p->n <= bucket_max);
-         p = p->next) {
+static bool is_small(const struct mpi_comm *c, const struct req *q) {
+    return q->n * (int64_t)sizeof(float) <= c->fusion_bytes;
+}
+
+/* The round's work when `limit` requests (done ones included) are known to every process:
+ * the longest run of pending requests from the head, within the limit, whose small ones
+ * (at most MXC_KV_FUSION_BYTES each) fit one bucket of MXC_KV_BUCKET_BYTES (the first
+ * always does). The small ones are fused into the bucket, one after the other, and the
+ * large ones among them are summed alone. Returns how many requests, with the bucket's
+ * size in *floats and how many it fuses in *fused (either may be NULL). The cut depends
+ * only on the request sequence and `limit`, and the cut for a smaller limit — and so its
+ * bucket — is a prefix of the cut for a larger one. */
+static int cut_round(const struct mpi_comm *c, int64_t limit, int64_t *floats, int *fused) {
+    int64_t bucket_max = c->bucket_bytes / (int64_t)sizeof(float), total = 0;
+    int count = 0, small = 0;
+    for (const struct req *p = c->pending;
+         p && c->done_count + count < limit && p->kind == REQ_DATA; p = p->next, count++) {
+        if (!is_small(c, p))
+            continue;
+        if (small > 0 && total + p->n > bucket_max)
+            break;
         total += p->n;
-        count++;
+        small++;
     }
-    *floats = total;
+    if (floats)
+        *floats = total;
+    if (fused)
+        *fused = small;
     return count;
+}
+
+/* Copies the small ones among `count` requests from `q` into `buf`, one after the other,
+ * or (`back`) from `buf` into them. */
+static void bucket_copy(struct req *q, int count, const struct mpi_comm *c, float *buf, bool back) {
+    for (int i = 0; i < count; i++, q = q->next) {
+        if (!is_small(c, q))
+            continue;
+        size_t bytes = (size_t)q->n * sizeof(float);
+        if (back)
+            memcpy(q->data, buf, bytes);
+        else
+            memcpy(buf, q->data, bytes);
+        buf += q->n;
+    }
 }
 
 /* The tag of this process's round message: its offer above the requests every process has
@@ -672,7 +686,7 @@ static void combine(struct mpi_comm *c, int tag, bool me_lower) {
     if (theirs < c->offer)
         c->offer = theirs;
     c->carry = c->carry && (tag & 1);
-    cut_bucket(c, c->offer, &n);
+    cut_round(c, c->offer, &n, NULL);
     float *x = c->xbuf;
     const float *y = c->rbuf;
     if (c->carry && me_lower)
@@ -708,17 +722,14 @@ static void plan_rounds(struct mpi_comm *c) {
  * count: offering fewer only delays the rest) and the bucket that offer cuts at the head
  * of its pending requests, when it has at most ROUND_FLOATS. */
 static void round_begin(struct mpi_comm *c) {
-    int64_t most = c->done_count + (c->tag_max - 3) / 4, floats = 0, off = 0;
+    int64_t most = c->done_count + (c->tag_max - 3) / 4, floats = 0;
     c->offer = atomic_load_explicit(&c->taken, memory_order_relaxed);
     if (c->offer > most)
         c->offer = most;
-    int count = cut_bucket(c, c->offer, &floats);
+    int count = cut_round(c, c->offer, &floats, NULL);
     c->carry = floats <= ROUND_FLOATS;
-    struct req *q = c->pending;
-    for (int i = 0; c->carry && i < count; i++, q = q->next) {
-        memcpy(c->xbuf + off, q->data, (size_t)q->n * sizeof(float));
-        off += q->n;
-    }
+    if (c->carry)
+        bucket_copy(c->pending, count, c, c->xbuf, false);
     c->step = 0;
     c->phase = 0;
 }
@@ -727,7 +738,7 @@ static void round_begin(struct mpi_comm *c) {
  * part, and this process's message in one or two parts. */
 static int exchange_post(struct mpi_comm *c, const struct exchange *e) {
     int64_t floats = 0;
-    cut_bucket(c, c->offer, &floats);
+    cut_round(c, c->offer, &floats, NULL);
     int64_t bytes = c->carry ? floats * (int64_t)sizeof(float) : 0;
     int64_t first = bytes < ROUND_PART ? bytes : ROUND_PART;
     c->rq[1] = c->rq[2] = c->rq[3] = MPI_REQUEST_NULL;
@@ -798,58 +809,72 @@ static int round_advance(struct mpi_comm *c, double until) {
 }
 
 /* Floats that ending the round (its exchanges done) sums by the ring: its agreed bucket
- * when the round did not carry it, and the large requests after it within the agreed
- * offer. */
-static int64_t ring_floats(struct mpi_comm *c) {
-    int64_t floats = 0, small_max = c->fusion_bytes / (int64_t)sizeof(float);
-    int count = cut_bucket(c, c->offer, &floats);
-    int64_t total = c->carry ? 0 : floats, i = c->done_count + count;
-    struct req *q = c->pending;
-    for (int k = 0; k < count; k++)
-        q = q->next;
-    for (; i < c->offer && q->kind == REQ_DATA && q->n > small_max; i++, q = q->next)
-        total += q->n;
+ * when the round did not carry it, and the large requests of its work. */
+static int64_t ring_floats(const struct mpi_comm *c) {
+    int64_t floats = 0;
+    int count = cut_round(c, c->offer, &floats, NULL);
+    int64_t total = c->carry ? 0 : floats;
+    const struct req *q = c->pending;
+    for (int i = 0; i < count; i++, q = q->next)
+        total += is_small(c, q) ? 0 : q->n;
     return total;
 }
 
 enum { DRIVE_STOP = 2 };
 
-/* Ends the round whose exchanges are done: the agreed bucket's requests are complete
- * (summed by the round, else by the ring now), then the large requests that follow within
- * the agreed offer (the ring); a small one waits for the next round. Returns MXC_OK,
- * DRIVE_STOP once the stop request is next, or a failure (the pending requests are then
+/* Ends the round whose exchanges are done: the fused requests of the agreed work are
+ * complete (summed by the round, else by the ring now: in place when there is one), then
+ * its large requests are summed by the ring, in order. A small request that did not fit
+ * the bucket waits for the next round. Returns MXC_OK, DRIVE_STOP once the stop request
+ * is next, or the first failure (the work's requests fail with it; the pending ones are
  * left to the broken communicator). */
 static int round_end(struct mpi_comm *c) {
-    int64_t floats = 0, off = 0, small_max = c->fusion_bytes / (int64_t)sizeof(float);
+    int64_t floats = 0;
+    int fused = 0, rc = MXC_OK;
     c->step = -1;
-    int count = cut_bucket(c, c->offer, &floats);
-    if (count > 0 && !c->carry) { /* the ring; one request in place, without copies */
-        int rc = count == 1 ? run_alone(c, c->pending) : run_bucket(c, c->pending, count, floats);
-        if (rc != MXC_OK)
-            return rc;
+    int count = cut_round(c, c->offer, &floats, &fused);
+    struct req *work = count > 0 ? c->pending : NULL, *q = NULL;
+    for (int i = 0; i < count; i++)
+        q = pop_pending(c);
+    if (q)
+        q->next = NULL; /* the work's last */
+    c->done_count += count;
+    if (c->carry) {
+        bucket_copy(work, count, c, c->xbuf, true);
+    } else if (fused == 1) {
+        for (q = work; !is_small(c, q); q = q->next) {
+        }
+        rc = run_alone(c, q);
+    } else if (fused > 1) {
+        bucket_copy(work, count, c, c->bucket, false);
+        rc = sum_bucket(c, floats);
+        if (rc == MXC_OK)
+            bucket_copy(work, count, c, c->bucket, true);
     }
-    for (int i = 0; i < count; i++) {
-        struct req *q = pop_pending(c);
-        if (c->carry)
-            memcpy(q->data, c->xbuf + off, (size_t)q->n * sizeof(float));
-        off += q->n;
-        c->done_count++;
-        complete(q, MXC_OK, "");
+    char msg[256] = "";
+    if (rc != MXC_OK)
+        snprintf(msg, sizeof msg, "%s", mxc_last_error());
+    /* the fused requests are done: complete them first, then sum the large ones */
+    struct req *large = NULL, **tail = &large;
+    while ((q = work) != NULL) {
+        work = q->next;
+        if (is_small(c, q)) {
+            complete(q, rc, msg);
+        } else {
+            *tail = q;
+            tail = &q->next;
+        }
     }
-    while (c->done_count < c->offer) {
-        struct req *q = c->pending;
-        if (q->kind == REQ_STOP)
-            return DRIVE_STOP;
-        if (q->n <= small_max)
-            break; /* the next round's bucket */
-        int rc = run_alone(c, q);
-        if (rc != MXC_OK)
-            return rc;
-        pop_pending(c);
-        c->done_count++;
-        complete(q, MXC_OK, "");
+    *tail = NULL;
+    while ((q = large) != NULL) {
+        large = q->next;
+        if (rc == MXC_OK && (rc = run_alone(c, q)) != MXC_OK)
+            snprintf(msg, sizeof msg, "%s", mxc_last_error());
+        complete(q, rc, msg);
     }
-    return MXC_OK;
+    if (rc != MXC_OK)
+        return rc;
+    return c->done_count < c->offer && c->pending->kind == REQ_STOP ? DRIVE_STOP : MXC_OK;
 }
 
 /* Moves the queued requests to the driver's list. Returns true when the communicator
