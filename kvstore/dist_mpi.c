@@ -66,6 +66,7 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- MPI once per process ---------------------------------------------------------- */
 
@@ -175,6 +176,7 @@ struct mpi_comm {
     MPI_Comm user_comm;  /* check_keys, broadcast, barrier */
     int64_t tag_max;     /* MPI_TAG_UB */
     double timeout_s;
+    double ring_spin_s; /* how long a ring step polls before it yields (ring_step) */
     int64_t fusion_bytes, bucket_bytes, chunk_bytes;
 
     mxc__mutex lock;         /* the queue below, the broken state and `kick` */
@@ -505,8 +507,11 @@ static int post_recv(struct mpi_comm *c, MPI_Comm comm, void *buf, int64_t bytes
  * sending `n` from `out` to the next. Every process of the ring is there (the round
  * before agreed on the work), so the wait is the transfer's: it polls without napping,
  * which stalled the transfers (16 keys of 4 MB at 0.86-0.89 of a bare allreduce's speed
- * with 10 µs naps past MXC__SPIN_NS, 0.94-0.99 without), but past MXC__SPIN_NS it lets
- * another thread that wants the core have it. */
+ * with 10 µs naps past MXC__SPIN_NS, 0.94-0.99 without), and without yielding unless
+ * the host runs more processes than it has cores (ring_spin_s), as MPI's own waits do:
+ * a yield every 16 polls past MXC__SPIN_NS handed the core to this process's other
+ * threads (mpirun binds each process to one core) in mid-transfer, and cost lone keys
+ * of 64 KB - 4 MB 2-8% of their time (the two alternated in one process). */
 static int ring_step(struct mpi_comm *c, const float *out, float *in, int64_t n) {
     int p = c->base.size, r = c->base.rank;
     int64_t bytes = n * (int64_t)sizeof(float);
@@ -516,8 +521,8 @@ static int ring_step(struct mpi_comm *c, const float *out, float *in, int64_t n)
     if (rc == MXC_OK)
         rc = post_send(c, c->data_comm, 0, out, bytes, (r + 1) % p, &rq[1]);
     if (rc == MXC_OK)
-        rc =
-            broken_by(c, poll_requests(c, rq, 2, now, now + spin_s, STOP_YIELD, NULL, "allreduce"));
+        rc = broken_by(
+            c, poll_requests(c, rq, 2, now, now + c->ring_spin_s, STOP_YIELD, NULL, "allreduce"));
     return rc;
 }
 
@@ -1178,10 +1183,19 @@ int mxc__kv_comm_mpi(struct mxc__kv_comm **out) {
         int *tag_ub = NULL, flag = 0;
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &flag);
         c->tag_max = flag && tag_ub ? *tag_ub : 32767; /* the least MPI allows */
+        MPI_Comm node;
+        err = MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        if (err == MPI_SUCCESS) {
+            int local = 1;
+            MPI_Comm_size(node, &local);
+            MPI_Comm_free(&node);
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            c->ring_spin_s = cores > 0 && local > cores ? spin_s : c->timeout_s;
+        }
     }
     mxc__mutex_unlock(&mpi_lock);
     if (err != MPI_SUCCESS) {
-        rc = mpi_failed(c, err, "MPI_Comm_dup");
+        rc = mpi_failed(c, err, "MPI_Comm_dup or MPI_Comm_split_type");
         goto fail;
     }
     plan_rounds(c);
