@@ -551,7 +551,7 @@ int mxc__xnode_run(const struct mxc__xnode *n, const mxc_run_ctx *rctx, bool is_
         call.num_in = n->num_in;
         call.out_data = out;
         call.num_out = n->num_out;
-        rc = gpu ? n->op->forward_gpu(&call) : n->op->forward_cpu(&call);
+        rc = mxc__op_run(gpu ? n->op->forward_gpu : n->op->forward_cpu, &call);
     } else {
         unsigned deps = n->op->backward_deps;
         call.out_grad = deps & MXC__DEP_OUT_GRAD ? in : NULL;
@@ -560,7 +560,7 @@ int mxc__xnode_run(const struct mxc__xnode *n, const mxc_run_ctx *rctx, bool is_
         call.out_data = deps & MXC__DEP_OUT_DATA ? in + n->num_out_grad + n->num_in_data : NULL;
         call.num_out = n->num_out_data;
         call.in_grad = out;
-        rc = gpu ? n->op->backward_gpu(&call) : n->op->backward_cpu(&call);
+        rc = mxc__op_run(gpu ? n->op->backward_gpu : n->op->backward_cpu, &call);
     }
     if (rc != MXC_OK) /* the engine's message names the operator already */
         return mxc__error_wrap(rc, "node %s%s", n->name,

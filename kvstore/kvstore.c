@@ -193,7 +193,7 @@ static int sum_fn(const mxc_run_ctx *rctx, void *arg) {
                                     .out_data = &out,
                                     .num_out = 1,
                                     .req = &req};
-        rc = kernel(&call);
+        rc = mxc__op_run(kernel, &call);
     }
     return rc;
 }

@@ -40,7 +40,7 @@ static int invoke_kernel(const struct mxc__nd_call *nd) {
     };
     mxc__op_kernel k =
         nd->rctx->ctx.dev_type == MXC_GPU ? p->def->forward_gpu : p->def->forward_cpu;
-    return k(&call);
+    return mxc__op_run(k, &call);
 }
 
 /* Whether a and b share any byte of memory. */

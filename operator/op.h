@@ -144,6 +144,12 @@ struct mxc__op_call {
 
 typedef int (*mxc__op_kernel)(const struct mxc__op_call *call);
 
+/* Runs `kernel` on `call` unless the call writes no element: every tensor it writes
+ * (out_data forward, in_grad backward, and aux) is empty. Such a call changes nothing,
+ * and a kernel looping over the outer dimensions of an empty tensor would spin through
+ * them all: shape (2^63 - 1, 0) is empty (the op_params fuzzer found BatchNorm so). */
+int mxc__op_run(mxc__op_kernel kernel, const struct mxc__op_call *call);
+
 /* Marks a hot element-wise kernel to be compiled twice, for x86-64-v3 (AVX2 and FMA) and
  * for the baseline x86-64, the better picked when the library loads (GCC function
  * multi-versioning); the loops inside vectorise 8 floats wide where the CPU has AVX2, and
