@@ -41,8 +41,9 @@
  * other into a bucket of up to MXC_KV_BUCKET_BYTES (default 1 MiB), summed at once and
  * copied back (a bucket of one request is summed in place); larger ones are summed in
  * place in chunks of MXC_KV_CHUNK_BYTES (default 512 KiB) — a multiple of the number of
- * processes, the tail through the bucket buffer. The settings must agree across processes
- * (checked when the communicator starts).
+ * processes, the tail through the bucket buffer; one chunk's allgather travels with the
+ * next one's reduce-scatter. The settings must agree across processes (checked when the
+ * communicator starts).
  */
 #include "kvstore/kvstore_impl.h"
 
@@ -503,52 +504,79 @@ static int post_recv(struct mpi_comm *c, MPI_Comm comm, void *buf, int64_t bytes
     return err == MPI_SUCCESS ? MXC_OK : broken_by(c, mpi_failed(c, err, "MPI_Irecv"));
 }
 
-/* One step of a ring: receives `n` floats from the previous process into `in` while
- * sending `n` from `out` to the next. Every process of the ring is there (the round
- * before agreed on the work), so the wait is the transfer's: it polls without napping,
- * which stalled the transfers (16 keys of 4 MB at 0.86-0.89 of a bare allreduce's speed
- * with 10 µs naps past MXC__SPIN_NS, 0.94-0.99 without), and without yielding unless
- * the host runs more processes than it has cores (ring_spin_s), as MPI's own waits do:
- * a yield every 16 polls past MXC__SPIN_NS handed the core to this process's other
- * threads (mpirun binds each process to one core) in mid-transfer, and cost lone keys
- * of 64 KB - 4 MB 2-8% of their time (the two alternated in one process). */
-static int ring_step(struct mpi_comm *c, const float *out, float *in, int64_t n) {
+/* One message of a ring step: `n` floats from `out` to the next process, and `n` from the
+ * previous one into `in`. */
+struct transfer {
+    const float *out;
+    float *in;
+    int64_t n;
+};
+
+/* One step of a ring: the `count` (1 or 2) transfers at once (MPI matches the messages
+ * between two processes in the order they were posted). Every process of the ring is
+ * there (the round before agreed on the work), so the wait is the transfers': it polls
+ * without napping, which stalled the transfers (16 keys of 4 MB at 0.86-0.89 of a bare
+ * allreduce's speed with 10 µs naps past MXC__SPIN_NS, 0.94-0.99 without), and without
+ * yielding unless the host runs more processes than it has cores (ring_spin_s), as MPI's
+ * own waits do: a yield every 16 polls past MXC__SPIN_NS handed the core to this
+ * process's other threads (mpirun binds each process to one core) in mid-transfer, and
+ * cost lone keys of 64 KB - 4 MB 2-8% of their time (the two alternated in one process). */
+static int ring_step(struct mpi_comm *c, const struct transfer *t, int count) {
     int p = c->base.size, r = c->base.rank;
-    int64_t bytes = n * (int64_t)sizeof(float);
     double now = now_s();
-    MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    int rc = post_recv(c, c->data_comm, in, bytes, (r + p - 1) % p, &rq[0]);
+    MPI_Request rq[4] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    int rc = MXC_OK;
+    for (int i = 0; i < count && rc == MXC_OK; i++)
+        rc = post_recv(c, c->data_comm, t[i].in, t[i].n * (int64_t)sizeof(float), (r + p - 1) % p,
+                       &rq[i]);
+    for (int i = 0; i < count && rc == MXC_OK; i++)
+        rc = post_send(c, c->data_comm, i, t[i].out, t[i].n * (int64_t)sizeof(float), (r + 1) % p,
+                       &rq[count + i]);
     if (rc == MXC_OK)
-        rc = post_send(c, c->data_comm, 0, out, bytes, (r + 1) % p, &rq[1]);
-    if (rc == MXC_OK)
-        rc = broken_by(
-            c, poll_requests(c, rq, 2, now, now + c->ring_spin_s, STOP_YIELD, NULL, "allreduce"));
+        rc = broken_by(c, poll_requests(c, rq, 2 * count, now, now + c->ring_spin_s, STOP_YIELD,
+                                        NULL, "allreduce"));
     return rc;
 }
 
-/* Sums `blk * size` floats at `buf` across the processes, in place: a ring reduce-scatter
- * (block b is added up along the ring, ending on process b - 1, in the same order for
- * every run) then a ring allgather that copies each finished block to everyone. Every
- * block is summed by one process only, so every process ends with the same bits; the
- * additions are this file's own loop, not MPI's. */
-static int sum_unit(struct mpi_comm *c, float *buf, int64_t blk) {
+/* Sums the `len` floats at `buf` (a multiple of the number of processes p) across the
+ * processes, in place, in chunks of at most `chunk` floats (a multiple of p). Each chunk
+ * is cut into p blocks and summed by a ring reduce-scatter (block b is added up along the
+ * ring, ending on process b - 1, in the same order for every run), then a ring allgather
+ * that copies each finished block to everyone. Every block is summed by one process only,
+ * so every process ends with the same bits; the additions are this file's own loop, not
+ * MPI's. A chunk's allgather travels with the next chunk's reduce-scatter, step by step:
+ * m chunks take (m + 1)(p - 1) steps instead of 2m(p - 1), each a synchronisation with
+ * the neighbours. */
+static int sum_ring(struct mpi_comm *c, float *buf, int64_t len, int64_t chunk) {
     int p = c->base.size, r = c->base.rank;
-    for (int step = 0; step < p - 1; step++) {
-        int send_b = (r - step + p) % p, recv_b = (r - step - 1 + 2 * p) % p;
-        int rc = ring_step(c, buf + (int64_t)send_b * blk, c->block, blk);
-        if (rc != MXC_OK)
-            return rc;
-        float *dst = buf + (int64_t)recv_b * blk;
-        const float *src = c->block;
-        for (int64_t i = 0; i < blk; i++)
-            dst[i] += src[i];
-    }
-    /* this process now holds the sum of block r + 1 */
-    for (int step = 0; step < p - 1; step++) {
-        int send_b = (r + 1 - step + p) % p, recv_b = (r - step + p) % p;
-        int rc = ring_step(c, buf + (int64_t)send_b * blk, buf + (int64_t)recv_b * blk, blk);
-        if (rc != MXC_OK)
-            return rc;
+    float *prev = NULL; /* the chunk whose allgather is due, and its block size */
+    int64_t prev_blk = 0;
+    for (int64_t off = 0; off < len || prev; off += chunk) {
+        float *cur = off < len ? buf + off : NULL;
+        int64_t blk = cur ? (len - off < chunk ? len - off : chunk) / p : 0;
+        for (int step = 0; step < p - 1; step++) {
+            struct transfer t[2];
+            int count = 0;
+            int64_t add_b = (r - step - 1 + 2 * p) % p;
+            if (prev) /* allgather: this process held the sum of block r + 1 */
+                t[count++] =
+                    (struct transfer){prev + (int64_t)((r + 1 - step + p) % p) * prev_blk,
+                                      prev + (int64_t)((r - step + p) % p) * prev_blk, prev_blk};
+            if (cur)
+                t[count++] =
+                    (struct transfer){cur + (int64_t)((r - step + p) % p) * blk, c->block, blk};
+            int rc = ring_step(c, t, count);
+            if (rc != MXC_OK)
+                return rc;
+            if (cur) {
+                float *dst = cur + add_b * blk;
+                const float *src = c->block;
+                for (int64_t i = 0; i < blk; i++)
+                    dst[i] += src[i];
+            }
+        }
+        prev = cur;
+        prev_blk = blk;
     }
     return MXC_OK;
 }
@@ -560,9 +588,9 @@ static int64_t padded_block(struct mpi_comm *c, int64_t n) {
 /* Sums the `n` floats the bucket buffer holds (n ≤ MXC_KV_BUCKET_BYTES), padded with zeros
  * to a multiple of the number of processes. */
 static int sum_bucket(struct mpi_comm *c, int64_t n) {
-    int64_t blk = padded_block(c, n);
-    memset(c->bucket + n, 0, (size_t)(blk * c->base.size - n) * sizeof(float));
-    return sum_unit(c, c->bucket, blk);
+    int64_t len = padded_block(c, n) * c->base.size;
+    memset(c->bucket + n, 0, (size_t)(len - n) * sizeof(float));
+    return sum_ring(c, c->bucket, len, len);
 }
 
 /* Sums one request in place: in chunks of chunk_bytes (a multiple of the number of
@@ -570,22 +598,16 @@ static int sum_bucket(struct mpi_comm *c, int64_t n) {
 static int run_alone(struct mpi_comm *c, struct req *q) {
     int64_t size = c->base.size;
     int64_t chunk = c->chunk_bytes / (int64_t)sizeof(float) / size * size;
-    int64_t off = 0;
-    while (q->n - off >= size) {
-        int64_t len = q->n - off < chunk ? (q->n - off) / size * size : chunk;
-        int rc = sum_unit(c, q->data + off, len / size);
-        if (rc != MXC_OK)
-            return rc;
-        off += len;
-    }
-    if (off == q->n)
-        return MXC_OK;
+    int64_t len = q->n / size * size;
+    int rc = sum_ring(c, q->data, len, chunk);
+    if (rc != MXC_OK || len == q->n)
+        return rc;
     /* fewer than `size` left: through the bucket */
-    size_t tail = (size_t)(q->n - off) * sizeof(float);
-    memcpy(c->bucket, q->data + off, tail);
-    int rc = sum_bucket(c, q->n - off);
+    size_t tail = (size_t)(q->n - len) * sizeof(float);
+    memcpy(c->bucket, q->data + len, tail);
+    rc = sum_bucket(c, q->n - len);
     if (rc == MXC_OK)
-        memcpy(q->data + off, c->bucket, tail);
+        memcpy(q->data + len, c->bucket, tail);
     return rc;
 }
 
