@@ -116,90 +116,20 @@ static void load_inputs(const struct ref_case *c, char *file, struct mxct_tensor
     mxct_ref_load_all(file, "in", c->num_in, in);
 }
 
+/* The case as the reference helpers take it. */
+static struct mxct_ref_case ref_of(const struct ref_case *c) {
+    return mxct_ref_case_of("layers", c->file, c->op, c->kv, c->num_in, 1);
+}
+
 START_TEST(test_forward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[8], *vals[8];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    char file[256], what[128];
-    struct mxct_tensor in[3], out[1];
-    load_inputs(c, file, in);
-    struct mxct_tensor want = mxct_ref_load(file, "out0");
-    int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    ck_assert_int_eq(out[0].shape.ndim, want.shape.ndim);
-    for (int i = 0; i < want.shape.ndim; i++)
-        ck_assert_int_eq(out[0].shape.dims[i], want.shape.dims[i]);
-    snprintf(what, sizeof what, "%s forward vs MXNet", c->file);
-    mxct_expect_close(&out[0], want.data, 1e-5, 1e-5, what);
-    mxct_tensors_free(out, 1);
-    mxct_tensors_free(&want, 1);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_forward(&r, false, 1e-5, 1e-5);
 }
 END_TEST
 
-/* Runs the backward kernel directly (as the harness does) with out_grad = og0 and
- * compares each input gradient with MXNet's. */
 START_TEST(test_backward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[8], *vals[8];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    char file[256], what[128];
-    struct mxct_tensor in[3], out[1], grads[3];
-    load_inputs(c, file, in);
-    struct mxct_tensor og = mxct_ref_load(file, "og0");
-    ck_assert_int_eq(mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out), MXC_OK);
-
-    const struct mxc__op_def *def = mxc__op_find(c->op);
-    ck_assert_ptr_nonnull(def);
-    _Alignas(16) unsigned char params[1024];
-    ck_assert_int_eq(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params), MXC_OK);
-    struct mxc__resource *res[2] = {NULL, NULL};
-    int nres = 0;
-    for (int i = 0; i < 2 && def->backward_resources[i]; i++)
-        ck_assert_int_eq(mxc__resource_get(mxc_cpu(), def->backward_resources[i] - 1, &res[nres++]),
-                         MXC_OK);
-    struct mxc__tensor tin[3], tig[3], tout, tog;
-    int req[3];
-    for (int i = 0; i < c->num_in; i++) {
-        grads[i] = mxct_tensor_from(in[i].shape, NULL);
-        tin[i] = (struct mxc__tensor){in[i].data, in[i].shape, MXC_FLOAT32, mxc_cpu(),
-                                      mxc_shape_size(&in[i].shape)};
-        tig[i] = (struct mxc__tensor){grads[i].data, in[i].shape, MXC_FLOAT32, mxc_cpu(),
-                                      mxc_shape_size(&in[i].shape)};
-        req[i] = MXC__REQ_WRITE;
-    }
-    tout = (struct mxc__tensor){out[0].data, out[0].shape, MXC_FLOAT32, mxc_cpu(),
-                                mxc_shape_size(&out[0].shape)};
-    tog =
-        (struct mxc__tensor){og.data, og.shape, MXC_FLOAT32, mxc_cpu(), mxc_shape_size(&og.shape)};
-    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
-    struct mxc__op_call call = {
-        .rctx = &rctx,
-        .is_train = true,
-        .params = params,
-        .in_data = (def->backward_deps & MXC__DEP_IN_DATA) ? tin : NULL,
-        .num_in = c->num_in,
-        .out_data = (def->backward_deps & MXC__DEP_OUT_DATA) ? &tout : NULL,
-        .num_out = 1,
-        .out_grad = &tog,
-        .in_grad = tig,
-        .req = req,
-        .resources = res,
-        .num_resources = nres,
-    };
-    ck_assert_msg(def->backward_cpu(&call) == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int i = 0; i < c->num_in; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "grad%d", i);
-        struct mxct_tensor want = mxct_ref_load(file, name);
-        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
-        mxct_expect_close(&grads[i], want.data, 1e-5, 1e-5, what);
-        mxct_tensors_free(&want, 1);
-    }
-    mxct_tensors_free(grads, c->num_in);
-    mxct_tensors_free(out, 1);
-    mxct_tensors_free(&og, 1);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_backward(&r, 1e-5, 1e-5);
 }
 END_TEST
 

@@ -136,62 +136,22 @@ static const struct ref_case ref_cases[] = {
     {"norm1_zero_row", "norm", 1, {"ord", "1", "axis", "1"}},
 };
 
-/* got ≈ want (mxct_expect_close), and every infinity in want is the same infinity in got:
- * the harness's tolerance, scaled by |want|, lets any value pass against one. */
-static void expect_values(const struct mxct_tensor *got, const struct mxct_tensor *want,
-                          const char *what) {
-    char a[128], b[128];
-    bool same = got->shape.ndim == want->shape.ndim;
-    for (int i = 0; same && i < want->shape.ndim; i++)
-        same = got->shape.dims[i] == want->shape.dims[i];
-    ck_assert_msg(same, "%s: shape %s, expected %s", what, mxc__shape_str(&got->shape, a, sizeof a),
-                  mxc__shape_str(&want->shape, b, sizeof b));
-    mxct_expect_close(got, want->data, 1e-5, 1e-6, what);
-    for (int64_t i = 0; i < mxc_shape_size(&want->shape); i++)
-        ck_assert_msg(!isinf(want->data[i]) || got->data[i] == want->data[i],
-                      "%s: element %lld is %g, expected %g", what, (long long)i, got->data[i],
-                      want->data[i]);
+/* The case as the reference helpers take it. */
+static struct mxct_ref_case ref_of(const struct ref_case *c) {
+    return mxct_ref_case_of("math", c->file, c->op, c->kv, c->num_in, 1);
 }
 
 START_TEST(test_forward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[4], *vals[4];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    struct mxct_tensor in[2], out[1], want;
-    char what[128];
-    mxct_ref_load_case("math", c->file, "in", c->num_in, in);
-    mxct_ref_load_case("math", c->file, "out", 1, &want);
-    int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    snprintf(what, sizeof what, "%s forward vs MXNet", c->file);
-    expect_values(&out[0], &want, what);
-    mxct_tensors_free(out, 1);
-    mxct_tensors_free(&want, 1);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_forward(&r, false, 1e-5, 1e-6);
 }
 END_TEST
 
-/* The backward with out_grad = og0 (the harness passes only the data the operator
- * declared it needs) against MXNet's gradients, zeros and NaN included. */
+/* The backward with out_grad = og0 against MXNet's gradients, zeros, infinities and NaN
+ * included. */
 START_TEST(test_backward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[4], *vals[4];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    struct mxct_tensor in[2], og, grads[2], want[2];
-    char what[128];
-    mxct_ref_load_case("math", c->file, "in", c->num_in, in);
-    mxct_ref_load_case("math", c->file, "og", 1, &og);
-    mxct_ref_load_case("math", c->file, "grad", c->num_in, want);
-    int rc = mxct_op_backward(c->op, kv, true, in, c->num_in, NULL, &og, grads);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int i = 0; i < c->num_in; i++) {
-        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
-        expect_values(&grads[i], &want[i], what);
-    }
-    mxct_tensors_free(grads, c->num_in);
-    mxct_tensors_free(want, c->num_in);
-    mxct_tensors_free(&og, 1);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_backward(&r, 1e-5, 1e-6);
 }
 END_TEST
 
@@ -311,7 +271,7 @@ START_TEST(test_forward_add) {
                                 .resources = &temp,
                                 .num_resources = 1};
     ck_assert_msg(def->forward_cpu(&call) == MXC_OK, "%s", mxc_last_error());
-    expect_values(&got, &want, c->file);
+    mxct_expect_tensor(&got, &want, 1e-5, 1e-6, c->file);
     mxct_tensors_free(&got, 1);
     mxct_tensors_free(&want, 1);
     mxct_tensors_free(&in, 1);
@@ -420,7 +380,7 @@ START_TEST(test_invoke) {
     CK_OK(mxc_nd_get_shape(out[0], &s));
     struct mxct_tensor got = mxct_tensor_from(s, NULL);
     CK_OK(mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)));
-    expect_values(&got, &want, c->file);
+    mxct_expect_tensor(&got, &want, 1e-5, 1e-6, c->file);
     mxc_nd_free(out[0]);
     for (int i = 0; i < c->num_in; i++)
         mxc_nd_free(arrays[i]);

@@ -90,51 +90,21 @@ static const struct ref_case ref_cases[] = {
      {"scale", "3", "sample_type", "bilinear", "num_filter", "2", "num_args", "1"}},
 };
 
-/* Visible outputs: shapes and values. */
+/* The case as the reference helpers take it. */
+static struct mxct_ref_case ref_of(const struct ref_case *c) {
+    return mxct_ref_case_of("norm", c->file, c->op, c->kv, c->num_in, c->num_out);
+}
+
 START_TEST(test_forward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[5], *vals[5];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    struct mxct_tensor in[MAX_IO], out[MAX_IO], want[MAX_IO];
-    char what[128];
-    mxct_ref_load_case("norm", c->file, "in", c->num_in, in);
-    mxct_ref_load_case("norm", c->file, "out", c->num_out, want);
-    int rc = mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    mxc_op_info info;
-    ck_assert_int_eq(mxc_op_get_info(c->op, &info), MXC_OK);
-    for (int k = 0; k < c->num_out; k++) {
-        snprintf(what, sizeof what, "%s output %d shape vs MXNet", c->file, k);
-        mxct_expect_shape(&out[k].shape, &want[k].shape, what);
-        snprintf(what, sizeof what, "%s output %d vs MXNet", c->file, k);
-        mxct_expect_close(&out[k], want[k].data, 1e-5, 2e-5, what);
-    }
-    mxct_tensors_free(out, info.num_outputs);
-    mxct_tensors_free(want, c->num_out);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_forward(&r, true, 1e-5, 2e-5);
 }
 END_TEST
 
 /* Input gradients for MXNet's head gradients (og0 ..., one per visible output). */
 START_TEST(test_backward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[5], *vals[5];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    struct mxct_tensor in[MAX_IO], og[MAX_IO], grads[MAX_IO], want[MAX_IO];
-    char what[128];
-    mxct_ref_load_case("norm", c->file, "in", c->num_in, in);
-    mxct_ref_load_case("norm", c->file, "og", c->num_out, og);
-    mxct_ref_load_case("norm", c->file, "grad", c->num_in, want);
-    int rc = mxct_op_backward(c->op, kv, true, in, c->num_in, NULL, og, grads);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int i = 0; i < c->num_in; i++) {
-        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
-        mxct_expect_close(&grads[i], want[i].data, 1e-4, 1e-5, what);
-    }
-    mxct_tensors_free(grads, c->num_in);
-    mxct_tensors_free(want, c->num_in);
-    mxct_tensors_free(og, c->num_out);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_backward(&r, 1e-4, 1e-5);
 }
 END_TEST
 

@@ -86,22 +86,14 @@ static int get_res(const unsigned char *kinds, struct mxc__resource **res) {
     return n;
 }
 
+/* The case as the reference helpers take it. */
+static struct mxct_ref_case ref_of(const struct ref_case *c) {
+    return mxct_ref_case_of("reduce", c->file, c->op, c->kv, c->num_in, 1);
+}
+
 START_TEST(test_forward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[4], *vals[4];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    char file[256], what[128];
-    struct mxct_tensor in[2], out[1];
-    load_inputs(c, file, in);
-    struct mxct_tensor want = mxct_ref_load(file, "out0");
-    int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    mxct_expect_shape(&out[0].shape, &want.shape, c->file);
-    snprintf(what, sizeof what, "%s forward vs MXNet", c->file);
-    mxct_expect_close(&out[0], want.data, 1e-5, 1e-5, what);
-    mxct_tensors_free(out, 1);
-    mxct_tensors_free(&want, 1);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_forward(&r, false, 1e-5, 1e-5);
 }
 END_TEST
 
@@ -150,59 +142,9 @@ START_TEST(test_forward_add) {
 }
 END_TEST
 
-/* Runs the backward kernel directly with out_grad = og0 (passing only what the operator
- * declared it needs) and compares each input gradient with MXNet's. */
 START_TEST(test_backward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[4], *vals[4];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    char file[256], what[128];
-    struct mxct_tensor in[2], out[1], grads[2];
-    load_inputs(c, file, in);
-    struct mxct_tensor og = mxct_ref_load(file, "og0");
-    ck_assert_int_eq(mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out), MXC_OK);
-    const struct mxc__op_def *def = mxc__op_find(c->op);
-    _Alignas(16) unsigned char params[256];
-    ck_assert_int_eq(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params), MXC_OK);
-    struct mxc__resource *res[2] = {NULL, NULL};
-    int nres = get_res(def->backward_resources, res);
-    struct mxc__tensor tin[2], tig[2];
-    int req[2];
-    for (int i = 0; i < c->num_in; i++) {
-        grads[i] = mxct_tensor_from(in[i].shape, NULL);
-        tin[i] = view_of(&in[i]);
-        tig[i] = view_of(&grads[i]);
-        req[i] = MXC__REQ_WRITE;
-    }
-    struct mxc__tensor tout = view_of(&out[0]), tog = view_of(&og);
-    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
-    struct mxc__op_call call = {
-        .rctx = &rctx,
-        .is_train = true,
-        .params = params,
-        .in_data = (def->backward_deps & MXC__DEP_IN_DATA) ? tin : NULL,
-        .num_in = c->num_in,
-        .out_data = (def->backward_deps & MXC__DEP_OUT_DATA) ? &tout : NULL,
-        .num_out = 1,
-        .out_grad = &tog,
-        .in_grad = tig,
-        .req = req,
-        .resources = res,
-        .num_resources = nres,
-    };
-    ck_assert_msg(def->backward_cpu(&call) == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int i = 0; i < c->num_in; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "grad%d", i);
-        struct mxct_tensor want = mxct_ref_load(file, name);
-        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
-        mxct_expect_close(&grads[i], want.data, 1e-5, 1e-5, what);
-        mxct_tensors_free(&want, 1);
-    }
-    mxct_tensors_free(grads, c->num_in);
-    mxct_tensors_free(out, 1);
-    mxct_tensors_free(&og, 1);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_backward(&r, 1e-5, 1e-5);
 }
 END_TEST
 

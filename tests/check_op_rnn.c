@@ -63,48 +63,27 @@ static void load_all(const struct ref_case *c, const char *prefix, int n, struct
     mxct_ref_load_all(file, prefix, n, t);
 }
 
+/* The case as the reference helpers take it. */
+static struct mxct_ref_case ref_of(const struct ref_case *c) {
+    return (struct mxct_ref_case){.group = "rnn",
+                                  .file = c->file,
+                                  .op = "RNN",
+                                  .params = ref_params(c),
+                                  .num_in = ref_num_in(c),
+                                  .num_out = ref_num_out(c)};
+}
+
 /* Visible outputs: shapes (the shape-inference reference, the parameter vector's length
  * included: inference must accept it) and values. */
 START_TEST(test_forward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    int num_in = ref_num_in(c), num_out = ref_num_out(c);
-    struct mxct_tensor in[MAX_IO], out[MAX_IO + 1], want[MAX_IO];
-    char what[128];
-    load_all(c, "in", num_in, in);
-    load_all(c, "out", num_out, want);
-    int rc = mxct_op_forward("RNN", ref_params(c), true, in, num_in, NULL, out);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int k = 0; k < num_out; k++) {
-        snprintf(what, sizeof what, "%s output %d shape vs MXNet", c->file, k);
-        mxct_expect_shape(&out[k].shape, &want[k].shape, what);
-        snprintf(what, sizeof what, "%s output %d vs MXNet", c->file, k);
-        mxct_expect_close(&out[k], want[k].data, 1e-5, 1e-5, what);
-    }
-    mxct_tensors_free(out, num_out + 1);
-    mxct_tensors_free(want, num_out);
-    mxct_tensors_free(in, num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_forward(&r, true, 1e-5, 1e-5);
 }
 END_TEST
 
-/* Every input's gradient for MXNet's head gradients (og0 ..., one per visible output). */
 START_TEST(test_backward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    int num_in = ref_num_in(c), num_out = ref_num_out(c);
-    struct mxct_tensor in[MAX_IO], og[MAX_IO], grads[MAX_IO], want[MAX_IO];
-    char what[128];
-    load_all(c, "in", num_in, in);
-    load_all(c, "og", num_out, og);
-    load_all(c, "grad", num_in, want);
-    int rc = mxct_op_backward("RNN", ref_params(c), true, in, num_in, NULL, og, grads);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int i = 0; i < num_in; i++) {
-        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
-        mxct_expect_close(&grads[i], want[i].data, 1e-4, 1e-5, what);
-    }
-    mxct_tensors_free(grads, num_in);
-    mxct_tensors_free(want, num_in);
-    mxct_tensors_free(og, num_out);
-    mxct_tensors_free(in, num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_backward(&r, 1e-4, 1e-5);
 }
 END_TEST
 

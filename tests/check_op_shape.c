@@ -82,92 +82,26 @@ static const struct ref_case ref_cases[] = {
     {"embedding_1d", "Embedding", 2, 1, 1, {"input_dim", "3", "output_dim", "2"}},
 };
 
+/* The case as the reference helpers take it. */
+static struct mxct_ref_case ref_of(const struct ref_case *c) {
+    struct mxct_ref_case r =
+        mxct_ref_case_of("shape", c->file, c->op, c->kv, c->num_in, c->num_out);
+    r.grad_skip = c->no_grad;
+    return r;
+}
+
 /* Output shapes (MXNet's shape inference) and values. */
 START_TEST(test_forward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[4], *vals[4];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    struct mxct_tensor in[MAX_IO], out[MAX_IO], want[MAX_IO];
-    char what[128];
-    mxct_ref_load_case("shape", c->file, "in", c->num_in, in);
-    mxct_ref_load_case("shape", c->file, "out", c->num_out, want);
-    int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int k = 0; k < c->num_out; k++) {
-        snprintf(what, sizeof what, "%s output %d shape vs MXNet", c->file, k);
-        mxct_expect_shape(&out[k].shape, &want[k].shape, what);
-        snprintf(what, sizeof what, "%s output %d vs MXNet", c->file, k);
-        /* copies are exact; sums may round differently */
-        double tol = strcmp(c->op, "ElementWiseSum") == 0 ? 1e-6 : 0;
-        mxct_expect_close(&out[k], want[k].data, tol, tol, what);
-    }
-    mxct_tensors_free(out, c->num_out);
-    mxct_tensors_free(want, c->num_out);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    /* copies are exact; sums may round differently */
+    double tol = strcmp(r.op, "ElementWiseSum") == 0 ? 1e-6 : 0;
+    mxct_ref_expect_forward(&r, false, tol, tol);
 }
 END_TEST
 
-static struct mxc__tensor view(const struct mxct_tensor *t) {
-    return (struct mxc__tensor){t->data, t->shape, MXC_FLOAT32, mxc_cpu(),
-                                mxc_shape_size(&t->shape)};
-}
-
-/* Runs the backward kernel directly (as the harness does, with only the declared data)
- * with out_grad = og* and compares each input gradient with MXNet's. */
 START_TEST(test_backward_reference) {
-    const struct ref_case *c = &ref_cases[_i];
-    const char *keys[4], *vals[4];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    struct mxct_tensor in[MAX_IO], out[MAX_IO], og[MAX_IO], grads[MAX_IO];
-    char what[128];
-    mxct_ref_load_case("shape", c->file, "in", c->num_in, in);
-    mxct_ref_load_case("shape", c->file, "og", c->num_out, og);
-    ck_assert_int_eq(mxct_op_forward(c->op, kv, true, in, c->num_in, NULL, out), MXC_OK);
-
-    const struct mxc__op_def *def = mxc__op_find(c->op);
-    _Alignas(16) unsigned char params[1024];
-    ck_assert_int_eq(mxc__op_parse_params(def, kv.num, kv.keys, kv.vals, params), MXC_OK);
-    struct mxc__tensor tin[MAX_IO], tig[MAX_IO], tout[MAX_IO], tog[MAX_IO];
-    int req[MAX_IO];
-    for (int i = 0; i < c->num_in; i++) {
-        grads[i] = mxct_tensor_from(in[i].shape, NULL);
-        tin[i] = view(&in[i]);
-        tig[i] = view(&grads[i]);
-        req[i] = MXC__REQ_WRITE;
-    }
-    for (int k = 0; k < c->num_out; k++) {
-        tout[k] = view(&out[k]);
-        tog[k] = view(&og[k]);
-    }
-    mxc_run_ctx rctx = {mxc_cpu(), NULL, -1};
-    struct mxc__op_call call = {
-        .rctx = &rctx,
-        .is_train = true,
-        .params = def->param_size ? params : NULL,
-        .in_data = (def->backward_deps & MXC__DEP_IN_DATA) ? tin : NULL,
-        .num_in = c->num_in,
-        .out_data = (def->backward_deps & MXC__DEP_OUT_DATA) ? tout : NULL,
-        .num_out = c->num_out,
-        .out_grad = tog,
-        .in_grad = tig,
-        .req = req,
-    };
-    ck_assert_msg(def->backward_cpu(&call) == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int i = 0; i < c->num_in; i++) {
-        if (c->no_grad & (1u << i))
-            continue;
-        char file[256], name[16];
-        snprintf(file, sizeof file, "ops/shape/%s.params", c->file);
-        snprintf(name, sizeof name, "grad%d", i);
-        struct mxct_tensor want = mxct_ref_load(file, name);
-        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
-        mxct_expect_close(&grads[i], want.data, 1e-6, 1e-6, what);
-        mxct_tensors_free(&want, 1);
-    }
-    mxct_tensors_free(grads, c->num_in);
-    mxct_tensors_free(out, c->num_out);
-    mxct_tensors_free(og, c->num_out);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(&ref_cases[_i]);
+    mxct_ref_expect_backward(&r, 1e-6, 1e-6);
 }
 END_TEST
 

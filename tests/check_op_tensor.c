@@ -218,44 +218,15 @@ static const struct ref_case ref_cases[] = {
     {"broadcast_like_neg", "broadcast_like", 2, {"lhs_axes", "(-1,)", "rhs_axes", "(-2,)"}},
 };
 
-static struct mxct_tensor ref(const struct ref_case *c, const char *prefix, int i) {
-    char file[256], name[16];
-    snprintf(file, sizeof file, "ops/tensor/%s.params", c->file);
-    snprintf(name, sizeof name, "%s%d", prefix, i);
-    return mxct_ref_load(file, name);
-}
-
 /* The output's shape and values (exact: elements are moved, or summed in the same order
  * for the copies' gradients within float rounding), then every input's gradient for
  * MXNet's head gradient; the harness also runs both in place where declared, and on gpu(0)
  * against the CPU. */
 START_TEST(test_reference) {
     const struct ref_case *c = &ref_cases[_i];
-    struct mxct_params kv = mxct_params_from_pairs(c->kv);
-    struct mxct_tensor in[MAX_IN], out[1], want = ref(c, "out", 0), og = ref(c, "og", 0),
-                                           grads[MAX_IN];
-    char what[160];
-    for (int i = 0; i < c->num_in; i++)
-        in[i] = ref(c, "in", i);
-    int rc = mxct_op_forward(c->op, kv, false, in, c->num_in, NULL, out);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    snprintf(what, sizeof what, "%s output shape vs MXNet", c->file);
-    mxct_expect_shape(&out[0].shape, &want.shape, what);
-    snprintf(what, sizeof what, "%s output vs MXNet", c->file);
-    mxct_expect_close(&out[0], want.data, 0, 0, what);
-    rc = mxct_op_backward(c->op, kv, true, in, c->num_in, NULL, &og, grads);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
-    for (int i = 0; i < c->num_in; i++) {
-        struct mxct_tensor g = ref(c, "grad", i);
-        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
-        mxct_expect_close(&grads[i], g.data, 1e-6, 1e-6, what);
-        mxct_tensors_free(&g, 1);
-    }
-    mxct_tensors_free(grads, c->num_in);
-    mxct_tensors_free(in, c->num_in);
-    mxct_tensors_free(out, 1);
-    mxct_tensors_free(&want, 1);
-    mxct_tensors_free(&og, 1);
+    struct mxct_ref_case r = mxct_ref_case_of("tensor", c->file, c->op, c->kv, c->num_in, 1);
+    mxct_ref_expect_forward(&r, false, 0, 0);
+    mxct_ref_expect_backward(&r, 1e-6, 1e-6);
 }
 END_TEST
 
@@ -315,11 +286,11 @@ static const char *alias_of(const char *op) {
 START_TEST(test_invoke) {
     const struct ref_case *c = &ref_cases[_i];
     struct mxct_params kv = mxct_params_from_pairs(c->kv);
-    struct mxct_tensor want = ref(c, "out", 0);
-    struct mxct_tensor in[MAX_IN];
+    struct mxct_tensor want, in[MAX_IN];
+    mxct_ref_load_case("tensor", c->file, "out", 1, &want);
+    mxct_ref_load_case("tensor", c->file, "in", c->num_in, in);
     mxc_ndarray *arrays[MAX_IN], *out[1] = {NULL};
     for (int i = 0; i < c->num_in; i++) {
-        in[i] = ref(c, "in", i);
         arrays[i] = mxct_array_of(&in[i]);
     }
     const char *name = alias_of(c->op);

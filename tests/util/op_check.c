@@ -10,6 +10,7 @@
 #include "mxc/op.h"
 #include "mxc/symbol.h"
 #include "operator/op.h"
+#include "tests/util/test_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -151,9 +152,12 @@ void mxct_expect_close(const struct mxct_tensor *got, const float *want, double 
     double worst_excess = 0;
     for (int64_t i = 0; i < n; i++) {
         double g = got->data[i], w = want[i];
-        double excess = fabs(g - w) - (atol + rtol * fabs(w));
-        if (isnan(g) != isnan(w) || excess > worst_excess) {
-            worst_excess = isnan(g) != isnan(w) ? INFINITY : excess;
+        /* NaN matches NaN only, an infinity itself only (a tolerance scaled by |want|
+         * would let any value pass against one) */
+        bool mismatch = isnan(g) != isnan(w) || ((isinf(g) || isinf(w)) && g != w);
+        double excess = mismatch ? INFINITY : fabs(g - w) - (atol + rtol * fabs(w));
+        if (excess > worst_excess) {
+            worst_excess = excess;
             worst = i;
         }
     }
@@ -162,6 +166,12 @@ void mxct_expect_close(const struct mxct_tensor *got, const float *want, double 
                   "expected %.9g (rtol %g, atol %g)",
                   what, (long long)n, (long long)worst, worst >= 0 ? got->data[worst] : 0.0,
                   worst >= 0 ? want[worst] : 0.0, rtol, atol);
+}
+
+void mxct_expect_tensor(const struct mxct_tensor *got, const struct mxct_tensor *want, double rtol,
+                        double atol, const char *what) {
+    mxct_expect_shape(&got->shape, &want->shape, what);
+    mxct_expect_close(got, want->data, rtol, atol, what);
 }
 
 /* loss = sum_k w_k . out_k over the visible outputs. */

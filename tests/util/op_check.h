@@ -57,10 +57,16 @@ int mxct_op_forward(const char *name, struct mxct_params params, bool is_train,
                     const struct mxct_tensor *in, int num_in, struct mxct_tensor *aux,
                     struct mxct_tensor *out);
 
-/* Asserts got ≈ want element-wise: |got - want| <= atol + rtol * |want| everywhere, and
- * reports the worst element (index, both values) otherwise. `what` names the check. */
+/* Asserts got ≈ want element-wise: |got - want| <= atol + rtol * |want| everywhere (NaN
+ * matches NaN only, an infinity itself only), and reports the worst element (index, both
+ * values) otherwise. `what` names the check. */
 void mxct_expect_close(const struct mxct_tensor *got, const float *want, double rtol, double atol,
                        const char *what);
+
+/* Asserts that `got` has want's shape (mxct_expect_shape), then its values within
+ * rtol/atol (mxct_expect_close). */
+void mxct_expect_tensor(const struct mxct_tensor *got, const struct mxct_tensor *want, double rtol,
+                        double atol, const char *what);
 
 /* Checks operator `name`'s backward against finite differences of its forward, for the
  * scalar loss sum_k w_k * visible_output_k with random weights w (so out_grad = w):

@@ -78,6 +78,73 @@ void mxct_ref_load_case(const char *group, const char *name, const char *prefix,
     mxct_ref_load_all(file, prefix, n, t);
 }
 
+/* The most inputs or outputs a reference case has. */
+enum { REF_MAX_IO = 8 };
+
+struct mxct_ref_case mxct_ref_case_of(const char *group, const char *file, const char *op,
+                                      const char *const *kv, int num_in, int num_out) {
+    return (struct mxct_ref_case){.group = group,
+                                  .file = file,
+                                  .op = op,
+                                  .params = mxct_params_from_pairs(kv),
+                                  .num_in = num_in,
+                                  .num_out = num_out};
+}
+
+void mxct_ref_expect_forward(const struct mxct_ref_case *c, bool is_train, double rtol,
+                             double atol) {
+    ck_assert_int_le(c->num_in, REF_MAX_IO);
+    ck_assert_int_le(c->num_out, REF_MAX_IO);
+    struct mxct_tensor in[REF_MAX_IO], want[REF_MAX_IO], out[REF_MAX_IO] = {{{0}, NULL}};
+    char what[160];
+    mxct_ref_load_case(c->group, c->file, "in", c->num_in, in);
+    mxct_ref_load_case(c->group, c->file, "out", c->num_out, want);
+    int rc = mxct_op_forward(c->op, c->params, is_train, in, c->num_in, NULL, out);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    for (int k = 0; k < c->num_out; k++) {
+        snprintf(what, sizeof what, "%s output %d vs MXNet", c->file, k);
+        mxct_expect_tensor(&out[k], &want[k], rtol, atol, what);
+    }
+    mxct_tensors_free(out, REF_MAX_IO); /* hidden outputs included */
+    mxct_tensors_free(want, c->num_out);
+    mxct_tensors_free(in, c->num_in);
+}
+
+void mxct_ref_expect_backward(const struct mxct_ref_case *c, double rtol, double atol) {
+    ck_assert_int_le(c->num_in, REF_MAX_IO);
+    ck_assert_int_le(c->num_out, REF_MAX_IO);
+    struct mxct_tensor in[REF_MAX_IO], og[REF_MAX_IO], grads[REF_MAX_IO];
+    char file[256], what[160];
+    snprintf(file, sizeof file, "ops/%s/%s.params", c->group, c->file);
+    mxct_ref_load_all(file, "in", c->num_in, in);
+    bool heads = mxct_op_def(c->op)->backward_deps & MXC__DEP_OUT_GRAD;
+    if (heads)
+        mxct_ref_load_all(file, "og", c->num_out, og);
+    int rc =
+        mxct_op_backward(c->op, c->params, true, in, c->num_in, NULL, heads ? og : NULL, grads);
+    ck_assert_msg(rc == MXC_OK, "%s: %s", c->file, mxc_last_error());
+    for (int i = 0; i < c->num_in; i++) {
+        if (c->grad_skip & (1u << i))
+            continue;
+        snprintf(what, sizeof what, "%s gradient of input %d vs MXNet", c->file, i);
+        char name[16];
+        snprintf(name, sizeof name, "grad%d", i);
+        if (c->grad_zero & (1u << i)) {
+            struct mxct_tensor zeros = mxct_tensor_from(in[i].shape, NULL);
+            mxct_expect_close(&grads[i], zeros.data, 0, 0, what);
+            mxct_tensors_free(&zeros, 1);
+            continue;
+        }
+        struct mxct_tensor want = mxct_ref_load(file, name);
+        mxct_expect_close(&grads[i], want.data, rtol, atol, what);
+        mxct_tensors_free(&want, 1);
+    }
+    mxct_tensors_free(grads, c->num_in);
+    if (heads)
+        mxct_tensors_free(og, c->num_out);
+    mxct_tensors_free(in, c->num_in);
+}
+
 const struct mxc__op_def *mxct_op_def(const char *name) {
     const struct mxc__op_def *d = mxc__op_find(name);
     ck_assert_msg(d != NULL, "%s is not registered", name);

@@ -1,9 +1,9 @@
 /*
  * tests/util/op_ref.h — what an operator family's suite (tests/check_op_*.c) does around
- * the harness of tests/util/op_check.h: parameters given as one NULL-terminated list of
- * keys and values, reference arrays loaded by name pattern, direct runs of an operator's
- * shape inference and parameter parser (shape and error checks: tests/util/test_util.h).
- * Every suite uses these; none keeps a copy.
+ * the harness of tests/util/op_check.h: cases checked against MXNet's numbers, parameters
+ * given as one NULL-terminated list of keys and values, reference arrays loaded by name
+ * pattern, direct runs of an operator's shape inference and parameter parser (shape and
+ * error checks: tests/util/test_util.h). Every suite uses these; none keeps a copy.
  */
 #ifndef MXC_TEST_OP_REF_H
 #define MXC_TEST_OP_REF_H
@@ -29,6 +29,33 @@ void mxct_ref_load_all(const char *file, const char *prefix, int n, struct mxct_
  * tests/data/ops/`group`/`name`.params. */
 void mxct_ref_load_case(const char *group, const char *name, const char *prefix, int n,
                         struct mxct_tensor *t);
+
+/* One case of an operator against MXNet 1.9.1's numbers: the arrays of
+ * tests/data/ops/`group`/`file`.params, written by the family's generator script
+ * (scripts/gen_op_refs_*.py): inputs in0.., visible outputs out0.., head gradients og0..
+ * and input gradients grad<i> (named by the input's index). */
+struct mxct_ref_case {
+    const char *group, *file, *op;
+    struct mxct_params params;
+    int num_in, num_out; /* inputs; visible outputs compared */
+    unsigned grad_zero;  /* a bit per input whose gradient must be 0 (no grad<i> stored) */
+    unsigned grad_skip;  /* a bit per input whose gradient is not compared */
+};
+
+/* A case of `group` with parameters `kv` (key, value, ..., NULL) and no gradient zero or
+ * skipped. */
+struct mxct_ref_case mxct_ref_case_of(const char *group, const char *file, const char *op,
+                                      const char *const *kv, int num_in, int num_out);
+
+/* Runs the case's forward (training mode as `is_train` says) and asserts that each
+ * output has MXNet's shape and values within rtol/atol (mxct_expect_close). */
+void mxct_ref_expect_forward(const struct mxct_ref_case *c, bool is_train, double rtol,
+                             double atol);
+
+/* Runs the case's forward in training mode then its backward (mxct_op_backward) with the
+ * head gradients og*, or none for an operator that ignores them (a loss), and asserts that
+ * each input's gradient equals MXNet's within rtol/atol, or zero (grad_zero). */
+void mxct_ref_expect_backward(const struct mxct_ref_case *c, double rtol, double atol);
 
 /* Every array of a reference file, any dtype, by name: mxct_refs_load reads
  * tests/data/`file` (or $MXC_TEST_DATA/`file`), asserting success; mxct_refs_get asserts
