@@ -110,12 +110,6 @@ static const struct ref_case ref_cases[] = {
     {"pool_1d", "Pooling", 1, {"kernel", "(3,)", "stride", "(2,)", "pad", "(1,)"}},
 };
 
-/* The case's file name into file (256 bytes) and its inputs into in. */
-static void load_inputs(const struct ref_case *c, char *file, struct mxct_tensor *in) {
-    snprintf(file, 256, "ops/layers/%s.params", c->file);
-    mxct_ref_load_all(file, "in", c->num_in, in);
-}
-
 /* The case as the reference helpers take it. */
 static struct mxct_ref_case ref_of(const struct ref_case *c) {
     return mxct_ref_case_of("layers", c->file, c->op, c->kv, c->num_in, 1);
@@ -615,49 +609,12 @@ START_TEST(test_invoke) {
     const struct ref_case *c = ref_cases;
     while (strcmp(c->file, picks[_i]) != 0)
         c++;
-    const char *keys[8], *vals[8];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    char file[256], what[128];
-    struct mxct_tensor in[3];
-    load_inputs(c, file, in);
-    struct mxct_tensor want = mxct_ref_load(file, "out0");
-    mxc_ndarray *arrays[3], *out[1] = {NULL};
-    for (int i = 0; i < c->num_in; i++)
-        arrays[i] = mxct_array_of(&in[i]);
-    int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
-    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
-    struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
-    mxc_shape s;
-    mxc_nd_get_shape(out[0], &s);
-    mxct_expect_shape(&s, &want.shape, c->file);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
-        MXC_OK);
-    snprintf(what, sizeof what, "%s through mxc_imperative_invoke", c->file);
-    mxct_expect_close(&got, want.data, 1e-5, 1e-5, what);
-
+    struct mxct_ref_case r = ref_of(c);
+    mxct_ref_expect_invoke(&r, NULL, false, 1e-5, 1e-5);
     /* a wrong weight is an error naming both shapes, not a crash */
-    if (c->num_in >= 2) {
-        struct mxct_tensor w = mxct_tensor_from(shp(2, 1, 1, 0, 0), NULL);
-        mxc_ndarray *bad_w = mxct_array_of(&w), *saved = arrays[1], *none[1] = {NULL};
-        arrays[1] = bad_w;
-        rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, none, 0);
-        ck_assert_int_eq(rc, MXC_ESHAPE);
-        ck_assert_msg(strstr(mxc_last_error(), "weight") && strstr(mxc_last_error(), "(1, 1)"),
-                      "%s", mxc_last_error());
-        ck_assert_ptr_null(none[0]);
-        arrays[1] = saved;
-        mxc_nd_free(bad_w);
-        mxct_tensors_free(&w, 1);
-    }
-    for (int i = 0; i < c->num_in; i++)
-        mxc_nd_free(arrays[i]);
-    mxc_nd_free(out[0]);
-    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
-    mxct_tensors_free(&got, 1);
-    mxct_tensors_free(&want, 1);
-    mxct_tensors_free(in, c->num_in);
+    if (c->num_in >= 2)
+        mxct_ref_expect_invoke_error(&r, 1, shp(2, 1, 1, 0, 0), MXC_ESHAPE,
+                                     MXCT_NEEDLES("weight", "(1, 1)"));
 }
 END_TEST
 

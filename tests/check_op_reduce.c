@@ -447,34 +447,8 @@ START_TEST(test_invoke) {
     const struct ref_case *c = ref_cases;
     while (strcmp(c->file, invoke_picks[_i]) != 0)
         c++;
-    const char *keys[4], *vals[4];
-    struct mxct_params kv = mxct_kv_split(c->kv, keys, vals, (int)MXC_ARRAY_SIZE(keys));
-    char file[256], what[128];
-    struct mxct_tensor in[2];
-    load_inputs(c, file, in);
-    struct mxct_tensor want = mxct_ref_load(file, "out0");
-    mxc_ndarray *arrays[2], *out[1] = {NULL};
-    for (int i = 0; i < c->num_in; i++)
-        arrays[i] = mxct_array_of(&in[i]);
-    int rc = mxc_imperative_invoke(c->op, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
-    ck_assert_msg(rc == MXC_OK, "%s: %s", c->op, mxc_last_error());
-    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
-    struct mxct_tensor got = mxct_tensor_from(want.shape, NULL);
-    mxc_shape s;
-    mxc_nd_get_shape(out[0], &s);
-    mxct_expect_shape(&s, &want.shape, c->file);
-    ck_assert_int_eq(
-        mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)),
-        MXC_OK);
-    snprintf(what, sizeof what, "%s through mxc_imperative_invoke", c->file);
-    mxct_expect_close(&got, want.data, 1e-5, 1e-5, what);
-    for (int i = 0; i < c->num_in; i++)
-        mxc_nd_free(arrays[i]);
-    mxc_nd_free(out[0]);
-    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
-    mxct_tensors_free(&got, 1);
-    mxct_tensors_free(&want, 1);
-    mxct_tensors_free(in, c->num_in);
+    struct mxct_ref_case r = ref_of(c);
+    mxct_ref_expect_invoke(&r, NULL, false, 1e-5, 1e-5);
 }
 END_TEST
 

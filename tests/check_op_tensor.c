@@ -285,31 +285,8 @@ static const char *alias_of(const char *op) {
  * the inferred shape), called by its alias where MXNet has one. */
 START_TEST(test_invoke) {
     const struct ref_case *c = &ref_cases[_i];
-    struct mxct_params kv = mxct_params_from_pairs(c->kv);
-    struct mxct_tensor want, in[MAX_IN];
-    mxct_ref_load_case("tensor", c->file, "out", 1, &want);
-    mxct_ref_load_case("tensor", c->file, "in", c->num_in, in);
-    mxc_ndarray *arrays[MAX_IN], *out[1] = {NULL};
-    for (int i = 0; i < c->num_in; i++) {
-        arrays[i] = mxct_array_of(&in[i]);
-    }
-    const char *name = alias_of(c->op);
-    int rc = mxc_imperative_invoke(name, kv.num, kv.keys, kv.vals, c->num_in, arrays, 1, out, 0);
-    ck_assert_msg(rc == MXC_OK, "%s (%s): %s", c->file, name, mxc_last_error());
-    mxc_shape s;
-    CK_OK(mxc_nd_get_shape(out[0], &s));
-    char what[160];
-    snprintf(what, sizeof what, "%s through mxc_imperative_invoke as %s", c->file, name);
-    mxct_expect_shape(&s, &want.shape, what);
-    struct mxct_tensor got = mxct_tensor_from(s, NULL);
-    CK_OK(mxc_nd_sync_copy_to_cpu(out[0], got.data, (size_t)mxc_shape_size(&s) * sizeof(float)));
-    mxct_expect_close(&got, want.data, 0, 0, what);
-    mxc_nd_free(out[0]);
-    for (int i = 0; i < c->num_in; i++)
-        mxc_nd_free(arrays[i]);
-    mxct_tensors_free(&got, 1);
-    mxct_tensors_free(in, c->num_in);
-    mxct_tensors_free(&want, 1);
+    struct mxct_ref_case r = mxct_ref_case_of("tensor", c->file, c->op, c->kv, c->num_in, 1);
+    mxct_ref_expect_invoke(&r, alias_of(c->op), false, 0, 0);
 }
 END_TEST
 

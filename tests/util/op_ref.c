@@ -145,6 +145,74 @@ void mxct_ref_expect_backward(const struct mxct_ref_case *c, double rtol, double
     mxct_tensors_free(in, c->num_in);
 }
 
+/* The case's inputs as new arrays; with `bad`, input bad->index replaced by zeros of
+ * bad->shape. */
+struct bad_input {
+    int index;
+    mxc_shape shape;
+};
+
+static void ref_arrays(const struct mxct_ref_case *c, const struct bad_input *bad,
+                       mxc_ndarray **arrays) {
+    struct mxct_tensor in[REF_MAX_IO];
+    mxct_ref_load_case(c->group, c->file, "in", c->num_in, in);
+    for (int i = 0; i < c->num_in; i++) {
+        if (bad && i == bad->index) {
+            struct mxct_tensor zeros = mxct_tensor_from(bad->shape, NULL);
+            arrays[i] = mxct_array_of(&zeros);
+            mxct_tensors_free(&zeros, 1);
+        } else {
+            arrays[i] = mxct_array_of(&in[i]);
+        }
+    }
+    mxct_tensors_free(in, c->num_in);
+}
+
+static void free_arrays(mxc_ndarray **arrays, int n) {
+    for (int i = 0; i < n; i++)
+        mxc_nd_free(arrays[i]);
+    ck_assert_int_eq(mxc_nd_wait_all(), MXC_OK);
+}
+
+void mxct_ref_expect_invoke(const struct mxct_ref_case *c, const char *name, bool is_train,
+                            double rtol, double atol) {
+    ck_assert_int_le(c->num_in, REF_MAX_IO);
+    ck_assert_int_le(c->num_out, REF_MAX_IO);
+    name = name ? name : c->op;
+    struct mxct_tensor want[REF_MAX_IO];
+    mxct_ref_load_case(c->group, c->file, "out", c->num_out, want);
+    mxc_ndarray *arrays[REF_MAX_IO], *out[REF_MAX_IO] = {NULL};
+    ref_arrays(c, NULL, arrays);
+    int rc = mxc_imperative_invoke(name, c->params.num, c->params.keys, c->params.vals, c->num_in,
+                                   arrays, c->num_out, out, is_train);
+    ck_assert_msg(rc == MXC_OK, "%s (%s): %s", c->file, name, mxc_last_error());
+    char what[160];
+    for (int k = 0; k < c->num_out; k++) {
+        struct mxct_tensor got = mxct_tensor_of(out[k]);
+        snprintf(what, sizeof what, "%s output %d through mxc_imperative_invoke as %s", c->file, k,
+                 name);
+        mxct_expect_tensor(&got, &want[k], rtol, atol, what);
+        mxct_tensors_free(&got, 1);
+    }
+    free_arrays(out, c->num_out);
+    free_arrays(arrays, c->num_in);
+    mxct_tensors_free(want, c->num_out);
+}
+
+void mxct_ref_expect_invoke_error(const struct mxct_ref_case *c, int bad, mxc_shape shape, int code,
+                                  const char *const *needles) {
+    ck_assert_int_le(c->num_in, REF_MAX_IO);
+    ck_assert(bad >= 0 && bad < c->num_in);
+    mxc_ndarray *arrays[REF_MAX_IO], *out[REF_MAX_IO] = {NULL};
+    ref_arrays(c, &(struct bad_input){bad, shape}, arrays);
+    int rc = mxc_imperative_invoke(c->op, c->params.num, c->params.keys, c->params.vals, c->num_in,
+                                   arrays, c->num_out, out, 0);
+    mxct_expect_error(rc, code, needles);
+    for (int k = 0; k < c->num_out; k++)
+        ck_assert_ptr_null(out[k]);
+    free_arrays(arrays, c->num_in);
+}
+
 const struct mxc__op_def *mxct_op_def(const char *name) {
     const struct mxc__op_def *d = mxc__op_find(name);
     ck_assert_msg(d != NULL, "%s is not registered", name);

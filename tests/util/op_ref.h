@@ -57,6 +57,18 @@ void mxct_ref_expect_forward(const struct mxct_ref_case *c, bool is_train, doubl
  * each input's gradient equals MXNet's within rtol/atol, or zero (grad_zero). */
 void mxct_ref_expect_backward(const struct mxct_ref_case *c, double rtol, double atol);
 
+/* Runs the case through mxc_imperative_invoke (an engine push, outputs allocated from the
+ * inferred shapes), calling the operator `name` (NULL: the case's op; an alias otherwise),
+ * and asserts that each output has MXNet's shape and values within rtol/atol. */
+void mxct_ref_expect_invoke(const struct mxct_ref_case *c, const char *name, bool is_train,
+                            double rtol, double atol);
+
+/* Runs the case through mxc_imperative_invoke with input `bad` replaced by zeros of shape
+ * `shape`, and asserts that the call fails with `code`, a message holding every needle
+ * (mxct_expect_error), and no output made: bad input is an error, not a crash. */
+void mxct_ref_expect_invoke_error(const struct mxct_ref_case *c, int bad, mxc_shape shape, int code,
+                                  const char *const *needles);
+
 /* Every array of a reference file, any dtype, by name: mxct_refs_load reads
  * tests/data/`file` (or $MXC_TEST_DATA/`file`), asserting success; mxct_refs_get asserts
  * the array `name` exists; mxct_refs_free frees them all. */
