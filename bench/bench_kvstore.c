@@ -20,6 +20,8 @@
  * Each repetition of a measurement alternates with one of its baseline (the same machine
  * load for both), and each starts after a barrier; the communicator is opened for its
  * repetition and closed before the bare one, whose MPI calls must not run beside it.
+ * Speeds are of median times; ratios are medians of the repetitions' own ratios (both
+ * timed back to back), which a machine whose speed drifts during a run disturbs less.
  * A build without MPI prints one line saying so.
  */
 #include "bench/bench_util.h"
@@ -172,9 +174,11 @@ static double time_ours_fresh(int num, float **bufs, const int64_t *n, int times
     return t;
 }
 
-/* Medians of timings of one sum of every key. */
+/* Medians of timings of one sum of every key, and of the per-repetition ratios of the
+ * bare baseline's time over the communicator's and over the ring bound's. */
 struct timings {
     double ours, bare, ring, unfused;
+    double ratio, ring_ratio;
 };
 
 /* `reps` timings of the communicator, the bare baseline and the ring bound (each the mean
@@ -196,8 +200,14 @@ static struct timings measure(int reps, int num, float **bufs, const int64_t *n,
             unsetenv("MXC_KV_FUSION_BYTES");
         }
     }
-    struct timings m = {bench_median(t[0], reps), bench_median(t[1], reps),
-                        bench_median(t[2], reps), 0};
+    double ratio[64], ring_ratio[64];
+    for (int r = 0; r < reps; r++) {
+        ratio[r] = t[1][r] / t[0][r];
+        ring_ratio[r] = t[1][r] / t[2][r];
+    }
+    struct timings m = {bench_median(t[0], reps),  bench_median(t[1], reps),
+                        bench_median(t[2], reps),  0,
+                        bench_median(ratio, reps), bench_median(ring_ratio, reps)};
     if (unfused)
         m.unfused = bench_median(t[3], reps);
     return m;
@@ -227,15 +237,15 @@ static void report(const char *kase, double bytes, struct timings m, bool unfuse
         bench_json_num(&j, gbps ? "gbps" : "ms", ours);
         bench_json_str(&j, "baseline", base_name);
         bench_json_num(&j, gbps ? "baseline_gbps" : "baseline_ms", base);
-        bench_json_num(&j, "ratio_vs_baseline", m.bare / m.ours);
+        bench_json_num(&j, "ratio_vs_baseline", m.ratio);
         bench_json_num(&j, gbps ? "ring_bound_gbps" : "ring_bound_ms", ring);
-        bench_json_num(&j, "ring_bound_ratio_vs_baseline", m.bare / m.ring);
+        bench_json_num(&j, "ring_bound_ratio_vs_baseline", m.ring_ratio);
         if (unfused)
             bench_json_num(&j, "mxc_unfused_ms", scale * m.unfused);
         bench_json_print(&j, stdout);
     } else {
         printf("%-22s mxc %8.3f %-4s  %s %8.3f %-4s  ratio %.2f  (ring bound %.3f %s, %.2f)", kase,
-               ours, unit, base_name, base, unit, m.bare / m.ours, ring, unit, m.bare / m.ring);
+               ours, unit, base_name, base, unit, m.ratio, ring, unit, m.ring_ratio);
         if (unfused)
             printf("  (mxc unfused %.3f ms)", scale * m.unfused);
         printf("\n");
