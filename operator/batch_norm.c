@@ -15,6 +15,8 @@
 #include "operator/cudnn_desc.h"
 #include "operator/gpu.h"
 #include "operator/op.h"
+#include "operator/row_sums.h"
+#include "common/parallel.h"
 
 #include <math.h>
 #include <string.h>
@@ -84,65 +86,80 @@ static void store(int req, float *o, int64_t at, const float *v, int64_t n) {
         memcpy(o + at, v, (size_t)n * sizeof(float));
 }
 
-/* Forward. x, y: (outer, C, inner); gamma, beta, moving stats, mean, invstd: (C). */
-static int bn_forward(const struct mxc__op_call *c) {
-    const struct bn_param *p = c->params;
+/* One forward call, split by channel. x, y: (outer, C, inner); gamma, beta, moving
+ * stats, mean, invstd: (C). */
+struct bn_forward_job {
+    const struct bn_param *p;
     int64_t outer, ch, inner;
-    bn_dims(p, &c->in_data[0].shape, &outer, &ch, &inner);
-    const float *x = c->in_data[0].data, *gamma = c->in_data[1].data;
-    const float *beta = c->in_data[2].data;
-    float *mmean = c->aux[0].data, *mvar = c->aux[1].data;
-    float *y = c->out_data[0].data;
-    float *stats;
-    int rc =
-        mxc__resource_temp(c->resources[0], (size_t)(2 * ch + 1) * sizeof(float), (void **)&stats);
-    if (rc != MXC_OK)
-        return rc;
-    float *mean = stats, *invstd = stats + ch;
-    const int64_t m = outer * inner;
-    const bool train = bn_training(c);
-    for (int64_t k = 0; k < ch; k++) {
+    bool train;
+    int req;
+    const float *x, *gamma, *beta;
+    float *mmean, *mvar, *y, *mean, *invstd;
+};
+
+static void bn_forward_channels(void *arg, int64_t k0, int64_t k1) {
+    const struct bn_forward_job *j = arg;
+    const struct bn_param *p = j->p;
+    const int64_t m = j->outer * j->inner, stride = j->ch * j->inner;
+    for (int64_t k = k0; k < k1; k++) {
+        const float *xk = j->x + k * j->inner;
         double mu, var;
-        if (train) {
+        if (j->train) {
             double s = 0, ss = 0;
-            for (int64_t o = 0; o < outer; o++) {
-                const float *xr = x + (o * ch + k) * inner;
-                for (int64_t i = 0; i < inner; i++)
-                    s += xr[i];
-            }
+            for (int64_t o = 0; o < j->outer; o++)
+                s += mxc__row_sum(xk + o * stride, j->inner);
             mu = m ? s / (double)m : 0.0;
-            for (int64_t o = 0; o < outer; o++) {
-                const float *xr = x + (o * ch + k) * inner;
-                for (int64_t i = 0; i < inner; i++)
-                    ss += ((double)xr[i] - mu) * ((double)xr[i] - mu);
-            }
+            for (int64_t o = 0; o < j->outer; o++)
+                ss += mxc__row_sum_sq_dev(xk + o * stride, j->inner, (float)mu);
             var = m ? ss / (double)m : 0.0;
-            mmean[k] = mxc__bn_moving(mmean[k], (float)mu, p->momentum);
-            mvar[k] = mxc__bn_moving(mvar[k], (float)var, p->momentum);
+            j->mmean[k] = mxc__bn_moving(j->mmean[k], (float)mu, p->momentum);
+            j->mvar[k] = mxc__bn_moving(j->mvar[k], (float)var, p->momentum);
         } else {
-            mu = mmean[k];
-            var = mvar[k];
+            mu = j->mmean[k];
+            var = j->mvar[k];
         }
-        mean[k] = (float)mu;
-        invstd[k] = mxc__bn_invstd(var, p->eps);
-    }
-    int req = c->req[0];
-    for (int64_t o = 0; o < outer && req != MXC__REQ_NULL; o++)
-        for (int64_t k = 0; k < ch; k++) {
-            const float *xr = x + (o * ch + k) * inner;
-            float *yr = y + (o * ch + k) * inner;
-            const float scale = (p->fix_gamma ? 1.0f : gamma[k]) * invstd[k];
-            const float shift = mxc__bn_shift(beta[k], mean[k], scale);
-            if (req == MXC__REQ_ADD)
-                for (int64_t i = 0; i < inner; i++)
+        j->mean[k] = (float)mu;
+        j->invstd[k] = mxc__bn_invstd(var, p->eps);
+        if (j->req == MXC__REQ_NULL)
+            continue;
+        const float scale = (p->fix_gamma ? 1.0f : j->gamma[k]) * j->invstd[k];
+        const float shift = mxc__bn_shift(j->beta[k], j->mean[k], scale);
+        for (int64_t o = 0; o < j->outer; o++) {
+            const float *xr = xk + o * stride;
+            float *yr = j->y + k * j->inner + o * stride;
+            if (j->req == MXC__REQ_ADD)
+                for (int64_t i = 0; i < j->inner; i++)
                     yr[i] += xr[i] * scale + shift;
             else
-                for (int64_t i = 0; i < inner; i++)
+                for (int64_t i = 0; i < j->inner; i++)
                     yr[i] = xr[i] * scale + shift;
         }
+    }
+}
+
+static int bn_forward(const struct mxc__op_call *c) {
+    const struct bn_param *p = c->params;
+    struct bn_forward_job j = {.p = p,
+                               .train = bn_training(c),
+                               .req = c->req[0],
+                               .x = c->in_data[0].data,
+                               .gamma = c->in_data[1].data,
+                               .beta = c->in_data[2].data,
+                               .mmean = c->aux[0].data,
+                               .mvar = c->aux[1].data,
+                               .y = c->out_data[0].data};
+    bn_dims(p, &c->in_data[0].shape, &j.outer, &j.ch, &j.inner);
+    float *stats;
+    int rc = mxc__resource_temp(c->resources[0], (size_t)(2 * j.ch + 1) * sizeof(float),
+                                (void **)&stats);
+    if (rc != MXC_OK)
+        return rc;
+    j.mean = stats;
+    j.invstd = stats + j.ch;
+    mxc__parallel_for(j.ch, mxc__channel_grain(j.outer * j.inner), bn_forward_channels, &j);
     if (c->num_out > 2) {
-        store(c->req[1], c->out_data[1].data, 0, mean, ch);
-        store(c->req[2], c->out_data[2].data, 0, invstd, ch);
+        store(c->req[1], c->out_data[1].data, 0, j.mean, j.ch);
+        store(c->req[2], c->out_data[2].data, 0, j.invstd, j.ch);
     }
     return MXC_OK;
 }
@@ -150,46 +167,53 @@ static int bn_forward(const struct mxc__op_call *c) {
 /* Backward, with m = outer * inner elements per channel, xh = x - mean:
  *   training:  dx = (dy - sum(dy) / m - xh * invstd² * sum(dy xh) / m) * invstd * gamma
  *   otherwise: dx = dy * invstd * gamma          (the statistics are constants)
- *   d_gamma = sum(dy xh) * invstd (0 with fix_gamma), d_beta = sum(dy). */
-static int bn_backward(const struct mxc__op_call *c) {
-    const struct bn_param *p = c->params;
+ *   d_gamma = sum(dy xh) * invstd (0 with fix_gamma), d_beta = sum(dy).
+ * Split by channel as the forward. */
+struct bn_backward_job {
+    const struct mxc__op_call *c;
     int64_t outer, ch, inner;
-    bn_dims(p, &c->in_data[0].shape, &outer, &ch, &inner);
+};
+
+static void bn_backward_channels(void *arg, int64_t k0, int64_t k1) {
+    const struct bn_backward_job *j = arg;
+    const struct mxc__op_call *c = j->c;
+    const struct bn_param *p = c->params;
     const float *x = c->in_data[0].data, *gamma = c->in_data[1].data;
     const float *mean = c->out_data[1].data, *invstd = c->out_data[2].data;
     const float *dy = c->out_grad[0].data;
     float *dx = c->in_grad[0].data, *dgamma = c->in_grad[1].data, *dbeta = c->in_grad[2].data;
-    const int64_t m = outer * inner;
+    const int64_t m = j->outer * j->inner, stride = j->ch * j->inner;
     const bool train = bn_training(c);
-    for (int64_t k = 0; k < ch; k++) {
-        double sg = 0, dot = 0;
-        for (int64_t o = 0; o < outer; o++) {
-            const float *xr = x + (o * ch + k) * inner, *gr = dy + (o * ch + k) * inner;
-            for (int64_t i = 0; i < inner; i++) {
-                sg += gr[i];
-                dot += (double)gr[i] * ((double)xr[i] - mean[k]);
-            }
-        }
-        const float w = p->fix_gamma ? 1.0f : gamma[k];
+    const int req = c->req[0];
+    for (int64_t k = k0; k < k1; k++) {
+        const int64_t at = k * j->inner;
         const float is = invstd[k], mu = mean[k];
-        const float iw = is * w;
+        double sg = 0, dot = 0;
+        for (int64_t o = 0; o < j->outer; o++)
+            dot += mxc__row_dot_dev(dy + at + o * stride, x + at + o * stride, j->inner, mu, &sg);
+        const float iw = is * (p->fix_gamma ? 1.0f : gamma[k]);
         const float gmean = train && m ? (float)(sg / (double)m) : 0.0f;
         const float kk = train && m ? (float)(dot / (double)m) * is * is : 0.0f;
-        int req = c->req[0];
-        for (int64_t o = 0; o < outer && req != MXC__REQ_NULL; o++) {
-            const float *xr = x + (o * ch + k) * inner, *gr = dy + (o * ch + k) * inner;
-            float *dr = dx + (o * ch + k) * inner;
+        for (int64_t o = 0; o < j->outer && req != MXC__REQ_NULL; o++) {
+            const float *xr = x + at + o * stride, *gr = dy + at + o * stride;
+            float *dr = dx + at + o * stride;
             if (req == MXC__REQ_ADD)
-                for (int64_t i = 0; i < inner; i++)
+                for (int64_t i = 0; i < j->inner; i++)
                     dr[i] += mxc__bn_dx(gr[i], xr[i], mu, gmean, kk, iw);
             else
-                for (int64_t i = 0; i < inner; i++)
+                for (int64_t i = 0; i < j->inner; i++)
                     dr[i] = mxc__bn_dx(gr[i], xr[i], mu, gmean, kk, iw);
         }
         const float dg = p->fix_gamma ? 0.0f : (float)dot * is, db = (float)sg;
         store(c->req[1], dgamma, k, &dg, 1);
         store(c->req[2], dbeta, k, &db, 1);
     }
+}
+
+static int bn_backward(const struct mxc__op_call *c) {
+    struct bn_backward_job j = {.c = c};
+    bn_dims(c->params, &c->in_data[0].shape, &j.outer, &j.ch, &j.inner);
+    mxc__parallel_for(j.ch, mxc__channel_grain(j.outer * j.inner), bn_backward_channels, &j);
     return MXC_OK;
 }
 

@@ -27,6 +27,7 @@
 #include "common/gemm.h"
 #include "operator/gpu.h"
 #include "common/parallel.h"
+#include "operator/row_sums.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -581,30 +582,15 @@ static void bias_grad_channels(void *arg, int64_t j0, int64_t j1) {
     const struct bias_grad_job *b = arg;
     for (int64_t j = j0; j < j1; j++) {
         double s = 0;
-        for (int64_t i = 0; i < b->n; i++) {
-            const float *d = b->dy + (i * b->c + j) * b->pix;
-            /* 16 running sums: one chain of dependent adds would leave the loop bound by
-             * the add latency and unvectorised (float addition is not reassociated) */
-            float part[16] = {0};
-            int64_t k = 0;
-            for (; k + 16 <= b->pix; k += 16)
-                for (int l = 0; l < 16; l++)
-                    part[l] += d[k + l];
-            for (; k < b->pix; k++)
-                part[k % 16] += d[k];
-            for (int l = 0; l < 16; l++)
-                s += part[l];
-        }
+        for (int64_t i = 0; i < b->n; i++)
+            s += mxc__row_sum(b->dy + (i * b->c + j) * b->pix, b->pix);
         b->db[j] = (float)(b->req == MXC__REQ_ADD ? b->db[j] + s : s);
     }
 }
 
 static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t pix, int req) {
     struct bias_grad_job b = {dy, db, n, c, pix, req};
-    /* a channel is n * pix values; a few thousand make a split worth its wake-up */
-    int64_t per_channel = n * pix;
-    int64_t grain = per_channel >= 4096 || per_channel == 0 ? 1 : 4096 / per_channel + 1;
-    mxc__parallel_for(c, grain, bias_grad_channels, &b);
+    mxc__parallel_for(c, mxc__channel_grain(n * pix), bias_grad_channels, &b);
 }
 
 /* ---- Kernels ----------------------------------------------------------------------- */
