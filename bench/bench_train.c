@@ -1,18 +1,21 @@
 /*
  * bench/bench_train.c — training and inference throughput and peak memory of mxc on the
- * MLP and LeNet at batch 100, against PyTorch (scripts/bench_train_pytorch.py) run in the
- * same invocation.
+ * MLP, LeNet and ResNet-18 at batch 100, against PyTorch (scripts/bench_train_pytorch.py)
+ * run in the same invocation.
  *
  *   mlp_train    MLP 784-128-64-10 (relu, mxc_net_mlp), SGD lr 0.1
  *   lenet_train  LeNet (mxc_net_lenet) on 1x28x28, SGD lr 0.05 momentum 0.9
  *   mlp_infer, lenet_infer   the same networks, forward(is_train = 0) only
+ *   resnet_train ResNet-18 (mxc_net_resnet(2, 10), as `mxc train --network resnet`) on
+ *                3x32x32, SGD lr 0.1 momentum 0.9, over --resnet-samples (default 500)
  *
  * Training: Xavier init (uniform, fan average, magnitude 3), rescale_grad 1/100 (the
  * batch mean, as PyTorch's cross-entropy). Each batch copies its data and labels from a
  * host buffer of synthetic data (random pixels in [0, 1), random labels: throughput does
  * not depend on the values) into the executor's arrays with mxc_nd_sync_copy_from_cpu,
  * then pushes forward(is_train = 1), backward and mxc_optimizer_update of every weight.
- * After one warm-up batch, samples/s over one epoch (--epochs-samples, default 60,000),
+ * After one warm-up batch, samples/s over one epoch (--epochs-samples, default 60,000;
+ * ResNet-18's --resnet-samples),
  * timed up to the end of mxc_nd_wait_all. Inference: the same over 10,000 samples
  * (--infer-samples) with forward(is_train = 0) and a wait for the output of each batch.
  * With --repeats R (default 3) the epoch is timed R times in one process and the median
@@ -58,7 +61,7 @@
  *       [--infer-samples N] [--resnet-samples N] [--repeats R]
  *       (a CUDA build) every case on gpu(0) at batch 100 and 1024, and resnet_train
  *       (ResNet-18, mxc_net_resnet(2, 10), on 3x32x32, SGD lr 0.1 momentum 0.9 as `mxc
- *       train --network resnet`; GPU only) at batch 128 over --resnet-samples (default
+ *       train --network resnet`) at batch 128 over --resnet-samples (default
  *       12,800), in this process: the executor bound on gpu(0), parameters and optimizer
  *       states there, each batch copied from the host buffer into the GPU inputs with
  *       mxc_nd_sync_copy_from_cpu as on the CPU. Each training case also runs the same
@@ -93,10 +96,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BATCH         100
-#define NUM_CASES     5
-#define NUM_CPU_CASES 4 /* the first NUM_CPU_CASES cases also run on the CPU */
-#define NUM_SETTINGS  2
+#define BATCH        100
+#define NUM_CASES    5
+#define NUM_SETTINGS 2
 
 #define CHECK(call)                                                                \
     do {                                                                           \
@@ -157,6 +159,13 @@ static const struct net *net_of(const char *kase) {
             return &nets[i];
     }
     return NULL;
+}
+
+/* The samples of one epoch of case `kase`. */
+static long case_samples(const struct options *o, const char *kase) {
+    if (net_of(kase)->kind == GPU_BASELINE_RESNET18)
+        return o->resnet_samples;
+    return strstr(kase, "_train") ? o->epochs_samples : o->infer_samples;
 }
 
 static void build_net(const struct net *net, mxc_symbol **sym) {
@@ -235,9 +244,7 @@ static int run_open(const char *kase, const struct options *o, struct run *r) {
     const struct net *net = r->net = net_of(kase);
     r->train = strstr(kase, "_train") != NULL;
     r->batch = o->batch;
-    long n = net->kind == GPU_BASELINE_RESNET18 ? o->resnet_samples
-             : r->train                         ? o->epochs_samples
-                                                : o->infer_samples;
+    long n = case_samples(o, kase);
     n -= n % r->batch;
     r->n = n < r->batch ? r->batch : n;
     r->sample = (size_t)net->c * (size_t)net->h * (size_t)net->w;
@@ -495,16 +502,26 @@ struct torch_result {
     char threads[32], version[32];
 };
 
+/* The sample counts and repeats, as a child's arguments. */
+struct sample_args {
+    char epochs[24], infer[24], resnet[24], repeats[24];
+};
+
+static void sample_args(const struct options *o, struct sample_args *a) {
+    snprintf(a->epochs, sizeof a->epochs, "%ld", o->epochs_samples);
+    snprintf(a->infer, sizeof a->infer, "%ld", o->infer_samples);
+    snprintf(a->resnet, sizeof a->resnet, "%ld", o->resnet_samples);
+    snprintf(a->repeats, sizeof a->repeats, "%ld", o->repeats);
+}
+
 /* Runs case `kase` in a child with `env_name`=`env_value` (none when NULL). */
 static void run_mxc(const char *self, const char *kase, const char *env_name, const char *env_value,
                     const struct options *o, struct mxc_result *r) {
-    char ep[32], inf[32], rep[32];
-    snprintf(ep, sizeof ep, "%ld", o->epochs_samples);
-    snprintf(inf, sizeof inf, "%ld", o->infer_samples);
-    snprintf(rep, sizeof rep, "%ld", o->repeats);
-    char *argv[] = {
-        (char *)self, "--child", (char *)kase, "--epochs-samples", ep, "--infer-samples", inf,
-        "--repeats",  rep,       NULL};
+    struct sample_args sa;
+    sample_args(o, &sa);
+    char *argv[] = {(char *)self, "--child",         (char *)kase, "--epochs-samples",
+                    sa.epochs,    "--infer-samples", sa.infer,     "--resnet-samples",
+                    sa.resnet,    "--repeats",       sa.repeats,   NULL};
     static char out[1 << 16];
     char line[2048];
     memset(r, 0, sizeof *r);
@@ -539,22 +556,12 @@ static bool run_torch(const char *kase, const struct options *o, struct torch_re
                  "repository root or pass --pytorch-script)");
         return false;
     }
-    char ep[32], inf[32], rep[32];
-    snprintf(ep, sizeof ep, "%ld", o->epochs_samples);
-    snprintf(inf, sizeof inf, "%ld", o->infer_samples);
-    snprintf(rep, sizeof rep, "%ld", o->repeats);
-    char *argv[] = {(char *)o->python,
-                    (char *)o->script,
-                    "--json",
-                    "--cases",
-                    (char *)kase,
-                    "--epochs-samples",
-                    ep,
-                    "--infer-samples",
-                    inf,
-                    "--repeats",
-                    rep,
-                    NULL};
+    struct sample_args sa;
+    sample_args(o, &sa);
+    char *argv[] = {
+        (char *)o->python,  (char *)o->script, "--json",          "--cases", (char *)kase,
+        "--epochs-samples", sa.epochs,         "--infer-samples", sa.infer,  "--resnet-samples",
+        sa.resnet,          "--repeats",       sa.repeats,        NULL};
     static char out[1 << 16];
     char line[2048];
     double cpu_s = 0;
@@ -651,8 +658,7 @@ static void print_json(const char *kase, const struct mxc_result *m, const struc
     bench_json_num(&j, "rss_ratio_vs_baseline", best >= 0 && t->ok ? t->rss / m[best].rss : NAN);
     if (baseline_error && baseline_error[0])
         bench_json_str(&j, "baseline_error", baseline_error);
-    bool train = strstr(kase, "_train") != NULL;
-    long n = train ? o->epochs_samples : o->infer_samples;
+    long n = case_samples(o, kase);
     bench_json_num(&j, "samples", (double)(n - n % BATCH < BATCH ? BATCH : n - n % BATCH));
     bench_json_num(&j, "repeats", (double)o->repeats);
     bench_json_print(&j, stdout);
@@ -726,18 +732,19 @@ static int run_contention(const char *self, const struct options *o, const int *
     FILE *tf = o->json ? stderr : stdout;
     fprintf(tf,
             "bench_train --contention: each run quiet, then beside K busy processes (one "
-            "spinning thread each) on %d cores; %ld training samples, median of %ld run(s)\n"
+            "spinning thread each) on %d cores; %ld training samples (ResNet-18: %ld), "
+            "median of %ld run(s)\n"
             "  loaded/quiet: samples/s beside K over samples/s quiet; vs 1-thread: mxc "
             "loaded over mxc with MXC_OP_NTHREADS=1 under the same load; CPU s: the run's CPU "
             "seconds (all its threads)\n",
-            mxc__cpu_count(), o->epochs_samples, o->repeats);
+            mxc__cpu_count(), o->epochs_samples, o->resnet_samples, o->repeats);
     fprintf(tf, "%-12s %2s %10s %10s %7s %10s %7s %14s %10s %10s %7s\n", "case", "K", "mxc quiet",
             "mxc loaded", "ratio", "mxc 1-thr", "vs 1-thr", "CPU s q/l", "torch q", "torch l",
             "ratio");
     bool baseline = !o->no_baseline;
     char why[512] = "";
     int status = 0;
-    for (int c = 0; c < NUM_CPU_CASES; c++) {
+    for (int c = 0; c < NUM_CASES; c++) {
         if (!o->cases[c] || strstr(case_names[c], "_train") == NULL)
             continue;
         const char *kase = case_names[c];
@@ -790,7 +797,7 @@ static int run_contention(const char *self, const struct options *o, const int *
             bench_json_num(&j, "baseline_samples_per_s", tloaded.ok ? tloaded.rate : NAN);
             bench_json_num(&j, "baseline_ratio_loaded_vs_quiet", tratio);
             bench_json_num(&j, "ratio_vs_baseline", loaded.rate / tloaded.rate);
-            bench_json_num(&j, "samples", (double)o->epochs_samples);
+            bench_json_num(&j, "samples", (double)case_samples(o, kase));
             bench_json_num(&j, "repeats", (double)o->repeats);
             bench_json_print(&j, stdout);
         }
@@ -1039,12 +1046,14 @@ static void usage(const char *prog) {
     fprintf(
         stderr,
         "usage: %s [--json] [--quick] [--epochs-samples N] [--infer-samples N]\n"
-        "          [--repeats R] [--cases mlp_train,mlp_infer,lenet_train,lenet_infer]\n"
+        "          [--resnet-samples N] [--repeats R]\n"
+        "          [--cases mlp_train,mlp_infer,lenet_train,lenet_infer,resnet_train]\n"
         "          [--no-baseline] [--python PATH] [--pytorch-script PATH]\n"
         "          [--contention K[,K...]]\n"
-        "       %s --ctx gpu [--json] [--quick] [--cases ...,resnet_train]\n"
+        "       %s --ctx gpu [--json] [--quick] [--cases ...]\n"
         "          [--epochs-samples N] [--infer-samples N] [--resnet-samples N] [--repeats R]\n"
-        "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--repeats R]\n"
+        "       %s --child CASE [--epochs-samples N] [--infer-samples N] [--resnet-samples N]\n"
+        "          [--repeats R]\n"
         "       %s --data-parallel [--json] [--epochs-samples N]\n",
         prog, prog, prog, prog);
     exit(2);
@@ -1284,7 +1293,6 @@ static int run_gpu(struct options *o) {
 int main(int argc, char **argv) {
     struct options o = {.epochs_samples = 60000,
                         .infer_samples = 10000,
-                        .resnet_samples = 12800,
                         .repeats = 3,
                         .batch = BATCH,
                         .python = "/usr/bin/python3"};
@@ -1355,8 +1363,6 @@ int main(int argc, char **argv) {
             o.epochs_samples = 6000;
         if (!infer_given)
             o.infer_samples = 2000;
-        if (!resnet_given)
-            o.resnet_samples = 1280;
         if (!repeats_given)
             o.repeats = 1;
     }
@@ -1368,8 +1374,10 @@ int main(int argc, char **argv) {
             size_t len = strlen(case_names[c]);
             o.cases[c] = p && (p == cases || p[-1] == ',') && (p[len] == ',' || !p[len]);
         }
-        want += o.cases[c] && c < NUM_CPU_CASES; /* resnet_train runs on a GPU only */
+        want += o.cases[c];
     }
+    if (!resnet_given) /* an epoch of ResNet-18 is 500 samples on two cores: 20-30 s */
+        o.resnet_samples = o.gpu ? (o.quick ? 1280 : 12800) : (o.quick ? 200 : 500);
     if (dp_trace)
         return run_dp_rank(&o, dp_trace);
     if (o.gpu && (child || nbusy > 0))
@@ -1402,11 +1410,11 @@ int main(int argc, char **argv) {
     FILE *tf = o.json ? stderr : stdout;
     const char *ew = getenv("MXC_CPU_WORKER_NTHREADS"), *eo = getenv("MXC_OP_NTHREADS");
     fprintf(tf,
-            "bench_train: batch %d, %ld training samples, %ld inference samples, "
-            "median of %ld run(s); mxc settings: default = MXC_CPU_WORKER_NTHREADS=%s "
+            "bench_train: batch %d, %ld training samples (ResNet-18: %ld), %ld inference "
+            "samples, median of %ld run(s); mxc settings: default = MXC_CPU_WORKER_NTHREADS=%s "
             "MXC_OP_NTHREADS=%s, percore = MXC_CPU_WORKER_NTHREADS=%d MXC_OP_NTHREADS=%s\n",
-            BATCH, o.epochs_samples, o.infer_samples, o.repeats, ew ? ew : "(unset)",
-            eo ? eo : "(unset)", mxc__cpu_count(), eo ? eo : "(unset)");
+            BATCH, o.epochs_samples, o.resnet_samples, o.infer_samples, o.repeats,
+            ew ? ew : "(unset)", eo ? eo : "(unset)", mxc__cpu_count(), eo ? eo : "(unset)");
     fprintf(tf, "%-12s %12s %12s %12s %12s %8s  %-9s %-17s %s\n", "case", "mxc default",
             "mxc percore", "torch2", "torch2+ob1", "ratio", "mxc best", "torch best",
             "RSS MiB mxc/torch");
@@ -1416,7 +1424,7 @@ int main(int argc, char **argv) {
     struct mxc_result seen[NUM_SETTINGS];
     memset(seen, 0, sizeof seen);
     char torch_version[32] = "";
-    for (int c = 0; c < NUM_CPU_CASES; c++) {
+    for (int c = 0; c < NUM_CASES; c++) {
         if (!o.cases[c])
             continue;
         struct mxc_result m[NUM_SETTINGS];

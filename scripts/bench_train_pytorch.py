@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch baseline of bench/bench_train.c: training and inference throughput and peak RSS
-of the MLP 784-128-64-10 (ReLU) and MXNet's LeNet at batch 100 on this machine's cores.
+of the MLP 784-128-64-10 (ReLU), MXNet's LeNet and the ResNet-18 of mxc_net_resnet at batch
+100 on this machine's cores.
 
 Measures, per case (the same as bench_train, on the same synthetic data sizes: random
 pixels in [0, 1) and random labels; throughput does not depend on the values):
@@ -8,6 +9,11 @@ pixels in [0, 1) and random labels; throughput does not depend on the values):
                            after one warm-up batch: copy the batch into preallocated
                            input tensors, forward, cross-entropy, backward, SGD step
                            (MLP lr 0.1; LeNet lr 0.05 momentum 0.9), Xavier init
+  resnet_train             the same over --resnet-samples (default 500) of 3x32x32:
+                           ResNet-18 as mxc_net_resnet(2, 10) builds it (3x3 stem of 64,
+                           four stages of two basic blocks of 64-512 channels, 1x1
+                           projections, BatchNorm eps 0.001, global average pooling),
+                           SGD lr 0.1 momentum 0.9
   mlp_infer / lenet_infer  samples/s of forward under torch.no_grad() over 10,000 samples
                            (--infer-samples) after one warm-up batch
   peak_rss_mib             resource.getrusage(RUSAGE_SELF).ru_maxrss of the child process
@@ -24,7 +30,7 @@ The faster one is reported (`threads`), with both settings' figures in the same 
 Run with Debian's python, which is the one python3-torch installs for (the python3 first
 on PATH may not have torch):
   /usr/bin/python3 scripts/bench_train_pytorch.py [--json] [--quick] [--cases mlp_train,...]
-      [--epochs-samples N] [--infer-samples N] [--repeats R]
+      [--epochs-samples N] [--infer-samples N] [--resnet-samples N] [--repeats R]
 Prints a table, or with --json one JSON object per case:
   {"bench": "train", "case": ..., "system": "pytorch", "samples_per_s": ...,
    "peak_rss_mib": ..., "threads": "torch2_openblas1", "samples_per_s_torch2": ...,
@@ -43,7 +49,7 @@ import subprocess
 import sys
 import time
 
-CASES = ["mlp_train", "mlp_infer", "lenet_train", "lenet_infer"]
+CASES = ["mlp_train", "mlp_infer", "lenet_train", "lenet_infer", "resnet_train"]
 SETTINGS = ["torch2", "torch2_openblas1"]
 BATCH = 100
 
@@ -58,9 +64,37 @@ def setting_env(setting):
 
 # ---- Child: one case under one setting (torch imported here, after the env is set) ----
 
+def resnet18(torch):
+    nn = torch.nn
+
+    def conv_bn(cin, cout, kernel, stride):  # as model/networks.c's conv_bn
+        return [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, bias=False),
+                nn.BatchNorm2d(cout, eps=1e-3, momentum=0.1)]
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.body = nn.Sequential(*conv_bn(cin, cout, 3, stride), nn.ReLU(),
+                                      *conv_bn(cout, cout, 3, 1))
+            self.shortcut = (nn.Sequential(*conv_bn(cin, cout, 1, stride))
+                             if stride != 1 else nn.Identity())
+
+        def forward(self, x):
+            return torch.relu(self.body(x) + self.shortcut(x))
+
+    layers, cin = conv_bn(3, 64, 3, 1) + [nn.ReLU()], 64
+    for stage, cout in enumerate([64, 128, 256, 512]):
+        for unit in range(2):
+            layers.append(Block(cin, cout, 2 if stage > 0 and unit == 0 else 1))
+            cin = cout
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
+
+
 def build(net, torch):
     nn = torch.nn
-    if net == "mlp":
+    if net == "resnet":
+        model = resnet18(torch)
+    elif net == "mlp":
         model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),
                               nn.Linear(64, 10))
     else:
@@ -70,7 +104,8 @@ def build(net, torch):
     for m in model.modules():  # Xavier (uniform, fan average, magnitude 3 as MXNet's)
         if isinstance(m, (nn.Linear, nn.Conv2d)):
             nn.init.xavier_uniform_(m.weight)
-            nn.init.zeros_(m.bias)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
     return model
 
 
@@ -80,9 +115,10 @@ def run_child(case, args):
     torch.manual_seed(0)
     net, mode = case.split("_")
     train = mode == "train"
-    n = args.epochs_samples if train else args.infer_samples
+    n = (args.resnet_samples if net == "resnet"
+         else args.epochs_samples if train else args.infer_samples)
     n = max(BATCH, n - n % BATCH)
-    shape = (n, 784) if net == "mlp" else (n, 1, 28, 28)
+    shape = {"mlp": (n, 784), "lenet": (n, 1, 28, 28), "resnet": (n, 3, 32, 32)}[net]
     data = torch.rand(shape)
     labels = torch.randint(0, 10, (n,))
     xb = torch.empty((BATCH,) + shape[1:])
@@ -91,8 +127,10 @@ def run_child(case, args):
     lossf = torch.nn.CrossEntropyLoss()
     if net == "mlp":
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    else:
+    elif net == "lenet":
         opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 
     def train_batch(i):
         xb.copy_(data[i * BATCH:(i + 1) * BATCH])
@@ -134,7 +172,8 @@ def run_child(case, args):
 def run_setting(case, setting, args):
     cmd = [sys.executable, os.path.abspath(__file__), "--child", case,
            "--epochs-samples", str(args.epochs_samples),
-           "--infer-samples", str(args.infer_samples), "--repeats", str(args.repeats)]
+           "--infer-samples", str(args.infer_samples),
+           "--resnet-samples", str(args.resnet_samples), "--repeats", str(args.repeats)]
     p = subprocess.run(cmd, env=setting_env(setting), stdout=subprocess.PIPE, text=True)
     for line in reversed(p.stdout.splitlines()):
         if line.startswith("{"):
@@ -148,16 +187,19 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true", help="one JSON object per case")
     ap.add_argument("--quick", action="store_true",
-                    help="6,000 training and 2,000 inference samples, 1 repeat")
+                    help="6,000 training (ResNet-18: 200) and 2,000 inference samples, "
+                    "1 repeat")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated cases")
     ap.add_argument("--epochs-samples", type=int, default=60000)
     ap.add_argument("--infer-samples", type=int, default=10000)
+    ap.add_argument("--resnet-samples", type=int, default=500)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
         args.epochs_samples = min(args.epochs_samples, 6000)
         args.infer_samples = min(args.infer_samples, 2000)
+        args.resnet_samples = min(args.resnet_samples, 200)
         args.repeats = 1
     args.repeats = max(1, args.repeats)
     if args.child:
