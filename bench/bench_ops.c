@@ -20,7 +20,9 @@
  * (F, C*KH*KW) x (C*KH*KW, N*OH*OW)), backward two (the data and weight gradients; the
  * bias sums are not counted). The baseline "sgemm" is cblas_sgemm on exactly those
  * products, from and into preallocated buffers, measured in the same run; the ratio is
- * mxc's GFLOP/s over sgemm's (1: the kernel costs nothing beyond its products).
+ * mxc's GFLOP/s over sgemm's (1: the kernel costs nothing beyond its products; above 1
+ * where the kernel needs fewer multiply-adds than those products, as the Winograd path of
+ * 3x3 convolutions at stride 1 does, operator/conv_winograd.c).
  * The bandwidth cases count the bytes of every array the kernel reads or writes (forward:
  * inputs and outputs; backward: output and input gradients plus the data it declared it
  * needs) over the time, against a loop copying as many bytes (half read, half written);

@@ -19,6 +19,10 @@
  * products; the weight gradient is summed from per-slot partials. With T = 1, or one
  * image, the products themselves are split (mxc__sgemm).
  *
+ * A Convolution with a 3x3 kernel at stride 1 and enough channels computes its output and
+ * data gradient by Winograd's F(2x2, 3x3) instead (conv_winograd.c, when
+ * mxc__winograd_fits); its weight gradient stays here.
+ *
  * The GPU kernels (cuDNN, or the same products with cuBLAS) are in convolution_gpu.c;
  * the parameters and geometry both use are in convolution.h.
  */
@@ -613,7 +617,14 @@ static int conv_forward(const struct mxc__op_call *c) {
     struct plan pl;
     if (c->req[0] == MXC__REQ_NULL)
         return MXC_OK;
-    int rc = prepare(c, false, false, &g, &pl);
+    int rc = mxc__conv_geom(p, false, &c->in_data[0].shape, &g);
+    if (rc != MXC_OK)
+        return rc;
+    if (mxc__winograd_fits(c, &g))
+        return mxc__winograd_forward(c, &g, c->in_data[0].data, c->in_data[1].data,
+                                     p->no_bias ? NULL : c->in_data[2].data, c->out_data[0].data,
+                                     c->req[0]);
+    rc = make_plan(c, &g, p, false, &pl);
     if (rc != MXC_OK)
         return rc;
     struct conv_job j = {&g,
@@ -633,11 +644,17 @@ static int conv_backward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
     struct conv_geom g;
     struct plan pl;
-    int rc = prepare(c, false, c->req[1] != MXC__REQ_NULL, &g, &pl);
+    const float *dy = c->out_grad[0].data;
+    int rc = mxc__conv_geom(p, false, &c->in_data[0].shape, &g);
+    bool fast = rc == MXC_OK && c->req[0] != MXC__REQ_NULL && mxc__winograd_fits(c, &g);
+    if (fast) /* before the plan takes the temp space */
+        rc = mxc__winograd_backward_data(c, &g, dy, c->in_data[1].data, c->in_grad[0].data,
+                                         c->req[0]);
+    if (rc == MXC_OK)
+        rc = make_plan(c, &g, p, c->req[1] != MXC__REQ_NULL, &pl);
     if (rc != MXC_OK)
         return rc;
-    const float *dy = c->out_grad[0].data;
-    if (c->req[0] != MXC__REQ_NULL) {
+    if (c->req[0] != MXC__REQ_NULL && !fast) {
         struct conv_job j = {
             &g, &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL, c->in_grad[0].data, c->req[0]};
         run_job(&j);

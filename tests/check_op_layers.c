@@ -160,6 +160,12 @@ static const struct grad_case grad_cases[] = {
      false,
      {{4, {2, 3, 5, 5}}, {4, {6, 1, 3, 3}}, {1, {6}}},
      {"kernel", "(3, 3)", "pad", "(1, 1)", "num_filter", "6", "num_group", "3"}},
+    /* 16 channels: the Winograd path (operator/conv_winograd.c) */
+    {"Convolution",
+     3,
+     false,
+     {{4, {1, 16, 4, 5}}, {4, {16, 16, 3, 3}}, {1, {16}}},
+     {"kernel", "(3, 3)", "pad", "(1, 1)", "num_filter", "16"}},
     {"Convolution",
      2,
      false,
@@ -646,6 +652,105 @@ START_TEST(test_pool_full_huge_stride) {
 }
 END_TEST
 
+/* 3x3 convolutions at stride 1 with at least 16 channels take the Winograd path
+ * (operator/conv_winograd.c) forward and for the data gradient: against direct sums in
+ * double, on even and odd sizes (cut edge tiles), pads 0, 1 and 2, images smaller than a
+ * tile's patch, with and without bias, in a workspace that holds one slot only; and 15
+ * channels or no workspace, which take im2col, the same way. */
+struct conv3x3_case {
+    int64_t n, c, h, w, k, ph, pw;
+    bool bias;
+    const char *workspace; /* MB, NULL: the default */
+};
+
+static const struct conv3x3_case conv3x3_cases[] = {
+    {2, 16, 6, 6, 16, 1, 1, true, NULL}, {3, 17, 7, 9, 20, 1, 1, false, NULL},
+    {1, 16, 5, 8, 16, 0, 0, true, NULL}, {2, 16, 4, 5, 18, 2, 1, true, NULL},
+    {2, 32, 3, 3, 24, 1, 1, true, NULL}, {1, 16, 2, 1, 16, 1, 1, true, NULL},
+    {1, 15, 6, 6, 16, 1, 1, true, NULL}, {2, 64, 16, 16, 64, 1, 1, true, "1"},
+    {1, 16, 6, 6, 16, 1, 1, true, "0"},
+};
+
+START_TEST(test_conv3x3_direct_sums) {
+    const struct conv3x3_case *t = &conv3x3_cases[_i];
+    const int64_t oh = t->h + 2 * t->ph - 2, ow = t->w + 2 * t->pw - 2;
+    char k[16], pad[32];
+    snprintf(k, sizeof k, "%lld", (long long)t->k);
+    snprintf(pad, sizeof pad, "(%lld, %lld)", (long long)t->ph, (long long)t->pw);
+    struct mxct_params kv =
+        MXCT_KV("kernel", "(3, 3)", "pad", pad, "num_filter", k, "no_bias",
+                t->bias ? "False" : "True", "workspace", t->workspace ? t->workspace : "1024");
+    struct mxct_tensor in[3] = {mxct_tensor_random(shp(4, t->n, t->c, t->h, t->w), -1, 1, 21),
+                                mxct_tensor_random(shp(4, t->k, t->c, 3, 3), -1, 1, 22),
+                                mxct_tensor_random(shp(1, t->k, 0, 0, 0), -1, 1, 23)};
+    const int num_in = t->bias ? 3 : 2;
+    struct mxct_tensor y, dy, grads[3];
+    ck_assert_int_eq(mxct_op_forward("Convolution", kv, true, in, num_in, NULL, &y), MXC_OK);
+    dy = mxct_tensor_random(y.shape, -1, 1, 24);
+    ck_assert_int_eq(mxct_op_backward("Convolution", kv, true, in, num_in, NULL, &dy, grads),
+                     MXC_OK);
+
+    const int64_t ysize = t->n * t->k * oh * ow, xsize = t->n * t->c * t->h * t->w;
+    const int64_t wsize = t->k * t->c * 9;
+    double *want_y = calloc((size_t)ysize, sizeof(double));
+    double *want_dx = calloc((size_t)xsize, sizeof(double));
+    double *want_dw = calloc((size_t)wsize, sizeof(double));
+    double *want_db = calloc((size_t)t->k, sizeof(double));
+    ck_assert(want_y && want_dx && want_dw && want_db);
+    const float *x = in[0].data, *w = in[1].data, *g = dy.data;
+    for (int64_t b = 0; b < t->n; b++)
+        for (int64_t o = 0; o < t->k; o++)
+            for (int64_t yy = 0; yy < oh; yy++)
+                for (int64_t xx = 0; xx < ow; xx++) {
+                    int64_t at = ((b * t->k + o) * oh + yy) * ow + xx;
+                    double sum = t->bias ? in[2].data[o] : 0.0;
+                    want_db[o] += g[at];
+                    for (int64_t c = 0; c < t->c; c++)
+                        for (int64_t u = 0; u < 3; u++)
+                            for (int64_t v = 0; v < 3; v++) {
+                                int64_t iy = yy + u - t->ph, ix = xx + v - t->pw;
+                                if (iy < 0 || iy >= t->h || ix < 0 || ix >= t->w)
+                                    continue;
+                                int64_t xi = ((b * t->c + c) * t->h + iy) * t->w + ix;
+                                int64_t wi = ((o * t->c + c) * 3 + u) * 3 + v;
+                                sum += (double)w[wi] * x[xi];
+                                want_dx[xi] += (double)w[wi] * g[at];
+                                want_dw[wi] += (double)x[xi] * g[at];
+                            }
+                    want_y[at] = sum;
+                }
+    float *fy = malloc(sizeof(float) * (size_t)ysize), *fx = malloc(sizeof(float) * (size_t)xsize);
+    float *fw = malloc(sizeof(float) * (size_t)wsize), *fb = malloc(sizeof(float) * (size_t)t->k);
+    ck_assert(fy && fx && fw && fb);
+    for (int64_t i = 0; i < ysize; i++)
+        fy[i] = (float)want_y[i];
+    for (int64_t i = 0; i < xsize; i++)
+        fx[i] = (float)want_dx[i];
+    for (int64_t i = 0; i < wsize; i++)
+        fw[i] = (float)want_dw[i];
+    for (int64_t i = 0; i < t->k; i++)
+        fb[i] = (float)want_db[i];
+    /* sums of 9 * C products of values up to 1: a few float ulps of their magnitude */
+    mxct_expect_close(&y, fy, 1e-5, 2e-5, "output");
+    mxct_expect_close(&grads[0], fx, 1e-5, 2e-5, "data gradient");
+    mxct_expect_close(&grads[1], fw, 1e-5, 1e-4, "weight gradient");
+    if (t->bias)
+        mxct_expect_close(&grads[2], fb, 1e-5, 1e-4, "bias gradient");
+    free(want_y);
+    free(want_dx);
+    free(want_dw);
+    free(want_db);
+    free(fb);
+    free(fy);
+    free(fx);
+    free(fw);
+    mxct_tensors_free(grads, num_in);
+    mxct_tensors_free(&dy, 1);
+    mxct_tensors_free(&y, 1);
+    mxct_tensors_free(in, 3);
+}
+END_TEST
+
 START_TEST(test_conv_empty_batch) {
     struct mxct_tensor in[3] = {mxct_tensor_from(shp(4, 0, 2, 5, 5), NULL),
                                 mxct_tensor_random(shp(4, 2, 2, 3, 3), -1, 1, 3),
@@ -681,6 +786,7 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, test_gradients, 0, (int)MXC_ARRAY_SIZE(grad_cases));
     tcase_add_loop_test(tc, test_pool_max2x2, 0, 3);
     tcase_add_test(tc, test_conv_empty_batch);
+    tcase_add_loop_test(tc, test_conv3x3_direct_sums, 0, (int)MXC_ARRAY_SIZE(conv3x3_cases));
     tcase_add_loop_test(tc, test_pool_full_huge_stride, 0, 2);
     suite_add_tcase(s, tc);
 
