@@ -228,7 +228,9 @@ static void run_slots(void *arg, int64_t s0, int64_t s1) {
     }
 }
 
-/* Bytes of products a slot keeps in flight: runs that stay in a core's cache. */
+/* Bytes of transformed patches and products a slot keeps in flight. Beyond a core's
+ * cache, yet on ResNet's layers runs of 256 KiB - 1 MiB were slower (thinner products)
+ * and 4 MiB no faster (MXC_OP_NTHREADS=1 bench_ops --case resnet_3x3). */
 enum { SLOT_BUDGET = 2 << 20, MIN_RUN = 16 };
 
 /* The temp space, in floats, of the kernels (16 cout cin) and `slots` slots of `run`
