@@ -650,11 +650,12 @@ static int conv_backward(const struct mxc__op_call *c) {
     if (fast) /* before the plan takes the temp space */
         rc = mxc__winograd_backward_data(c, &g, dy, c->in_data[1].data, c->in_grad[0].data,
                                          c->req[0]);
-    if (rc == MXC_OK)
+    const bool data_by_im2col = c->req[0] != MXC__REQ_NULL && !fast;
+    if (rc == MXC_OK && (data_by_im2col || c->req[1] != MXC__REQ_NULL))
         rc = make_plan(c, &g, p, c->req[1] != MXC__REQ_NULL, &pl);
     if (rc != MXC_OK)
         return rc;
-    if (c->req[0] != MXC__REQ_NULL && !fast) {
+    if (data_by_im2col) {
         struct conv_job j = {
             &g, &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL, c->in_grad[0].data, c->req[0]};
         run_job(&j);
