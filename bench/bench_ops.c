@@ -8,6 +8,8 @@
  *   Convolution     lenet_conv1: batch 100, 1 -> 20 channels, 5x5 on 28x28
  *                   lenet_conv2: batch 100, 20 -> 50 channels, 5x5 on 12x12
  *                   resnet_3x3:  batch 8, 64 -> 64 channels, 3x3 pad 1 on 56x56
+ *                   resnet_3x3_512: batch 100, 512 -> 512 channels, 3x3 pad 1 on 4x4
+ *                   (ResNet-18's last stage on 32x32 images)
  *   Pooling         max 2x2 stride 2 on the LeNet maps: (100, 20, 24, 24) lenet_pool1,
  *                   (100, 50, 8, 8) lenet_pool2
  *   Activation      relu and tanh (LeNet's) on (100, 20, 24, 24); BatchNorm on (100, 20, 24, 24);
@@ -1027,6 +1029,7 @@ static const struct bcase cases[] = {
     CONV("lenet_conv1", 100, 1, 28, 20, 5, 0, 24),
     CONV("lenet_conv2", 100, 20, 12, 50, 5, 0, 8),
     CONV("resnet_3x3", 8, 64, 56, 64, 3, 1, 56),
+    CONV("resnet_3x3_512", 100, 512, 4, 512, 3, 1, 4),
     MAXPOOL2("lenet_pool1", 100, 20, 24),
     MAXPOOL2("lenet_pool2", 100, 50, 8),
     LAYER("Activation", "lenet_relu1", 100, 20, 24, 24, "act_type", "relu"),

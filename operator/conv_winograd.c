@@ -12,12 +12,19 @@
  *
  * which is where the time goes (2.25 times fewer multiply-adds than im2col's product).
  * The data gradient of such a convolution is one too: the output gradient convolved with
- * the kernel turned by 180° and its channel axes swapped, padded by 2 - pad.
+ * the kernel turned by 180° and its channel axes swapped, padded by 2 - pad. The weight
+ * gradient is the adjoint of the kernel's path: with each tile's 2x2 block of output
+ * gradient transformed to A dy Aᵀ (4x4), the kernel's gradient is Gᵀ X G of
+ *
+ *   X[ξ] (out channels, in channels) = Σ over tiles of (A dy Aᵀ)[ξ] · V[ξ]ᵀ
+ *
+ * 16 products whose shared dimension is the tiles.
  *
  * Tiles are numbered over the whole batch (image, tile row, tile column) and cut into
  * runs; each slot (one per operator thread) transforms its runs' patches, multiplies and
- * transforms the products back into its images' outputs, with its own buffers in the
- * temp space. Sums of products are rounded differently from im2col's (the transforms add
+ * transforms the products back into its images' outputs — or, for the weight gradient,
+ * sums its runs' products into its own X, the slots' Xs added up at the end — with its
+ * own buffers in the temp space. Sums of products are rounded differently from im2col's (the transforms add
  * and halve), within a few ulp of the values' magnitude.
  */
 #include "operator/convolution.h"
@@ -35,11 +42,14 @@ struct wino {
     int64_t th, tw, tiles; /* tile rows, tile columns per image; tiles of the batch */
     int64_t run;           /* tiles per product */
     int slots;
-    size_t slot_size; /* floats per slot, a multiple of 16 */
-    float *u;         /* (16, cout, cin) */
-    float *space;     /* the slots' buffers */
-    const float *in, *bias;
-    float *out;
+    size_t slot_size;  /* floats per slot, a multiple of 16 */
+    size_t sum_size;   /* floats of a slot's weight-gradient sums, 0 when convolving */
+    float *u;          /* convolving: the transformed kernels (16, cout, cin) */
+    float *space;      /* the slots' buffers */
+    const float *in;   /* (n, cin, h, w) */
+    const float *bias; /* convolving: (cout) or NULL */
+    const float *dy;   /* summing the weight gradient: the output gradient (n, cout, oh, ow) */
+    float *out;        /* convolving: (n, cout, oh, ow); else the weight gradient */
     int req;
 };
 
@@ -143,22 +153,32 @@ static MXC__SIMD_KERNEL void patch_columns(const float *restrict raw, int64_t se
     }
 }
 
-/* v[ξ] (cin, run) for tiles [t0, t0 + count): Bᵀ d B of each patch. */
-static void transform_patches(const struct wino *p, int64_t t0, int64_t count, float *v,
-                              float *rows) {
-    const int64_t plane = p->cin * p->run;
-    float *e = rows + 4 * (2 * p->tw + 2);
+/* What a transform does to the `seg` tiles of one tile row from `at`, columns [q, q +
+ * seg) of the run, in channel c: planes are the run's 16 transformed planes (v or m),
+ * rows a segment's scratch. */
+typedef void segment_fn(const struct wino *p, int64_t c, struct tile at, int64_t q, int64_t seg,
+                        float *planes, float *rows);
+
+/* fn on each channel's segments of tiles [t0, t0 + count), a channel at a time: its 16
+ * rows of the planes are then visited in order (a segment's columns of every channel at
+ * once are a thousand places at a time). */
+static void each_segment(const struct wino *p, int64_t channels, int64_t t0, int64_t count,
+                         segment_fn *fn, float *planes, float *rows) {
     const struct tile first = tile_at(p, t0);
-    /* a channel at a time: its 16 rows of v are written in order (a segment's columns of
-     * every channel at once are a thousand places at a time) */
-    for (int64_t c = 0; c < p->cin; c++) {
+    for (int64_t c = 0; c < channels; c++) {
         struct tile at = first;
         for (int64_t q = 0, seg; q < count; q += seg, segment_next(p, &at, seg)) {
             seg = segment_len(p, at, count - q);
-            patch_rows(p, p->in + (at.b * p->cin + c) * p->h * p->w, at.ty, at.tx, seg, rows);
-            patch_columns(rows, seg, e, v + c * p->run + q, plane);
+            fn(p, c, at, q, seg, planes, rows);
         }
     }
+}
+
+/* v[ξ] (cin, run): Bᵀ d B of each patch. */
+static void patch_segment(const struct wino *p, int64_t c, struct tile at, int64_t q, int64_t seg,
+                          float *v, float *rows) {
+    patch_rows(p, p->in + (at.b * p->cin + c) * p->h * p->w, at.ty, at.tx, seg, rows);
+    patch_columns(rows, seg, rows + 4 * (2 * p->tw + 2), v + c * p->run + q, p->cin * p->run);
 }
 
 /* Aᵀ m A plus the bias for a segment of `seg` tiles whose 16 products lie at src
@@ -182,71 +202,162 @@ static MXC__SIMD_KERNEL void product_rows(const float *restrict src, int64_t pla
     }
 }
 
-/* The outputs of tiles [t0, t0 + count) from m[ξ] (cout, run), stored as p->req says
- * (the tiles of an odd edge are cut). */
-static void transform_products(const struct wino *p, int64_t t0, int64_t count, const float *m,
-                               float *rows) {
-    const int64_t plane = p->cout * p->run;
-    const struct tile first = tile_at(p, t0);
-    for (int64_t o = 0; o < p->cout; o++) { /* a channel at a time, as transform_patches */
-        struct tile at = first;
-        for (int64_t q = 0, seg; q < count; q += seg, segment_next(p, &at, seg)) {
-            seg = segment_len(p, at, count - q);
-            const int64_t x0 = 2 * at.tx, n = 2 * seg < p->ow - x0 ? 2 * seg : p->ow - x0;
-            product_rows(m + o * p->run + q, plane, seg, p->bias ? p->bias[o] : 0.0f, rows);
-            float *img = p->out + (at.b * p->cout + o) * p->oh * p->ow;
-            for (int64_t r = 0; r < 2 && 2 * at.ty + r < p->oh; r++) {
-                float *dst = img + (2 * at.ty + r) * p->ow + x0;
-                const float *y = rows + r * 2 * seg;
-                if (p->req == MXC__REQ_ADD)
-                    for (int64_t i = 0; i < n; i++)
-                        dst[i] += y[i];
-                else
-                    memcpy(dst, y, (size_t)n * sizeof(float));
-            }
+/* The outputs of channel o from m[ξ] (cout, run), stored as p->req says (the tiles of an
+ * odd edge are cut). */
+static void product_segment(const struct wino *p, int64_t o, struct tile at, int64_t q, int64_t seg,
+                            float *m, float *rows) {
+    const int64_t x0 = 2 * at.tx, n = 2 * seg < p->ow - x0 ? 2 * seg : p->ow - x0;
+    product_rows(m + o * p->run + q, p->cout * p->run, seg, p->bias ? p->bias[o] : 0.0f, rows);
+    float *img = p->out + (at.b * p->cout + o) * p->oh * p->ow;
+    for (int64_t r = 0; r < 2 && 2 * at.ty + r < p->oh; r++) {
+        float *dst = img + (2 * at.ty + r) * p->ow + x0;
+        const float *y = rows + r * 2 * seg;
+        if (p->req == MXC__REQ_ADD)
+            for (int64_t i = 0; i < n; i++)
+                dst[i] += y[i];
+        else
+            memcpy(dst, y, (size_t)n * sizeof(float));
+    }
+}
+
+/* The two rows of a tile row's output gradient under a segment of `seg` tiles from
+ * column tx (a row at the image's edge, or past it, padded with zeros): rows (2, 2 seg);
+ * then A dy Aᵀ of each tile's 2x2 block to its column of the 16 planes at dst. */
+static MXC__SIMD_KERNEL void gradient_columns(const float *restrict rows, int64_t seg,
+                                              float *restrict dst, int64_t plane) {
+    const float *restrict y0 = rows, *restrict y1 = rows + 2 * seg;
+    /* A dy, row r: y0 · ka[r] + y1 · kc[r] */
+    static const float ka[4] = {1, 1, 1, 0}, kc[4] = {0, 1, -1, -1};
+    for (int r = 0; r < 4; r++) {
+        float *restrict m0 = dst + (r * 4) * plane, *restrict m1 = m0 + plane;
+        float *restrict m2 = m1 + plane, *restrict m3 = m2 + plane;
+        const float a = ka[r], c = kc[r];
+        for (int64_t k = 0; k < seg; k++) {
+            float e = a * y0[2 * k] + c * y1[2 * k], f = a * y0[2 * k + 1] + c * y1[2 * k + 1];
+            m0[k] = e; /* (e, f) Aᵀ */
+            m1[k] = e + f;
+            m2[k] = e - f;
+            m3[k] = -f;
         }
     }
 }
 
+/* m[ξ] (cout, run) of channel o: A dy Aᵀ of each tile's block of the output gradient,
+ * the adjoint of product_segment. */
+static void gradient_segment(const struct wino *p, int64_t o, struct tile at, int64_t q,
+                             int64_t seg, float *m, float *rows) {
+    const int64_t x0 = 2 * at.tx, n = 2 * seg < p->ow - x0 ? 2 * seg : p->ow - x0;
+    const float *img = p->dy + (at.b * p->cout + o) * p->oh * p->ow;
+    for (int64_t r = 0; r < 2; r++) {
+        float *row = rows + r * 2 * seg;
+        int64_t y = 2 * at.ty + r, have = y < p->oh ? n : 0;
+        if (have)
+            memcpy(row, img + y * p->ow + x0, (size_t)have * sizeof(float));
+        memset(row + have, 0, (size_t)(2 * seg - have) * sizeof(float));
+    }
+    gradient_columns(rows, seg, m + o * p->run + q, p->cout * p->run);
+}
+
+/* Slot s's buffers: the weight-gradient sums (sum_size floats), v (16, cin, run), m (16,
+ * cout, run) and the rows of one segment. */
+struct slot_space {
+    float *sums, *v, *m, *rows;
+};
+
+static struct slot_space slot_space(const struct wino *p, int64_t s) {
+    float *base = p->space + (size_t)s * p->slot_size;
+    float *v = base + p->sum_size, *m = v + 16 * p->cin * p->run;
+    return (struct slot_space){base, v, m, m + 16 * p->cout * p->run};
+}
+
+/* Convolving, the outputs of the slot's tiles; summing the weight gradient, the slot's
+ * sums[ξ] (cout, cin) = Σ over its tiles of m[ξ] · v[ξ]ᵀ. */
 static void run_slots(void *arg, int64_t s0, int64_t s1) {
     const struct wino *p = arg;
     for (int64_t s = s0; s < s1; s++) {
-        float *v = p->space + (size_t)s * p->slot_size;
-        float *m = v + 16 * p->cin * p->run;
-        float *rows = m + 16 * p->cout * p->run;
+        struct slot_space b = slot_space(p, s);
         int64_t q = p->tiles / p->slots, r = p->tiles % p->slots;
         int64_t first = s * q + (s < r ? s : r), last = first + q + (s < r);
         for (int64_t t0 = first; t0 < last; t0 += p->run) {
             int64_t count = last - t0 < p->run ? last - t0 : p->run;
-            transform_patches(p, t0, count, v, rows);
+            each_segment(p, p->cin, t0, count, patch_segment, b.v, b.rows);
+            if (p->sum_size) {
+                each_segment(p, p->cout, t0, count, gradient_segment, b.m, b.rows);
+                for (int xi = 0; xi < 16; xi++)
+                    mxc__sgemm(false, true, p->cout, p->cin, count, 1.0f,
+                               b.m + xi * p->cout * p->run, p->run, b.v + xi * p->cin * p->run,
+                               p->run, t0 == first ? 0.0f : 1.0f, b.sums + xi * p->cout * p->cin,
+                               p->cin);
+                continue;
+            }
             for (int xi = 0; xi < 16; xi++)
                 mxc__sgemm(false, false, p->cout, count, p->cin, 1.0f, p->u + xi * p->cout * p->cin,
-                           p->cin, v + xi * p->cin * p->run, p->run, 0.0f,
-                           m + xi * p->cout * p->run, p->run);
-            transform_products(p, t0, count, m, rows);
+                           p->cin, b.v + xi * p->cin * p->run, p->run, 0.0f,
+                           b.m + xi * p->cout * p->run, p->run);
+            each_segment(p, p->cout, t0, count, product_segment, b.m, b.rows);
         }
     }
 }
 
-/* Bytes of transformed patches and products a slot keeps in flight. Beyond a core's
- * cache, yet on ResNet's layers runs of 256 KiB - 1 MiB were slower (thinner products)
- * and 4 MiB no faster (MXC_OP_NTHREADS=1 bench_ops --case resnet_3x3). */
-enum { SLOT_BUDGET = 2 << 20, MIN_RUN = 16 };
+/* The weight gradient of out channels [o0, o1) from the slots' sums: Gᵀ x G of each
+ * (o, i)'s 4x4 x, the adjoint of transform_kernels, stored as p->req says. */
+static void kernel_gradients(void *arg, int64_t o0, int64_t o1) {
+    const struct wino *p = arg;
+    const int64_t plane = p->cout * p->cin;
+    for (int64_t o = o0; o < o1; o++)
+        for (int64_t i = 0; i < p->cin; i++) {
+            float x[16];
+            for (int xi = 0; xi < 16; xi++) {
+                x[xi] = 0.0f;
+                for (int s = 0; s < p->slots; s++)
+                    x[xi] += slot_space(p, s).sums[xi * plane + o * p->cin + i];
+            }
+            float t[3][4]; /* Gᵀ x */
+            for (int s = 0; s < 4; s++) {
+                t[0][s] = x[s] + 0.5f * (x[4 + s] + x[8 + s]);
+                t[1][s] = 0.5f * (x[4 + s] - x[8 + s]);
+                t[2][s] = 0.5f * (x[4 + s] + x[8 + s]) + x[12 + s];
+            }
+            float *dw = p->out + (o * p->cin + i) * 9;
+            for (int r = 0; r < 3; r++) { /* (Gᵀ x) G */
+                float k[3] = {t[r][0] + 0.5f * (t[r][1] + t[r][2]), 0.5f * (t[r][1] - t[r][2]),
+                              0.5f * (t[r][1] + t[r][2]) + t[r][3]};
+                for (int s = 0; s < 3; s++)
+                    dw[r * 3 + s] = p->req == MXC__REQ_ADD ? dw[r * 3 + s] + k[s] : k[s];
+            }
+        }
+}
 
-/* The temp space, in floats, of the kernels (16 cout cin) and `slots` slots of `run`
- * tiles (16 (cin + cout) run each, and 8 rows of 2 tw + 2 floats), each rounded up to 16;
- * false when it overflows. */
+/* A slot's run: the tiles of its 16 products (their columns forward, their shared
+ * dimension for the weight gradient). Below 256 tiles the products are thin: each call
+ * packs the (cout, cin) operand for too few tiles (ResNet's 512-channel layer on 4x4
+ * maps: forward 81 ms at 32 tiles, 64 ms at 256; MXC_OP_NTHREADS=1 bench_ops --case
+ * resnet_3x3_512). Narrow layers take more tiles, up to SLOT_BUDGET bytes of transformed
+ * patches and products: beyond a core's cache, yet on 64 channels at 56x56 runs of 256
+ * KiB - 1 MiB were slower and 4 MiB no faster (--case resnet_3x3). */
+enum { RUN_TILES = 256, SLOT_BUDGET = 2 << 20, MIN_RUN = 16 };
+
+/* The temp space, in floats: `slots` slots of `run` tiles (16 (cin + cout) run each, and
+ * 8 rows of 2 tw + 2 floats) and 16 cout cin floats of kernels, shared when convolving
+ * (*kernels) and each slot's own weight-gradient sums otherwise (*sums); every part
+ * rounded up to 16. False when it overflows. */
 static bool temp_floats(int64_t cin, int64_t cout, int64_t tw, int64_t run, int64_t slots,
-                        int64_t *u_floats, int64_t *slot_floats, int64_t *total) {
+                        bool weight_grad, int64_t *kernels, int64_t *sums, int64_t *slot_floats,
+                        int64_t *total) {
     int64_t u, v, rows, slot, all;
     if (__builtin_mul_overflow(cin, cout, &u) || __builtin_mul_overflow(u, 16, &u) ||
         __builtin_add_overflow(cin, cout, &v) || __builtin_mul_overflow(v, 16 * run, &v) ||
         __builtin_mul_overflow(tw, 16, &rows) || __builtin_add_overflow(rows, 16 + 15, &rows) ||
-        __builtin_add_overflow(v, rows, &slot) || __builtin_mul_overflow(slot / 16, slots, &all) ||
-        __builtin_mul_overflow(all, 16, &all) || __builtin_add_overflow(all, u + 15 + 16, &all))
+        __builtin_add_overflow(v, rows, &slot))
         return false;
-    *u_floats = (u + 15) / 16 * 16;
-    *slot_floats = slot / 16 * 16;
+    u = (u + 15) / 16 * 16;
+    slot = slot / 16 * 16 + (weight_grad ? u : 0);
+    if (__builtin_mul_overflow(slot, slots, &all) ||
+        __builtin_add_overflow(all, (weight_grad ? 0 : u) + 16, &all))
+        return false;
+    *kernels = weight_grad ? 0 : u;
+    *sums = weight_grad ? u : 0;
+    *slot_floats = slot;
     *total = all;
     return true;
 }
@@ -262,13 +373,15 @@ bool mxc__winograd_fits(const struct mxc__op_call *c, const struct conv_geom *g)
           g->groups == 1 && g->ph <= 2 && g->pw <= 2 && g->ic >= 16 && g->oc >= 16 && g->oh > 0 &&
           g->ow > 0 && g->batch > 0))
         return false;
-    /* one slot of the smallest run, forward (ow) and for the data gradient (iw) */
-    int64_t u, slot, total, tw = ((g->ow > g->iw ? g->ow : g->iw) + 1) / 2;
-    return temp_floats(g->ic, g->oc, tw, MIN_RUN, 1, &u, &slot, &total) &&
+    /* one slot of the smallest run, forward (ow) and for the data gradient (iw); a slot
+     * and the kernels take as much whichever holds the kernels */
+    int64_t kernels, sums, slot, total, tw = ((g->ow > g->iw ? g->ow : g->iw) + 1) / 2;
+    return temp_floats(g->ic, g->oc, tw, MIN_RUN, 1, false, &kernels, &sums, &slot, &total) &&
            total <= workspace_floats(c);
 }
 
 static int run(const struct mxc__op_call *c, struct wino *p, const float *w, bool adjoint) {
+    const bool weight_grad = p->dy != NULL;
     p->th = (p->oh + 1) / 2;
     p->tw = (p->ow + 1) / 2;
     p->tiles = p->n * p->th * p->tw;
@@ -276,17 +389,17 @@ static int run(const struct mxc__op_call *c, struct wino *p, const float *w, boo
     if (p->slots > p->tiles)
         p->slots = (int)p->tiles;
     p->run = SLOT_BUDGET / (16 * (p->cin + p->cout) * (int64_t)sizeof(float));
-    if (p->run < MIN_RUN)
-        p->run = MIN_RUN;
+    if (p->run < RUN_TILES)
+        p->run = RUN_TILES;
     int64_t per_slot = (p->tiles + p->slots - 1) / p->slots;
     if (p->run > per_slot)
         p->run = per_slot;
     /* within the workspace parameter (mxc__winograd_fits made sure one slot of MIN_RUN
      * tiles is): fewer slots first, then shorter runs */
-    int64_t u_floats, slot_floats, total;
-    while (
-        !temp_floats(p->cin, p->cout, p->tw, p->run, p->slots, &u_floats, &slot_floats, &total) ||
-        total > workspace_floats(c)) {
+    int64_t kernels, sums, slot_floats, total;
+    while (!temp_floats(p->cin, p->cout, p->tw, p->run, p->slots, weight_grad, &kernels, &sums,
+                        &slot_floats, &total) ||
+           total > workspace_floats(c)) {
         if (p->slots > 1)
             p->slots--;
         else if (p->run > MIN_RUN)
@@ -295,32 +408,38 @@ static int run(const struct mxc__op_call *c, struct wino *p, const float *w, boo
             return mxc__error(MXC_EINTERNAL, "Convolution: Winograd temp space beyond workspace");
     }
     p->slot_size = (size_t)slot_floats;
+    p->sum_size = (size_t)sums;
     void *space = NULL;
     int rc = mxc__resource_temp(c->resources[0], (size_t)total * sizeof(float), &space);
     if (rc != MXC_OK)
         return rc;
     p->u = (float *)(((uintptr_t)space + 63) & ~(uintptr_t)63);
-    p->space = p->u + u_floats;
-    transform_kernels(w, p->cout, p->cin, adjoint, p->u);
+    p->space = p->u + kernels;
+    if (!weight_grad)
+        transform_kernels(w, p->cout, p->cin, adjoint, p->u);
     mxc__parallel_for(p->slots, 1, run_slots, p);
+    if (weight_grad)
+        mxc__parallel_for(p->cout, 1 + 1024 / p->cin, kernel_gradients, p);
     return MXC_OK;
+}
+
+/* The forward's problem of geometry g, its arrays not yet given. */
+static struct wino forward_problem(const struct conv_geom *g) {
+    return (struct wino){.n = g->batch,
+                         .cin = g->ic,
+                         .h = g->ih,
+                         .w = g->iw,
+                         .cout = g->oc,
+                         .oh = g->oh,
+                         .ow = g->ow,
+                         .ph = g->ph,
+                         .pw = g->pw};
 }
 
 int mxc__winograd_forward(const struct mxc__op_call *c, const struct conv_geom *g, const float *x,
                           const float *w, const float *bias, float *y, int req) {
-    struct wino p = {.n = g->batch,
-                     .cin = g->ic,
-                     .h = g->ih,
-                     .w = g->iw,
-                     .cout = g->oc,
-                     .oh = g->oh,
-                     .ow = g->ow,
-                     .ph = g->ph,
-                     .pw = g->pw,
-                     .in = x,
-                     .bias = bias,
-                     .out = y,
-                     .req = req};
+    struct wino p = forward_problem(g);
+    p.in = x, p.bias = bias, p.out = y, p.req = req;
     return run(c, &p, w, false);
 }
 
@@ -339,4 +458,11 @@ int mxc__winograd_backward_data(const struct mxc__op_call *c, const struct conv_
                      .out = dx,
                      .req = req};
     return run(c, &p, w, true);
+}
+
+int mxc__winograd_backward_weight(const struct mxc__op_call *c, const struct conv_geom *g,
+                                  const float *x, const float *dy, float *dw, int req) {
+    struct wino p = forward_problem(g);
+    p.in = x, p.dy = dy, p.out = dw, p.req = req;
+    return run(c, &p, NULL, false);
 }

@@ -20,8 +20,8 @@
  * image, the products themselves are split (mxc__sgemm).
  *
  * A Convolution with a 3x3 kernel at stride 1 and enough channels computes its output and
- * data gradient by Winograd's F(2x2, 3x3) instead (conv_winograd.c, when
- * mxc__winograd_fits); its weight gradient stays here.
+ * both gradients by Winograd's F(2x2, 3x3) instead (conv_winograd.c, when
+ * mxc__winograd_fits).
  *
  * The GPU kernels (cuDNN, or the same products with cuBLAS) are in convolution_gpu.c;
  * the parameters and geometry both use are in convolution.h.
@@ -643,31 +643,36 @@ static int conv_forward(const struct mxc__op_call *c) {
 static int conv_backward(const struct mxc__op_call *c) {
     const struct conv_param *p = c->params;
     struct conv_geom g;
-    struct plan pl;
     const float *dy = c->out_grad[0].data;
     int rc = mxc__conv_geom(p, false, &c->in_data[0].shape, &g);
-    bool fast = rc == MXC_OK && c->req[0] != MXC__REQ_NULL && mxc__winograd_fits(c, &g);
-    if (fast) /* before the plan takes the temp space */
-        rc = mxc__winograd_backward_data(c, &g, dy, c->in_data[1].data, c->in_grad[0].data,
-                                         c->req[0]);
-    const bool data_by_im2col = c->req[0] != MXC__REQ_NULL && !fast;
-    if (rc == MXC_OK && (data_by_im2col || c->req[1] != MXC__REQ_NULL))
-        rc = make_plan(c, &g, p, c->req[1] != MXC__REQ_NULL, &pl);
     if (rc != MXC_OK)
         return rc;
-    if (data_by_im2col) {
-        struct conv_job j = {
-            &g, &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL, c->in_grad[0].data, c->req[0]};
-        run_job(&j);
+    const bool data_grad = c->req[0] != MXC__REQ_NULL, weight_grad = c->req[1] != MXC__REQ_NULL;
+    if (mxc__winograd_fits(c, &g)) {
+        if (data_grad)
+            rc = mxc__winograd_backward_data(c, &g, dy, c->in_data[1].data, c->in_grad[0].data,
+                                             c->req[0]);
+        if (rc == MXC_OK && weight_grad)
+            rc = mxc__winograd_backward_weight(c, &g, c->in_data[0].data, dy, c->in_grad[1].data,
+                                               c->req[1]);
+    } else if (data_grad || weight_grad) {
+        struct plan pl;
+        rc = make_plan(c, &g, p, weight_grad, &pl);
+        if (rc == MXC_OK && data_grad) {
+            struct conv_job j = {
+                &g,       &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL, c->in_grad[0].data,
+                c->req[0]};
+            run_job(&j);
+        }
+        if (rc == MXC_OK && weight_grad) {
+            struct conv_job j = {&g,   &pl,  WEIGHT_GRAD,        c->in_data[0].data, dy,
+                                 NULL, NULL, c->in_grad[1].data, c->req[1]};
+            run_job(&j);
+        }
     }
-    if (c->req[1] != MXC__REQ_NULL) {
-        struct conv_job j = {&g,   &pl,  WEIGHT_GRAD,        c->in_data[0].data, dy,
-                             NULL, NULL, c->in_grad[1].data, c->req[1]};
-        run_job(&j);
-    }
-    if (!p->no_bias && c->req[2] != MXC__REQ_NULL)
+    if (rc == MXC_OK && !p->no_bias && c->req[2] != MXC__REQ_NULL)
         bias_grad(dy, c->in_grad[2].data, g.batch, g.oc, g.pix, c->req[2]);
-    return MXC_OK;
+    return rc;
 }
 
 /* Deconvolution: data (N, C, H, W) -> out (N, F, OH, OW); the adjoint of Convolution. */

@@ -45,14 +45,16 @@ int mxc__conv_geom(const struct conv_param *p, bool deconv, const mxc_shape *dat
 /* Winograd F(2x2, 3x3) on the CPU (operator/conv_winograd.c): whether it serves call c,
  * a Convolution of geometry g (3x3, stride 1, no dilation, one group, pads up to 2, at
  * least 16 channels in and out, temp space within the workspace parameter); the forward
- * y (req) = conv(x, w) + bias (bias may be NULL), and the data gradient dx (req) from
- * dy. Temp space from c->resources[0] (which invalidates what it held); MXC_OK or
- * MXC_ENOMEM. */
+ * y (req) = conv(x, w) + bias (bias may be NULL), the data gradient dx (req) from dy,
+ * and the weight gradient dw (req) from x and dy. Temp space from c->resources[0] (which
+ * invalidates what it held); MXC_OK or MXC_ENOMEM. */
 bool mxc__winograd_fits(const struct mxc__op_call *c, const struct conv_geom *g);
 int mxc__winograd_forward(const struct mxc__op_call *c, const struct conv_geom *g, const float *x,
                           const float *w, const float *bias, float *y, int req);
 int mxc__winograd_backward_data(const struct mxc__op_call *c, const struct conv_geom *g,
                                 const float *dy, const float *w, float *dx, int req);
+int mxc__winograd_backward_weight(const struct mxc__op_call *c, const struct conv_geom *g,
+                                  const float *x, const float *dy, float *dw, int req);
 
 /* The GPU kernels (operator/convolution_gpu.c), in CUDA builds only. Declared in every
  * build: nvcc does not get MXC_USE_CUDA, and the .cu definitions should meet these. */

@@ -653,7 +653,7 @@ START_TEST(test_pool_full_huge_stride) {
 END_TEST
 
 /* 3x3 convolutions at stride 1 with at least 16 channels take the Winograd path
- * (operator/conv_winograd.c) forward and for the data gradient: against direct sums in
+ * (operator/conv_winograd.c) forward and for both gradients: against direct sums in
  * double, on even and odd sizes (cut edge tiles), pads 0, 1 and 2, images smaller than a
  * tile's patch, with and without bias, in a workspace that holds one slot only; and 15
  * channels or no workspace, which take im2col, the same way. */
