@@ -489,7 +489,8 @@ static const struct gpu_tolerance gpu_default_tolerance = {"(default)", 1e-4, 1e
 static const struct gpu_tolerance gpu_tolerances[] = {
     /* cuDNN picks among implicit-GEMM, Winograd and FFT algorithms: a different order of
      * summation over C * kh * kw terms, and Winograd / FFT transform the data first, which
-     * loses a few more bits than the CPU's im2col + GEMM */
+     * loses a few more bits than im2col + GEMM; the CPU runs either (its own Winograd
+     * F(2x2, 3x3) on 3x3 stride-1 layers of 16 channels or more) */
     {"Convolution", 1e-3, 1e-4},
     {"Deconvolution", 1e-3, 1e-4},
     /* cuBLAS sums the K products in blocks (and split-K in parallel), not in the CPU
