@@ -24,8 +24,8 @@
  * runs; each slot (one per operator thread) transforms its runs' patches, multiplies and
  * transforms the products back into its images' outputs — or, for the weight gradient,
  * sums its runs' products into its own X, the slots' Xs added up at the end — with its
- * own buffers in the temp space. Sums of products are rounded differently from im2col's (the transforms add
- * and halve), within a few ulp of the values' magnitude.
+ * own buffers in the temp space. Sums of products are rounded differently from im2col's
+ * (the transforms add and halve), within a few ulp of the values' magnitude.
  */
 #include "operator/convolution.h"
 
@@ -308,9 +308,10 @@ static void kernel_gradients(void *arg, int64_t o0, int64_t o1) {
         for (int64_t i = 0; i < p->cin; i++) {
             float x[16];
             for (int xi = 0; xi < 16; xi++) {
+                const float *sums = p->space + xi * plane + o * p->cin + i; /* slot 0's */
                 x[xi] = 0.0f;
                 for (int s = 0; s < p->slots; s++)
-                    x[xi] += slot_space(p, s).sums[xi * plane + o * p->cin + i];
+                    x[xi] += sums[(size_t)s * p->slot_size];
             }
             float t[3][4]; /* Gᵀ x */
             for (int s = 0; s < 4; s++) {
@@ -373,8 +374,8 @@ bool mxc__winograd_fits(const struct mxc__op_call *c, const struct conv_geom *g)
           g->groups == 1 && g->ph <= 2 && g->pw <= 2 && g->ic >= 16 && g->oc >= 16 && g->oh > 0 &&
           g->ow > 0 && g->batch > 0))
         return false;
-    /* one slot of the smallest run, forward (ow) and for the data gradient (iw); a slot
-     * and the kernels take as much whichever holds the kernels */
+    /* one slot of the smallest run, forward (ow) and for the data gradient (iw); for the
+     * weight gradient that slot's sums take the kernels' place, the same total */
     int64_t kernels, sums, slot, total, tw = ((g->ow > g->iw ? g->ow : g->iw) + 1) / 2;
     return temp_floats(g->ic, g->oc, tw, MIN_RUN, 1, false, &kernels, &sums, &slot, &total) &&
            total <= workspace_floats(c);
@@ -419,7 +420,8 @@ static int run(const struct mxc__op_call *c, struct wino *p, const float *w, boo
         transform_kernels(w, p->cout, p->cin, adjoint, p->u);
     mxc__parallel_for(p->slots, 1, run_slots, p);
     if (weight_grad)
-        mxc__parallel_for(p->cout, 1 + 1024 / p->cin, kernel_gradients, p);
+        mxc__parallel_for(p->cout, 1 + 1024 / p->cin, kernel_gradients,
+                          p); /* >= 1024 kernels a chunk */
     return MXC_OK;
 }
 
