@@ -1,7 +1,7 @@
 /*
- * operator/conv_winograd.c — Convolution's CPU fast path for 3x3 kernels at stride 1:
- * Winograd's minimal filtering F(2x2, 3x3) (Lavin and Gray, "Fast Algorithms for
- * Convolutional Neural Networks", 2015).
+ * operator/conv_winograd.c — the CPU fast path of Convolution (and of Deconvolution, its
+ * adjoint) for 3x3 kernels at stride 1: Winograd's minimal filtering F(2x2, 3x3) (Lavin
+ * and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015).
  *
  * Each 2x2 block of outputs ("tile") comes from the 4x4 patch of input under it. With
  * the patch d transformed to V = Bᵀ d B and the kernel g to U = G g Gᵀ, the block is
@@ -406,7 +406,7 @@ static int run(const struct mxc__op_call *c, struct wino *p, const float *w, boo
         else if (p->run > MIN_RUN)
             p->run = p->run / 2 > MIN_RUN ? p->run / 2 : MIN_RUN;
         else
-            return mxc__error(MXC_EINTERNAL, "Convolution: Winograd temp space beyond workspace");
+            return mxc__error(MXC_EINTERNAL, "Winograd convolution: temp space beyond workspace");
     }
     p->slot_size = (size_t)slot_floats;
     p->sum_size = (size_t)sums;

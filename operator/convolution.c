@@ -19,9 +19,8 @@
  * products; the weight gradient is summed from per-slot partials. With T = 1, or one
  * image, the products themselves are split (mxc__sgemm).
  *
- * A Convolution with a 3x3 kernel at stride 1 and enough channels computes its output and
- * both gradients by Winograd's F(2x2, 3x3) instead (conv_winograd.c, when
- * mxc__winograd_fits).
+ * With a 3x3 kernel at stride 1 and enough channels, either operator computes all three
+ * products by Winograd's F(2x2, 3x3) instead (conv_winograd.c, when mxc__winograd_fits).
  *
  * The GPU kernels (cuDNN, or the same products with cuBLAS) are in convolution_gpu.c;
  * the parameters and geometry both use are in convolution.h.
@@ -599,123 +598,91 @@ static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t 
 
 /* ---- Kernels ----------------------------------------------------------------------- */
 
-/* The geometry and the plan with its temp space (a weight-gradient share per slot when
- * the weight gradient is wanted). */
-static int prepare(const struct mxc__op_call *c, bool deconv, bool weight_grad, struct conv_geom *g,
-                   struct plan *pl) {
-    const struct conv_param *p = c->params;
-    int rc = mxc__conv_geom(p, deconv, &c->in_data[0].shape, g);
-    if (rc != MXC_OK)
-        return rc;
-    return make_plan(c, g, p, weight_grad, pl);
-}
-
-/* Convolution: data (N, C, H, W) -> out (N, F, OH, OW). */
-static int conv_forward(const struct mxc__op_call *c) {
-    const struct conv_param *p = c->params;
-    struct conv_geom g;
+/* Runs job j's product over the whole batch (its plan filled in here): by Winograd's
+ * F(2x2, 3x3) when it fits the geometry, else by im2col with a plan of its own (the
+ * temp space holds nothing from one product to the next). */
+static int run_product(const struct mxc__op_call *c, struct conv_job *j) {
+    if (mxc__winograd_fits(c, j->g)) {
+        if (j->work == TO_COLUMNS)
+            return mxc__winograd_forward(c, j->g, j->img, j->w, j->bias, j->out, j->req);
+        if (j->work == TO_IMAGE)
+            return mxc__winograd_backward_data(c, j->g, j->cols, j->w, j->out, j->req);
+        return mxc__winograd_backward_weight(c, j->g, j->img, j->cols, j->out, j->req);
+    }
     struct plan pl;
-    if (c->req[0] == MXC__REQ_NULL)
-        return MXC_OK;
-    int rc = mxc__conv_geom(p, false, &c->in_data[0].shape, &g);
+    int rc = make_plan(c, j->g, c->params, j->work == WEIGHT_GRAD, &pl);
     if (rc != MXC_OK)
         return rc;
-    if (mxc__winograd_fits(c, &g))
-        return mxc__winograd_forward(c, &g, c->in_data[0].data, c->in_data[1].data,
-                                     p->no_bias ? NULL : c->in_data[2].data, c->out_data[0].data,
-                                     c->req[0]);
-    rc = make_plan(c, &g, p, false, &pl);
-    if (rc != MXC_OK)
-        return rc;
-    struct conv_job j = {&g,
-                         &pl,
-                         TO_COLUMNS,
-                         c->in_data[0].data,
-                         NULL,
-                         c->in_data[1].data,
-                         p->no_bias ? NULL : c->in_data[2].data,
-                         c->out_data[0].data,
-                         c->req[0]};
-    run_job(&j);
+    j->pl = &pl;
+    run_job(j);
     return MXC_OK;
 }
 
-static int conv_backward(const struct mxc__op_call *c) {
+/* Convolution: data (N, C, H, W) -> out (N, F, OH, OW); Deconvolution, its adjoint, the
+ * other way. */
+static int forward(const struct mxc__op_call *c, bool deconv) {
     const struct conv_param *p = c->params;
     struct conv_geom g;
-    const float *dy = c->out_grad[0].data;
-    int rc = mxc__conv_geom(p, false, &c->in_data[0].shape, &g);
+    if (c->req[0] == MXC__REQ_NULL)
+        return MXC_OK;
+    int rc = mxc__conv_geom(p, deconv, &c->in_data[0].shape, &g);
     if (rc != MXC_OK)
         return rc;
-    const bool data_grad = c->req[0] != MXC__REQ_NULL, weight_grad = c->req[1] != MXC__REQ_NULL;
-    if (mxc__winograd_fits(c, &g)) {
-        if (data_grad)
-            rc = mxc__winograd_backward_data(c, &g, dy, c->in_data[1].data, c->in_grad[0].data,
-                                             c->req[0]);
-        if (rc == MXC_OK && weight_grad)
-            rc = mxc__winograd_backward_weight(c, &g, c->in_data[0].data, dy, c->in_grad[1].data,
-                                               c->req[1]);
-    } else if (data_grad || weight_grad) {
-        struct plan pl;
-        rc = make_plan(c, &g, p, weight_grad, &pl);
-        if (rc == MXC_OK && data_grad) {
-            struct conv_job j = {
-                &g,       &pl, TO_IMAGE, NULL, dy, c->in_data[1].data, NULL, c->in_grad[0].data,
-                c->req[0]};
-            run_job(&j);
-        }
-        if (rc == MXC_OK && weight_grad) {
-            struct conv_job j = {&g,   &pl,  WEIGHT_GRAD,        c->in_data[0].data, dy,
-                                 NULL, NULL, c->in_grad[1].data, c->req[1]};
-            run_job(&j);
-        }
-    }
-    if (rc == MXC_OK && !p->no_bias && c->req[2] != MXC__REQ_NULL)
-        bias_grad(dy, c->in_grad[2].data, g.batch, g.oc, g.pix, c->req[2]);
+    const float *x = c->in_data[0].data, *bias = p->no_bias ? NULL : c->in_data[2].data;
+    float *out = c->out_data[0].data;
+    struct conv_job j = {.g = &g,
+                         .work = deconv ? TO_IMAGE : TO_COLUMNS,
+                         .img = x,
+                         .cols = x,
+                         .w = c->in_data[1].data,
+                         .bias = deconv ? NULL : bias,
+                         .out = out,
+                         .req = c->req[0]};
+    rc = run_product(c, &j);
+    if (rc == MXC_OK && deconv && bias)
+        add_bias(out, bias, g.batch, g.ic, g.ih * g.iw);
     return rc;
 }
 
-/* Deconvolution: data (N, C, H, W) -> out (N, F, OH, OW); the adjoint of Convolution. */
-static int deconv_forward(const struct mxc__op_call *c) {
+/* The data gradient is the other operator's forward of the output gradient; the weight
+ * gradient pairs the image side (the convolution's data, the deconvolution's output
+ * gradient) with the column side. */
+static int backward(const struct mxc__op_call *c, bool deconv) {
     const struct conv_param *p = c->params;
     struct conv_geom g;
-    struct plan pl;
-    if (c->req[0] == MXC__REQ_NULL)
-        return MXC_OK;
-    int rc = prepare(c, true, false, &g, &pl);
+    int rc = mxc__conv_geom(p, deconv, &c->in_data[0].shape, &g);
     if (rc != MXC_OK)
         return rc;
-    float *out = c->out_data[0].data;
-    struct conv_job j = {&g,   &pl, TO_IMAGE, NULL, c->in_data[0].data, c->in_data[1].data,
-                         NULL, out, c->req[0]};
-    run_job(&j);
-    if (!p->no_bias)
-        add_bias(out, c->in_data[2].data, g.batch, g.ic, g.ih * g.iw);
-    return MXC_OK;
+    const float *x = c->in_data[0].data, *dy = c->out_grad[0].data;
+    if (c->req[0] != MXC__REQ_NULL) {
+        struct conv_job j = {.g = &g,
+                             .work = deconv ? TO_COLUMNS : TO_IMAGE,
+                             .img = dy,
+                             .cols = dy,
+                             .w = c->in_data[1].data,
+                             .out = c->in_grad[0].data,
+                             .req = c->req[0]};
+        rc = run_product(c, &j);
+    }
+    if (rc == MXC_OK && c->req[1] != MXC__REQ_NULL) {
+        struct conv_job j = {.g = &g,
+                             .work = WEIGHT_GRAD,
+                             .img = deconv ? dy : x,
+                             .cols = deconv ? x : dy,
+                             .out = c->in_grad[1].data,
+                             .req = c->req[1]};
+        rc = run_product(c, &j);
+    }
+    if (rc == MXC_OK && !p->no_bias && c->req[2] != MXC__REQ_NULL)
+        bias_grad(dy, c->in_grad[2].data, g.batch, deconv ? g.ic : g.oc,
+                  deconv ? g.ih * g.iw : g.pix, c->req[2]);
+    return rc;
 }
 
-static int deconv_backward(const struct mxc__op_call *c) {
-    const struct conv_param *p = c->params;
-    struct conv_geom g;
-    struct plan pl;
-    int rc = prepare(c, true, c->req[1] != MXC__REQ_NULL, &g, &pl);
-    if (rc != MXC_OK)
-        return rc;
-    const float *dy = c->out_grad[0].data;
-    if (c->req[0] != MXC__REQ_NULL) {
-        struct conv_job j = {
-            &g, &pl, TO_COLUMNS, dy, NULL, c->in_data[1].data, NULL, c->in_grad[0].data, c->req[0]};
-        run_job(&j);
-    }
-    if (c->req[1] != MXC__REQ_NULL) {
-        struct conv_job j = {&g,   &pl,  WEIGHT_GRAD,        dy,       c->in_data[0].data,
-                             NULL, NULL, c->in_grad[1].data, c->req[1]};
-        run_job(&j);
-    }
-    if (!p->no_bias && c->req[2] != MXC__REQ_NULL)
-        bias_grad(dy, c->in_grad[2].data, g.batch, g.ic, g.ih * g.iw, c->req[2]);
-    return MXC_OK;
-}
+static int conv_forward(const struct mxc__op_call *c) { return forward(c, false); }
+static int conv_backward(const struct mxc__op_call *c) { return backward(c, false); }
+static int deconv_forward(const struct mxc__op_call *c) { return forward(c, true); }
+static int deconv_backward(const struct mxc__op_call *c) { return backward(c, true); }
 
 const struct mxc__op_def mxc__op_Convolution = {
     .name = "Convolution",

@@ -43,11 +43,13 @@ int mxc__conv_geom(const struct conv_param *p, bool deconv, const mxc_shape *dat
                    struct conv_geom *g);
 
 /* Winograd F(2x2, 3x3) on the CPU (operator/conv_winograd.c): whether it serves call c,
- * a Convolution of geometry g (3x3, stride 1, no dilation, one group, pads up to 2, at
- * least 16 channels in and out, temp space within the workspace parameter); the forward
- * y (req) = conv(x, w) + bias (bias may be NULL), the data gradient dx (req) from dy,
- * and the weight gradient dw (req) from x and dy. Temp space from c->resources[0] (which
- * invalidates what it held); MXC_OK or MXC_ENOMEM. */
+ * of geometry g (3x3, stride 1, no dilation, one group, pads up to 2, at least 16
+ * channels on either side, temp space within the workspace parameter); the column side y
+ * (req) = conv(x, w) + bias of the image side x (bias may be NULL), the image side dx
+ * (req) from the column side dy (the adjoint), and the weight gradient dw (req) from x
+ * and dy. Convolution's forward, data and weight gradients in turn; Deconvolution's data
+ * gradient, forward and weight gradient (with its output gradient as x). Temp space from
+ * c->resources[0] (which invalidates what it held); MXC_OK or MXC_ENOMEM. */
 bool mxc__winograd_fits(const struct mxc__op_call *c, const struct conv_geom *g);
 int mxc__winograd_forward(const struct mxc__op_call *c, const struct conv_geom *g, const float *x,
                           const float *w, const float *bias, float *y, int req);

@@ -188,6 +188,12 @@ static const struct grad_case grad_cases[] = {
      {{4, {2, 3, 3, 3}}, {4, {3, 2, 3, 3}}, {1, {2}}},
      {"kernel", "(3, 3)", "stride", "(2, 2)", "num_filter", "2", "no_bias", "False", "workspace",
       "0"}},
+    /* 16 channels each side at stride 1: Winograd too, the Convolution's paths swapped */
+    {"Deconvolution",
+     3,
+     false,
+     {{4, {1, 16, 4, 5}}, {4, {16, 16, 3, 3}}, {1, {16}}},
+     {"kernel", "(3, 3)", "pad", "(1, 1)", "num_filter", "16", "no_bias", "False"}},
     {"Deconvolution",
      2,
      false,
@@ -751,6 +757,54 @@ START_TEST(test_conv3x3_direct_sums) {
 }
 END_TEST
 
+/* Deconvolution with a 3x3 kernel at stride 1 and 16 channels or more each side runs the
+ * Winograd path with its products in the other order (forward by the convolution's data
+ * gradient, data gradient by its forward): the same values as im2col (workspace 0), which
+ * the reference cases check against MXNet, on odd sizes and pads 0 - 2. */
+static const struct conv3x3_case deconv3x3_cases[] = {
+    {2, 16, 6, 6, 16, 1, 1, true, NULL},
+    {3, 17, 7, 9, 20, 0, 0, false, NULL},
+    {2, 16, 5, 4, 18, 2, 1, true, NULL},
+    {1, 32, 2, 3, 16, 0, 1, true, NULL},
+};
+
+START_TEST(test_deconv3x3_paths_agree) {
+    const struct conv3x3_case *t = &deconv3x3_cases[_i];
+    char k[16], pad[32];
+    snprintf(k, sizeof k, "%lld", (long long)t->k);
+    snprintf(pad, sizeof pad, "(%lld, %lld)", (long long)t->ph, (long long)t->pw);
+    struct mxct_tensor in[3] = {mxct_tensor_random(shp(4, t->n, t->c, t->h, t->w), -1, 1, 31),
+                                mxct_tensor_random(shp(4, t->c, t->k, 3, 3), -1, 1, 32),
+                                mxct_tensor_random(shp(1, t->k, 0, 0, 0), -1, 1, 33)};
+    const int num_in = t->bias ? 3 : 2;
+    struct mxct_tensor y[2], dy, grads[2][3];
+    for (int path = 0; path < 2; path++) { /* 0: Winograd, 1: im2col */
+        struct mxct_params kv =
+            MXCT_KV("kernel", "(3, 3)", "pad", pad, "num_filter", k, "no_bias",
+                    t->bias ? "False" : "True", "workspace", path ? "0" : "512");
+        ck_assert_int_eq(mxct_op_forward("Deconvolution", kv, true, in, num_in, NULL, &y[path]),
+                         MXC_OK);
+        if (path == 0)
+            dy = mxct_tensor_random(y[0].shape, -1, 1, 34);
+        ck_assert_int_eq(
+            mxct_op_backward("Deconvolution", kv, true, in, num_in, NULL, &dy, grads[path]),
+            MXC_OK);
+    }
+    /* sums of 9 * C products of values up to 1 (the weight gradient's over the batch) */
+    mxct_expect_tensor(&y[0], &y[1], 1e-5, 2e-5, "output");
+    mxct_expect_tensor(&grads[0][0], &grads[1][0], 1e-5, 2e-5, "data gradient");
+    mxct_expect_tensor(&grads[0][1], &grads[1][1], 1e-5, 1e-4, "weight gradient");
+    if (t->bias)
+        mxct_expect_tensor(&grads[0][2], &grads[1][2], 0, 0, "bias gradient");
+    for (int path = 0; path < 2; path++) {
+        mxct_tensors_free(grads[path], num_in);
+        mxct_tensors_free(&y[path], 1);
+    }
+    mxct_tensors_free(&dy, 1);
+    mxct_tensors_free(in, 3);
+}
+END_TEST
+
 START_TEST(test_conv_empty_batch) {
     struct mxct_tensor in[3] = {mxct_tensor_from(shp(4, 0, 2, 5, 5), NULL),
                                 mxct_tensor_random(shp(4, 2, 2, 3, 3), -1, 1, 3),
@@ -787,6 +841,7 @@ static Suite *suite(void) {
     tcase_add_loop_test(tc, test_pool_max2x2, 0, 3);
     tcase_add_test(tc, test_conv_empty_batch);
     tcase_add_loop_test(tc, test_conv3x3_direct_sums, 0, (int)MXC_ARRAY_SIZE(conv3x3_cases));
+    tcase_add_loop_test(tc, test_deconv3x3_paths_agree, 0, (int)MXC_ARRAY_SIZE(deconv3x3_cases));
     tcase_add_loop_test(tc, test_pool_full_huge_stride, 0, 2);
     suite_add_tcase(s, tc);
 
