@@ -35,21 +35,24 @@
 #include <string.h>
 
 /* One problem as the fast path sees it: a stride-1 3x3 correlation of `in` (n, cin, h,
- * w), zero-padded by ph, pw, with a kernel already transformed, into `out` (n, cout, oh,
- * ow). */
+ * w), zero-padded by ph, pw, with a weight, into `out` (n, cout, oh, ow); or the weight
+ * gradient of one. */
 struct wino {
     int64_t n, cin, h, w, cout, oh, ow, ph, pw;
-    int64_t th, tw, tiles; /* tile rows, tile columns per image; tiles of the batch */
-    int64_t run;           /* tiles per product */
+    int64_t th, tw, tiles;          /* tile rows, tile columns per image; tiles of the batch */
+    int64_t run;                    /* tiles per product */
+    int64_t kplane, vplane, mplane; /* floats from one plane of u (or sums), v, m to the next */
     int slots;
-    size_t slot_size;  /* floats per slot, a multiple of 16 */
-    size_t sum_size;   /* floats of a slot's weight-gradient sums, 0 when convolving */
-    float *u;          /* convolving: the transformed kernels (16, cout, cin) */
-    float *space;      /* the slots' buffers */
-    const float *in;   /* (n, cin, h, w) */
-    const float *bias; /* convolving: (cout) or NULL */
-    const float *dy;   /* summing the weight gradient: the output gradient (n, cout, oh, ow) */
-    float *out;        /* convolving: (n, cout, oh, ow); else the weight gradient */
+    size_t slot_size;    /* floats per slot, a multiple of 16 */
+    size_t sum_size;     /* floats of a slot's weight-gradient sums, 0 when convolving */
+    float *u;            /* convolving: the transformed kernels (16, cout, cin) */
+    float *space;        /* the slots' buffers */
+    const float *weight; /* convolving: (cout, cin, 3, 3), or (cin, cout, 3, 3) if adjoint */
+    bool adjoint;        /* convolving by the weight turned by 180°, its axes swapped */
+    const float *in;     /* (n, cin, h, w) */
+    const float *bias;   /* convolving: (cout) or NULL */
+    const float *dy;     /* summing the weight gradient: the output gradient (n, cout, oh, ow) */
+    float *out;          /* convolving: (n, cout, oh, ow); else the weight gradient */
     int req;
 };
 
@@ -80,31 +83,53 @@ static void segment_next(const struct wino *p, struct tile *at, int64_t seg) {
     at->b++;
 }
 
-/* Transformed kernels: u[ξ] (cout, cin) = G g Gᵀ of w's 3x3 kernel of (o, i), where g
- * is w[o][i] as it is, or (`adjoint`, for the data gradient) w[i][o] turned by 180°. */
-static void transform_kernels(const float *w, int64_t cout, int64_t cin, bool adjoint, float *u) {
-    const int64_t plane = cout * cin;
-    for (int64_t o = 0; o < cout; o++)
-        for (int64_t i = 0; i < cin; i++) {
-            float g[3][3];
-            const float *k = adjoint ? w + (i * cout + o) * 9 : w + (o * cin + i) * 9;
-            for (int r = 0; r < 3; r++)
-                for (int s = 0; s < 3; s++)
-                    g[r][s] = adjoint ? k[(2 - r) * 3 + (2 - s)] : k[r * 3 + s];
-            float t[4][3]; /* G g */
-            for (int s = 0; s < 3; s++) {
-                t[0][s] = g[0][s];
-                t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
-                t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
-                t[3][s] = g[2][s];
-            }
-            float *dst = u + o * cin + i;
-            for (int r = 0; r < 4; r++) { /* (G g) Gᵀ */
-                dst[(r * 4 + 0) * plane] = t[r][0];
-                dst[(r * 4 + 1) * plane] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
-                dst[(r * 4 + 2) * plane] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
-                dst[(r * 4 + 3) * plane] = t[r][2];
-            }
+/* G g Gᵀ of n kernels whose 3x3 elements lie in 9 rows of KERNEL_RUN floats at g (element
+ * (r, s) of kernel k at g[(r * 3 + s) * KERNEL_RUN + k]), kernel k's 16 values to dst[ξ *
+ * plane + k]. */
+enum { KERNEL_RUN = 64 };
+
+static MXC__SIMD_KERNEL void kernel_run(const float *restrict g, int64_t n, float *restrict dst,
+                                        int64_t plane) {
+    for (int64_t k = 0; k < n; k++) {
+        float t[4][3]; /* G g */
+        for (int s = 0; s < 3; s++) {
+            float a = g[s * KERNEL_RUN + k], b = g[(3 + s) * KERNEL_RUN + k];
+            float c = g[(6 + s) * KERNEL_RUN + k];
+            t[0][s] = a;
+            t[1][s] = 0.5f * (a + b + c);
+            t[2][s] = 0.5f * (a - b + c);
+            t[3][s] = c;
+        }
+        for (int r = 0; r < 4; r++) { /* (G g) Gᵀ */
+            dst[(r * 4 + 0) * plane + k] = t[r][0];
+            dst[(r * 4 + 1) * plane + k] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
+            dst[(r * 4 + 2) * plane + k] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
+            dst[(r * 4 + 3) * plane + k] = t[r][2];
+        }
+    }
+}
+
+/* Transformed kernels of out channels [o0, o1): u[ξ] (cout, cin) = G g Gᵀ of the 3x3
+ * kernel of (o, i), where g is w[o][i] as it is, or (p->adjoint, for the data gradient)
+ * w[i][o] turned by 180°. The kernels of a run of in channels are first laid out element
+ * by element, so that the transform runs over the run in vectors. */
+static void transform_kernels(void *arg, int64_t o0, int64_t o1) {
+    const struct wino *p = arg;
+    const int64_t cout = p->cout, cin = p->cin;
+    /* kernel (o, i) at o * o_step + i * i_step, its element e = 3 r + s at at[e] */
+    const int64_t o_step = p->adjoint ? 9 : cin * 9, i_step = p->adjoint ? cout * 9 : 9;
+    int at[9];
+    for (int e = 0; e < 9; e++)
+        at[e] = p->adjoint ? 8 - e : e;
+    float g[9 * KERNEL_RUN];
+    for (int64_t o = o0; o < o1; o++)
+        for (int64_t i0 = 0; i0 < cin; i0 += KERNEL_RUN) {
+            const int64_t n = cin - i0 < KERNEL_RUN ? cin - i0 : KERNEL_RUN;
+            const float *k = p->weight + o * o_step + i0 * i_step;
+            for (int64_t i = 0; i < n; i++)
+                for (int e = 0; e < 9; e++)
+                    g[e * KERNEL_RUN + i] = k[i * i_step + at[e]];
+            kernel_run(g, n, p->u + o * cin + i0, p->kplane);
         }
 }
 
@@ -178,7 +203,7 @@ static void each_segment(const struct wino *p, int64_t channels, int64_t t0, int
 static void patch_segment(const struct wino *p, int64_t c, struct tile at, int64_t q, int64_t seg,
                           float *v, float *rows) {
     patch_rows(p, p->in + (at.b * p->cin + c) * p->h * p->w, at.ty, at.tx, seg, rows);
-    patch_columns(rows, seg, rows + 4 * (2 * p->tw + 2), v + c * p->run + q, p->cin * p->run);
+    patch_columns(rows, seg, rows + 4 * (2 * p->tw + 2), v + c * p->run + q, p->vplane);
 }
 
 /* Aᵀ m A plus the bias for a segment of `seg` tiles whose 16 products lie at src
@@ -207,7 +232,7 @@ static MXC__SIMD_KERNEL void product_rows(const float *restrict src, int64_t pla
 static void product_segment(const struct wino *p, int64_t o, struct tile at, int64_t q, int64_t seg,
                             float *m, float *rows) {
     const int64_t x0 = 2 * at.tx, n = 2 * seg < p->ow - x0 ? 2 * seg : p->ow - x0;
-    product_rows(m + o * p->run + q, p->cout * p->run, seg, p->bias ? p->bias[o] : 0.0f, rows);
+    product_rows(m + o * p->run + q, p->mplane, seg, p->bias ? p->bias[o] : 0.0f, rows);
     float *img = p->out + (at.b * p->cout + o) * p->oh * p->ow;
     for (int64_t r = 0; r < 2 && 2 * at.ty + r < p->oh; r++) {
         float *dst = img + (2 * at.ty + r) * p->ow + x0;
@@ -255,7 +280,7 @@ static void gradient_segment(const struct wino *p, int64_t o, struct tile at, in
             memcpy(row, img + y * p->ow + x0, (size_t)have * sizeof(float));
         memset(row + have, 0, (size_t)(2 * seg - have) * sizeof(float));
     }
-    gradient_columns(rows, seg, m + o * p->run + q, p->cout * p->run);
+    gradient_columns(rows, seg, m + o * p->run + q, p->mplane);
 }
 
 /* Slot s's buffers: the weight-gradient sums (sum_size floats), v (16, cin, run), m (16,
@@ -266,8 +291,8 @@ struct slot_space {
 
 static struct slot_space slot_space(const struct wino *p, int64_t s) {
     float *base = p->space + (size_t)s * p->slot_size;
-    float *v = base + p->sum_size, *m = v + 16 * p->cin * p->run;
-    return (struct slot_space){base, v, m, m + 16 * p->cout * p->run};
+    float *v = base + p->sum_size, *m = v + 16 * p->vplane;
+    return (struct slot_space){base, v, m, m + 16 * p->mplane};
 }
 
 /* Convolving, the outputs of the slot's tiles; summing the weight gradient, the slot's
@@ -284,16 +309,15 @@ static void run_slots(void *arg, int64_t s0, int64_t s1) {
             if (p->sum_size) {
                 each_segment(p, p->cout, t0, count, gradient_segment, b.m, b.rows);
                 for (int xi = 0; xi < 16; xi++)
-                    mxc__sgemm(false, true, p->cout, p->cin, count, 1.0f,
-                               b.m + xi * p->cout * p->run, p->run, b.v + xi * p->cin * p->run,
-                               p->run, t0 == first ? 0.0f : 1.0f, b.sums + xi * p->cout * p->cin,
-                               p->cin);
+                    mxc__sgemm(false, true, p->cout, p->cin, count, 1.0f, b.m + xi * p->mplane,
+                               p->run, b.v + xi * p->vplane, p->run, t0 == first ? 0.0f : 1.0f,
+                               b.sums + xi * p->kplane, p->cin);
                 continue;
             }
             for (int xi = 0; xi < 16; xi++)
-                mxc__sgemm(false, false, p->cout, count, p->cin, 1.0f, p->u + xi * p->cout * p->cin,
-                           p->cin, b.v + xi * p->cin * p->run, p->run, 0.0f,
-                           b.m + xi * p->cout * p->run, p->run);
+                mxc__sgemm(false, false, p->cout, count, p->cin, 1.0f, p->u + xi * p->kplane,
+                           p->cin, b.v + xi * p->vplane, p->run, 0.0f, b.m + xi * p->mplane,
+                           p->run);
             each_segment(p, p->cout, t0, count, product_segment, b.m, b.rows);
         }
     }
@@ -303,7 +327,7 @@ static void run_slots(void *arg, int64_t s0, int64_t s1) {
  * (o, i)'s 4x4 x, the adjoint of transform_kernels, stored as p->req says. */
 static void kernel_gradients(void *arg, int64_t o0, int64_t o1) {
     const struct wino *p = arg;
-    const int64_t plane = p->cout * p->cin;
+    const int64_t plane = p->kplane;
     for (int64_t o = o0; o < o1; o++)
         for (int64_t i = 0; i < p->cin; i++) {
             float x[16];
@@ -338,28 +362,42 @@ static void kernel_gradients(void *arg, int64_t o0, int64_t o1) {
  * KiB - 1 MiB were slower and 4 MiB no faster (--case resnet_3x3). */
 enum { RUN_TILES = 256, SLOT_BUDGET = 2 << 20, MIN_RUN = 16 };
 
-/* The temp space, in floats: `slots` slots of `run` tiles (16 (cin + cout) run each, and
- * 8 rows of 2 tw + 2 floats) and 16 cout cin floats of kernels, shared when convolving
- * (*kernels) and each slot's own weight-gradient sums otherwise (*sums); every part
- * rounded up to 16. False when it overflows. */
-static bool temp_floats(int64_t cin, int64_t cout, int64_t tw, int64_t run, int64_t slots,
-                        bool weight_grad, int64_t *kernels, int64_t *sums, int64_t *slot_floats,
-                        int64_t *total) {
-    int64_t u, v, rows, slot, all;
-    if (__builtin_mul_overflow(cin, cout, &u) || __builtin_mul_overflow(u, 16, &u) ||
-        __builtin_add_overflow(cin, cout, &v) || __builtin_mul_overflow(v, 16 * run, &v) ||
-        __builtin_mul_overflow(tw, 16, &rows) || __builtin_add_overflow(rows, 16 + 15, &rows) ||
-        __builtin_add_overflow(v, rows, &slot))
+/* Floats from one of 16 planes of a by b floats to the next: a * b rounded up to 16, and
+ * one cache line more. Planes a power of two apart (64 channels by 256 tiles, 512
+ * channels by 512) fall in the same cache sets, and the transforms touch all 16 at once. */
+static bool plane_stride(int64_t a, int64_t b, int64_t *stride) {
+    int64_t n;
+    if (__builtin_mul_overflow(a, b, &n) || __builtin_add_overflow(n, 15 + 16, &n))
         return false;
-    u = (u + 15) / 16 * 16;
-    slot = slot / 16 * 16 + (weight_grad ? u : 0);
-    if (__builtin_mul_overflow(slot, slots, &all) ||
+    *stride = n / 16 * 16;
+    return true;
+}
+
+/* Where things lie in the temp space, in floats: `slots` slots of `run` tiles (16 planes
+ * of v and of m each, and 8 rows of 2 tw + 2 floats) and 16 planes of kernels, shared
+ * when convolving (kernels) and each slot's own weight-gradient sums otherwise (sums);
+ * every part a multiple of 16. */
+struct layout {
+    int64_t kplane, vplane, mplane, kernels, sums, slot, total;
+};
+
+/* False when a size overflows. */
+static bool layout_of(int64_t cin, int64_t cout, int64_t tw, int64_t run, int64_t slots,
+                      bool weight_grad, struct layout *l) {
+    int64_t u, v, rows, slot, all;
+    if (!plane_stride(cout, cin, &l->kplane) || !plane_stride(cin, run, &l->vplane) ||
+        !plane_stride(cout, run, &l->mplane) || __builtin_mul_overflow(l->kplane, 16, &u) ||
+        __builtin_add_overflow(l->vplane, l->mplane, &v) || __builtin_mul_overflow(v, 16, &v) ||
+        __builtin_mul_overflow(tw, 16, &rows) || __builtin_add_overflow(rows, 16 + 15, &rows) ||
+        __builtin_add_overflow(v, rows / 16 * 16, &slot) ||
+        __builtin_add_overflow(slot, weight_grad ? u : 0, &slot) ||
+        __builtin_mul_overflow(slot, slots, &all) ||
         __builtin_add_overflow(all, (weight_grad ? 0 : u) + 16, &all))
         return false;
-    *kernels = weight_grad ? 0 : u;
-    *sums = weight_grad ? u : 0;
-    *slot_floats = slot;
-    *total = all;
+    l->kernels = weight_grad ? 0 : u;
+    l->sums = weight_grad ? u : 0;
+    l->slot = slot;
+    l->total = all;
     return true;
 }
 
@@ -376,12 +414,12 @@ bool mxc__winograd_fits(const struct mxc__op_call *c, const struct conv_geom *g)
         return false;
     /* one slot of the smallest run, forward (ow) and for the data gradient (iw); for the
      * weight gradient that slot's sums take the kernels' place, the same total */
-    int64_t kernels, sums, slot, total, tw = ((g->ow > g->iw ? g->ow : g->iw) + 1) / 2;
-    return temp_floats(g->ic, g->oc, tw, MIN_RUN, 1, false, &kernels, &sums, &slot, &total) &&
-           total <= workspace_floats(c);
+    struct layout l;
+    int64_t tw = ((g->ow > g->iw ? g->ow : g->iw) + 1) / 2;
+    return layout_of(g->ic, g->oc, tw, MIN_RUN, 1, false, &l) && l.total <= workspace_floats(c);
 }
 
-static int run(const struct mxc__op_call *c, struct wino *p, const float *w, bool adjoint) {
+static int run(const struct mxc__op_call *c, struct wino *p) {
     const bool weight_grad = p->dy != NULL;
     p->th = (p->oh + 1) / 2;
     p->tw = (p->ow + 1) / 2;
@@ -397,10 +435,9 @@ static int run(const struct mxc__op_call *c, struct wino *p, const float *w, boo
         p->run = per_slot;
     /* within the workspace parameter (mxc__winograd_fits made sure one slot of MIN_RUN
      * tiles is): fewer slots first, then shorter runs */
-    int64_t kernels, sums, slot_floats, total;
-    while (!temp_floats(p->cin, p->cout, p->tw, p->run, p->slots, weight_grad, &kernels, &sums,
-                        &slot_floats, &total) ||
-           total > workspace_floats(c)) {
+    struct layout l;
+    while (!layout_of(p->cin, p->cout, p->tw, p->run, p->slots, weight_grad, &l) ||
+           l.total > workspace_floats(c)) {
         if (p->slots > 1)
             p->slots--;
         else if (p->run > MIN_RUN)
@@ -408,20 +445,21 @@ static int run(const struct mxc__op_call *c, struct wino *p, const float *w, boo
         else
             return mxc__error(MXC_EINTERNAL, "Winograd convolution: temp space beyond workspace");
     }
-    p->slot_size = (size_t)slot_floats;
-    p->sum_size = (size_t)sums;
+    p->kplane = l.kplane, p->vplane = l.vplane, p->mplane = l.mplane;
+    p->slot_size = (size_t)l.slot;
+    p->sum_size = (size_t)l.sums;
     void *space = NULL;
-    int rc = mxc__resource_temp(c->resources[0], (size_t)total * sizeof(float), &space);
+    int rc = mxc__resource_temp(c->resources[0], (size_t)l.total * sizeof(float), &space);
     if (rc != MXC_OK)
         return rc;
     p->u = (float *)(((uintptr_t)space + 63) & ~(uintptr_t)63);
-    p->space = p->u + kernels;
+    p->space = p->u + l.kernels;
+    const int64_t grain = 1 + 1024 / p->cin; /* chunks of 1024 kernels or more */
     if (!weight_grad)
-        transform_kernels(w, p->cout, p->cin, adjoint, p->u);
+        mxc__parallel_for(p->cout, grain, transform_kernels, p);
     mxc__parallel_for(p->slots, 1, run_slots, p);
     if (weight_grad)
-        mxc__parallel_for(p->cout, 1 + 1024 / p->cin, kernel_gradients,
-                          p); /* >= 1024 kernels a chunk */
+        mxc__parallel_for(p->cout, grain, kernel_gradients, p);
     return MXC_OK;
 }
 
@@ -441,8 +479,8 @@ static struct wino forward_problem(const struct conv_geom *g) {
 int mxc__winograd_forward(const struct mxc__op_call *c, const struct conv_geom *g, const float *x,
                           const float *w, const float *bias, float *y, int req) {
     struct wino p = forward_problem(g);
-    p.in = x, p.bias = bias, p.out = y, p.req = req;
-    return run(c, &p, w, false);
+    p.weight = w, p.in = x, p.bias = bias, p.out = y, p.req = req;
+    return run(c, &p);
 }
 
 int mxc__winograd_backward_data(const struct mxc__op_call *c, const struct conv_geom *g,
@@ -456,15 +494,17 @@ int mxc__winograd_backward_data(const struct mxc__op_call *c, const struct conv_
                      .ow = g->iw,
                      .ph = 2 - g->ph,
                      .pw = 2 - g->pw,
+                     .weight = w,
+                     .adjoint = true,
                      .in = dy,
                      .out = dx,
                      .req = req};
-    return run(c, &p, w, true);
+    return run(c, &p);
 }
 
 int mxc__winograd_backward_weight(const struct mxc__op_call *c, const struct conv_geom *g,
                                   const float *x, const float *dy, float *dw, int req) {
     struct wino p = forward_problem(g);
     p.in = x, p.dy = dy, p.out = dw, p.req = req;
-    return run(c, &p, NULL, false);
+    return run(c, &p);
 }
