@@ -434,7 +434,7 @@ enum conv_work { TO_COLUMNS, TO_IMAGE, WEIGHT_GRAD };
 
 struct conv_job {
     const struct conv_geom *g;
-    const struct plan *pl;
+    struct plan pl;    /* filled in by run_product */
     int work;          /* a conv_work */
     const float *img;  /* image side (TO_COLUMNS, WEIGHT_GRAD) */
     const float *cols; /* column side (TO_IMAGE, WEIGHT_GRAD) */
@@ -450,8 +450,8 @@ struct conv_job {
 static void image_to_columns(const struct conv_job *j, const struct slot *sl) {
     const struct conv_geom *g = j->g;
     bool add = j->req == MXC__REQ_ADD;
-    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
-        int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
+    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl.chunk) {
+        int64_t nb = sl->n1 - n0 < j->pl.chunk ? sl->n1 - n0 : j->pl.chunk;
         int64_t npix = nb * g->pix;
         for (int64_t gi = 0; gi < g->groups; gi++) {
             chunk_im2col(g, sl, j->img, n0, nb, gi);
@@ -493,8 +493,8 @@ static void columns_to_image(const struct conv_job *j, const struct slot *sl) {
     int64_t isize = g->ic * g->ih * g->iw;
     if (j->req != MXC__REQ_ADD)
         memset(j->out + sl->n0 * isize, 0, (size_t)((sl->n1 - sl->n0) * isize) * sizeof(float));
-    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
-        int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
+    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl.chunk) {
+        int64_t nb = sl->n1 - n0 < j->pl.chunk ? sl->n1 - n0 : j->pl.chunk;
         int64_t npix = nb * g->pix;
         for (int64_t gi = 0; gi < g->groups; gi++) {
             const float *src = gather_cols(g, sl, j->cols, n0, nb, gi);
@@ -513,8 +513,8 @@ static void columns_to_image(const struct conv_job *j, const struct slot *sl) {
  * partial for the others, summed afterwards (sum_partials). */
 static void weight_grad(const struct conv_job *j, const struct slot *sl, float *dw) {
     const struct conv_geom *g = j->g;
-    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl->chunk) {
-        int64_t nb = sl->n1 - n0 < j->pl->chunk ? sl->n1 - n0 : j->pl->chunk;
+    for (int64_t n0 = sl->n0; n0 < sl->n1; n0 += j->pl.chunk) {
+        int64_t nb = sl->n1 - n0 < j->pl.chunk ? sl->n1 - n0 : j->pl.chunk;
         int64_t npix = nb * g->pix;
         for (int64_t gi = 0; gi < g->groups; gi++) {
             chunk_im2col(g, sl, j->img, n0, nb, gi);
@@ -528,7 +528,7 @@ static void weight_grad(const struct conv_job *j, const struct slot *sl, float *
 static void run_slots(void *arg, int64_t s0, int64_t s1) {
     const struct conv_job *j = arg;
     for (int64_t s = s0; s < s1; s++) {
-        struct slot sl = slot_of(j->g, j->pl, (int)s);
+        struct slot sl = slot_of(j->g, &j->pl, (int)s);
         if (j->work == TO_COLUMNS) {
             image_to_columns(j, &sl);
         } else if (j->work == TO_IMAGE) {
@@ -545,8 +545,8 @@ static void run_slots(void *arg, int64_t s0, int64_t s1) {
 /* dw (n floats) += the partials of slots 1 .. slots-1, split by elements. */
 static void sum_partials(void *arg, int64_t i0, int64_t i1) {
     const struct conv_job *j = arg;
-    for (int s = 1; s < j->pl->slots; s++) {
-        const float *p = slot_of(j->g, j->pl, s).dw;
+    for (int s = 1; s < j->pl.slots; s++) {
+        const float *p = slot_of(j->g, &j->pl, s).dw;
         for (int64_t i = i0; i < i1; i++)
             j->out[i] += p[i];
     }
@@ -557,8 +557,8 @@ static void run_job(struct conv_job *j) {
     const struct conv_geom *g = j->g;
     if (j->work == WEIGHT_GRAD && j->req != MXC__REQ_ADD)
         memset(j->out, 0, (size_t)(g->oc * g->krows) * sizeof(float));
-    mxc__parallel_for(j->pl->slots, 1, run_slots, j);
-    if (j->work == WEIGHT_GRAD && j->pl->slots > 1)
+    mxc__parallel_for(j->pl.slots, 1, run_slots, j);
+    if (j->work == WEIGHT_GRAD && j->pl.slots > 1)
         mxc__parallel_for(g->oc * g->krows, 4096, sum_partials, j);
 }
 
@@ -598,9 +598,9 @@ static void bias_grad(const float *dy, float *db, int64_t n, int64_t c, int64_t 
 
 /* ---- Kernels ----------------------------------------------------------------------- */
 
-/* Runs job j's product over the whole batch (its plan filled in here): by Winograd's
- * F(2x2, 3x3) when it fits the geometry, else by im2col with a plan of its own (the
- * temp space holds nothing from one product to the next). */
+/* Runs job j's product over the whole batch: by Winograd's F(2x2, 3x3) when it fits the
+ * geometry, else by im2col with a plan of its own (the temp space holds nothing from one
+ * product to the next). */
 static int run_product(const struct mxc__op_call *c, struct conv_job *j) {
     if (mxc__winograd_fits(c, j->g)) {
         if (j->work == TO_COLUMNS)
@@ -609,11 +609,9 @@ static int run_product(const struct mxc__op_call *c, struct conv_job *j) {
             return mxc__winograd_backward_data(c, j->g, j->cols, j->w, j->out, j->req);
         return mxc__winograd_backward_weight(c, j->g, j->img, j->cols, j->out, j->req);
     }
-    struct plan pl;
-    int rc = make_plan(c, j->g, c->params, j->work == WEIGHT_GRAD, &pl);
+    int rc = make_plan(c, j->g, c->params, j->work == WEIGHT_GRAD, &j->pl);
     if (rc != MXC_OK)
         return rc;
-    j->pl = &pl;
     run_job(j);
     return MXC_OK;
 }
