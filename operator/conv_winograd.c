@@ -83,53 +83,34 @@ static void segment_next(const struct wino *p, struct tile *at, int64_t seg) {
     at->b++;
 }
 
-/* G g Gᵀ of n kernels whose 3x3 elements lie in 9 rows of KERNEL_RUN floats at g (element
- * (r, s) of kernel k at g[(r * 3 + s) * KERNEL_RUN + k]), kernel k's 16 values to dst[ξ *
- * plane + k]. */
-enum { KERNEL_RUN = 64 };
-
-static MXC__SIMD_KERNEL void kernel_run(const float *restrict g, int64_t n, float *restrict dst,
-                                        int64_t plane) {
-    for (int64_t k = 0; k < n; k++) {
-        float t[4][3]; /* G g */
-        for (int s = 0; s < 3; s++) {
-            float a = g[s * KERNEL_RUN + k], b = g[(3 + s) * KERNEL_RUN + k];
-            float c = g[(6 + s) * KERNEL_RUN + k];
-            t[0][s] = a;
-            t[1][s] = 0.5f * (a + b + c);
-            t[2][s] = 0.5f * (a - b + c);
-            t[3][s] = c;
-        }
-        for (int r = 0; r < 4; r++) { /* (G g) Gᵀ */
-            dst[(r * 4 + 0) * plane + k] = t[r][0];
-            dst[(r * 4 + 1) * plane + k] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
-            dst[(r * 4 + 2) * plane + k] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
-            dst[(r * 4 + 3) * plane + k] = t[r][2];
-        }
-    }
-}
-
 /* Transformed kernels of out channels [o0, o1): u[ξ] (cout, cin) = G g Gᵀ of the 3x3
  * kernel of (o, i), where g is w[o][i] as it is, or (p->adjoint, for the data gradient)
- * w[i][o] turned by 180°. The kernels of a run of in channels are first laid out element
- * by element, so that the transform runs over the run in vectors. */
+ * w[i][o] turned by 180°. */
 static void transform_kernels(void *arg, int64_t o0, int64_t o1) {
     const struct wino *p = arg;
-    const int64_t cout = p->cout, cin = p->cin;
-    /* kernel (o, i) at o * o_step + i * i_step, its element e = 3 r + s at at[e] */
-    const int64_t o_step = p->adjoint ? 9 : cin * 9, i_step = p->adjoint ? cout * 9 : 9;
-    int at[9];
-    for (int e = 0; e < 9; e++)
-        at[e] = p->adjoint ? 8 - e : e;
-    float g[9 * KERNEL_RUN];
+    const int64_t cout = p->cout, cin = p->cin, plane = p->kplane;
     for (int64_t o = o0; o < o1; o++)
-        for (int64_t i0 = 0; i0 < cin; i0 += KERNEL_RUN) {
-            const int64_t n = cin - i0 < KERNEL_RUN ? cin - i0 : KERNEL_RUN;
-            const float *k = p->weight + o * o_step + i0 * i_step;
-            for (int64_t i = 0; i < n; i++)
-                for (int e = 0; e < 9; e++)
-                    g[e * KERNEL_RUN + i] = k[i * i_step + at[e]];
-            kernel_run(g, n, p->u + o * cin + i0, p->kplane);
+        for (int64_t i = 0; i < cin; i++) {
+            float g[3][3];
+            const float *k =
+                p->adjoint ? p->weight + (i * cout + o) * 9 : p->weight + (o * cin + i) * 9;
+            for (int r = 0; r < 3; r++)
+                for (int s = 0; s < 3; s++)
+                    g[r][s] = p->adjoint ? k[(2 - r) * 3 + (2 - s)] : k[r * 3 + s];
+            float t[4][3]; /* G g */
+            for (int s = 0; s < 3; s++) {
+                t[0][s] = g[0][s];
+                t[1][s] = 0.5f * (g[0][s] + g[1][s] + g[2][s]);
+                t[2][s] = 0.5f * (g[0][s] - g[1][s] + g[2][s]);
+                t[3][s] = g[2][s];
+            }
+            float *dst = p->u + o * cin + i;
+            for (int r = 0; r < 4; r++) { /* (G g) Gᵀ */
+                dst[(r * 4 + 0) * plane] = t[r][0];
+                dst[(r * 4 + 1) * plane] = 0.5f * (t[r][0] + t[r][1] + t[r][2]);
+                dst[(r * 4 + 2) * plane] = 0.5f * (t[r][0] - t[r][1] + t[r][2]);
+                dst[(r * 4 + 3) * plane] = t[r][2];
+            }
         }
 }
 
