@@ -44,7 +44,7 @@ struct wino {
     int64_t kplane, vplane, mplane; /* floats from one plane of u (or sums), v, m to the next */
     int slots;
     size_t slot_size;    /* floats per slot, a multiple of 16 */
-    size_t sum_size;     /* floats of a slot's weight-gradient sums, 0 when convolving */
+    size_t sum_size;     /* floats of a slot's weight-gradient sums (0 when convolving) */
     float *u;            /* convolving: the transformed kernels (16, cout, cin) */
     float *space;        /* the slots' buffers */
     const float *weight; /* convolving: (cout, cin, 3, 3), or (cin, cout, 3, 3) if adjoint */
@@ -287,7 +287,7 @@ static void run_slots(void *arg, int64_t s0, int64_t s1) {
         for (int64_t t0 = first; t0 < last; t0 += p->run) {
             int64_t count = last - t0 < p->run ? last - t0 : p->run;
             each_segment(p, p->cin, t0, count, patch_segment, b.v, b.rows);
-            if (p->sum_size) {
+            if (p->dy) { /* summing the weight gradient */
                 each_segment(p, p->cout, t0, count, gradient_segment, b.m, b.rows);
                 for (int xi = 0; xi < 16; xi++)
                     mxc__sgemm(false, true, p->cout, p->cin, count, 1.0f, b.m + xi * p->mplane,
